@@ -1,0 +1,59 @@
+"""Names both sides agree on: built-in tiny models and swappable implementations.
+
+Pure data, so the parent can validate a scenario without importing torch or vLLM.
+"""
+
+from __future__ import annotations
+
+# Built-in tiny models, built deterministically by harness.engine.models on first use.
+# name -> what it is (shown by `specbench models`).
+BUILTIN_MODELS: dict[str, str] = {
+    "tiny-llama": "Llama target (vocab 1024, hidden 128, 2 layers) with a WordLevel tokenizer",
+    "tiny-llama-medusa": "3 Medusa heads fitted to tiny-llama's own greedy outputs",
+    "tiny-llama-eagle": "EAGLE-1 one-layer draft fitted to tiny-llama's own greedy outputs",
+}
+
+# Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin.
+# name -> {choice -> description}. A variant selects one as "name:choice".
+IMPLEMENTATIONS: dict[str, dict[str, str]] = {
+    "medusa-proposer": {
+        "baseline": "pre-optimization MedusaProposer.propose: per-head argmax(...).tolist(), "
+        "Python transpose, returns list[list[int]] (GPU->CPU sync every step)",
+        "optimized": "vLLM 0.32 MedusaProposer.propose: one stacked [batch, heads] tensor "
+        "that stays on the device",
+    },
+    "tp-argmax-reduction": {
+        "baseline": "EAGLE draft argmax after an all-gather of full-vocab logits across TP ranks",
+        "optimized": "speculative_config.use_local_argmax_reduction: local argmax per rank, "
+        "gather (max, index) pairs only",
+    },
+}
+
+# Implementation choices that are (also) a speculative_config switch in vLLM 0.32, and the
+# speculative methods each swap applies to.
+IMPLEMENTATION_CONFIG: dict[tuple[str, str], dict[str, object]] = {
+    ("tp-argmax-reduction", "baseline"): {"use_local_argmax_reduction": False},
+    ("tp-argmax-reduction", "optimized"): {"use_local_argmax_reduction": True},
+}
+IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
+    "medusa-proposer": ("medusa",),
+    "tp-argmax-reduction": ("eagle", "eagle3"),
+}
+
+# Environment variables of the worker <-> plugin protocol.
+IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
+IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
+
+
+def parse_implementation(value: str) -> tuple[str, str]:
+    """Split "name:choice"; raise ValueError naming what is wrong."""
+    name, sep, choice = value.partition(":")
+    if not sep:
+        raise ValueError(f"expected 'name:choice', got {value!r}")
+    if name not in IMPLEMENTATIONS:
+        known = ", ".join(sorted(IMPLEMENTATIONS))
+        raise ValueError(f"unknown implementation {name!r} (known: {known})")
+    if choice not in IMPLEMENTATIONS[name]:
+        known = ", ".join(sorted(IMPLEMENTATIONS[name]))
+        raise ValueError(f"unknown choice {choice!r} for {name!r} (known: {known})")
+    return name, choice

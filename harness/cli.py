@@ -1,0 +1,191 @@
+"""The `specbench` command: thin typer wrappers that build one object, call one library
+function and map the outcome to an exit code. Heavy imports live inside the commands so that
+`--help`, `plan` and `schema` start fast and need no engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from harness.errors import ExitCode, SpecbenchError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="A/B benchmarks of speculative decoding on real vLLM.",
+)
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)]
+ResultsOpt = Annotated[Path, typer.Option("--results-dir", help="Where run folders go.")]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--models-cache", help="Cache of built-in tiny models "
+                 "(default: $SPECBENCH_CACHE/models or ~/.cache/specbench/models)."),
+]
+
+
+def _err(message: str) -> None:
+    print(f"specbench: error: {message}", file=sys.stderr)
+
+
+@app.command()
+def run(
+    scenario: ScenarioArg,
+    results_dir: ResultsOpt = Path("results"),
+    models_cache: CacheOpt = None,
+    run_id: Annotated[str | None, typer.Option(help="Name of the run folder.")] = None,
+) -> int:
+    """Run every variant of SCENARIO on real vLLM and print the comparison table."""
+    from harness.runner import run_plan
+    from harness.scenario import load_scenario
+
+    spec = load_scenario(scenario)
+
+    def progress(message: str) -> None:
+        print(f"specbench: {message}", file=sys.stderr, flush=True)
+
+    outcome = run_plan(spec, scenario, results_dir, models_cache, progress, run_id=run_id)
+    write_report(outcome.run_dir, echo=True)
+    progress(f"results: {outcome.run_dir}")
+    if outcome.exit_code == ExitCode.RUN_FAILED:
+        _err("some launches failed; see the table's FAILED notes and the logs in "
+             f"{outcome.run_dir / 'logs'}")
+    return int(outcome.exit_code)
+
+
+def write_report(run_dir: Path, echo: bool) -> Any:
+    """Compare a stored run and write table.txt, table.md and summary.json beside it."""
+    from harness.compare import compare_results
+    from harness.report import render_markdown, render_terminal
+    from harness.store import load_results, write_json_atomic, write_text_atomic
+
+    results = load_results(run_dir)
+    comparison = compare_results(results)
+    text = render_terminal(comparison)
+    write_text_atomic(results.path / "table.txt", text)
+    write_text_atomic(results.path / "table.md",
+                      render_markdown(comparison, results.manifest.get("fingerprint")))
+    summary = {"run_id": results.run_id, "status": results.manifest.get("status"),
+               "comparison": comparison.to_dict(),
+               "timings": results.manifest.get("timings")}
+    write_json_atomic(results.path / "summary.json", summary)
+    if echo:
+        print(text, end="")
+    return comparison
+
+
+@app.command()
+def report(
+    results: Annotated[Path, typer.Argument(help="A run folder (or results/ for the newest).")],
+    markdown: Annotated[bool, typer.Option(help="Print the Markdown copy instead.")] = False,
+) -> int:
+    """Re-render the comparison of a stored run from its raw records."""
+    from harness.store import resolve_run_dir
+
+    run_dir = resolve_run_dir(results)
+    write_report(run_dir, echo=not markdown)
+    if markdown:
+        print((run_dir / "table.md").read_text(), end="")
+    return 0
+
+
+@app.command()
+def plan(
+    scenario: ScenarioArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> int:
+    """Show what `run` would launch, without running anything."""
+    from harness.plan import expand_plan
+    from harness.scenario import load_scenario
+
+    expanded = expand_plan(load_scenario(scenario))
+    if as_json:
+        print(expanded.model_dump_json(indent=2))
+        return 0
+    print(f"scenario {expanded.scenario_name} ({expanded.scenario_hash}): baseline "
+          f"{expanded.baseline}, candidates {', '.join(expanded.candidates)}")
+    for r in expanded.runs:
+        impl = f" impl={r.implementation}" if r.implementation else ""
+        spec = r.engine_args.get("speculative_config")
+        spec_text = f" spec={json.dumps(spec, sort_keys=True)}" if spec else ""
+        print(f"  {r.order + 1:>3}. {r.run_key:<24} {r.repeats} pass(es) x "
+              f"{r.workload.num_prompts} prompts{impl}{spec_text}")
+    return 0
+
+
+@app.command()
+def schema() -> int:
+    """Print the JSON Schema of scenario files."""
+    from harness.scenario import scenario_json_schema
+
+    print(json.dumps(scenario_json_schema(), indent=2))
+    return 0
+
+
+@app.command()
+def implementations() -> int:
+    """List the implementations a variant can swap inside vLLM's workers."""
+    from harness.catalog import IMPLEMENTATIONS
+
+    for name, choices in IMPLEMENTATIONS.items():
+        print(name)
+        for choice, text in choices.items():
+            print(f"  {name}:{choice:<10} {text}")
+    return 0
+
+
+@app.command()
+def models(
+    build: Annotated[list[str] | None, typer.Argument(help="Built-in models to build now.")] = None,
+    models_cache: CacheOpt = None,
+) -> int:
+    """List the built-in tiny models, or build the named ones (worker-side process)."""
+    import subprocess
+
+    from harness.catalog import BUILTIN_MODELS
+
+    if not build:
+        for name, text in BUILTIN_MODELS.items():
+            print(f"{name:<20} {text}")
+        return 0
+    unknown = [n for n in build if n not in BUILTIN_MODELS and n != "all"]
+    if unknown:
+        raise SpecbenchError(f"unknown built-in model(s): {', '.join(unknown)} (known: "
+                             f"{', '.join(BUILTIN_MODELS)})")
+    names = list(BUILTIN_MODELS) if "all" in build else build
+    cmd = [sys.executable, "-m", "harness.engine.models", *names]
+    if models_cache is not None:
+        cmd[3:3] = ["--cache-dir", str(models_cache)]
+    return subprocess.run(cmd, check=False).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: user errors become one line and an exit code, no traceback."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except SpecbenchError as exc:
+        _err(str(exc))
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        _err("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitCode.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

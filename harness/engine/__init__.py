@@ -1,0 +1,1 @@
+"""Worker side: the only package that imports vllm or torch, and only inside worker processes."""

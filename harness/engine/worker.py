@@ -1,0 +1,243 @@
+"""One measured engine launch: `python -m harness.engine.worker --spec S --out O`.
+
+Runs in its own process (started by harness.runner): builds vLLM's offline LLM engine with the
+variant's settings, warms it up, runs the measured passes, and writes a WorkerResult JSON.
+Failures it can catch are written as data (status "failed"); the parent handles the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV
+from harness.plan import RunSpec
+from harness.records import (
+    ImplReport,
+    PassRecord,
+    RequestRecord,
+    SpecDecodeCounters,
+    Timings,
+    WorkerResult,
+)
+from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
+
+SPEC_COUNTERS = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def resolve_models(engine_args: dict[str, Any], cache_dir: Path | None,
+                   base_dir: Path) -> dict[str, str]:
+    """Replace built-in model names (target and draft) by local folders, building if needed."""
+    spec = engine_args.get("speculative_config") or {}
+    wanted = [name for name in (engine_args["model"], spec.get("model")) if name in BUILTIN_MODELS]
+    resolved: dict[str, str] = {}
+    if wanted:
+        from harness.engine.models import ensure_models
+
+        folders = ensure_models(wanted, cache_dir, log=lambda m: print(m, file=sys.stderr))
+        resolved = {name: str(path) for name, path in folders.items()}
+
+    def local(name: str) -> str:
+        if name in resolved:
+            return resolved[name]
+        path = Path(name).expanduser()
+        if not path.is_absolute() and (base_dir / path).exists():
+            return str(base_dir / path)
+        return name
+
+    engine_args["model"] = local(engine_args["model"])
+    if spec.get("model"):
+        spec["model"] = local(spec["model"])
+    return resolved
+
+
+def read_counters(llm: Any) -> dict[str, Any]:
+    """Cumulative spec-decode counters summed over engines/labels."""
+    from vllm.v1.metrics.reader import Counter, Vector
+
+    totals: dict[str, Any] = {key: 0 for key in SPEC_COUNTERS.values()}
+    per_pos: list[int] = []
+    for metric in llm.get_metrics():
+        if metric.name in SPEC_COUNTERS and isinstance(metric, Counter):
+            totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
+        elif metric.name == SPEC_PER_POS and isinstance(metric, Vector):
+            values = [int(v) for v in metric.values]
+            if len(per_pos) < len(values):
+                per_pos.extend([0] * (len(values) - len(per_pos)))
+            for i, v in enumerate(values):
+                per_pos[i] += v
+    totals["accepted_per_pos"] = per_pos
+    return totals
+
+
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> SpecDecodeCounters:
+    """Counters of exactly one pass: vLLM's are cumulative over the process."""
+    pos_before = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])
+    return SpecDecodeCounters(
+        num_drafts=after["num_drafts"] - before["num_drafts"],
+        num_draft_tokens=after["num_draft_tokens"] - before["num_draft_tokens"],
+        num_accepted_tokens=after["num_accepted_tokens"] - before["num_accepted_tokens"],
+        accepted_per_pos=[a - pos_before[i] for i, a in enumerate(after["accepted_per_pos"])],
+    )
+
+
+def to_engine_prompt(prompt: Prompt) -> Any:
+    if isinstance(prompt, str):
+        return prompt
+    from vllm.inputs import TokensPrompt
+
+    return TokensPrompt(prompt_token_ids=prompt)
+
+
+def request_record(index: int, output: Any) -> RequestRecord:
+    completion = output.outputs[0]
+    stats = output.metrics
+    ttft = e2el = None
+    if stats is not None and stats.first_token_latency > 0:
+        ttft = float(stats.first_token_latency)
+        # first_token_latency is measured from arrival (wall clock); the decode span comes
+        # from the engine core's monotonic timestamps of the first and last token.
+        e2el = ttft + max(0.0, float(stats.last_token_ts - stats.first_token_ts))
+    return RequestRecord(
+        index=index,
+        prompt_tokens=len(output.prompt_token_ids or []),
+        output_tokens=len(completion.token_ids),
+        ttft_s=ttft,
+        e2el_s=e2el,
+        finish_reason=completion.finish_reason,
+        output_token_ids=list(completion.token_ids),
+    )
+
+
+def read_impl_reports(report_dir: Path) -> list[ImplReport]:
+    reports = []
+    for path in sorted(report_dir.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            reports.append(ImplReport.model_validate(
+                {k: v for k, v in data.items() if k in ImplReport.model_fields}
+            ))
+        except (OSError, ValueError) as exc:
+            print(f"specbench: unreadable implementation report {path}: {exc}", file=sys.stderr)
+    return reports
+
+
+def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
+               report_dir: Path) -> WorkerResult:
+    """Build the engine, warm up, measure `run.repeats` passes. Raises on engine failure."""
+    timings = Timings()
+    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings)
+
+    t = time.perf_counter()
+    import torch
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    timings.import_s = time.perf_counter() - t
+    result.engine_versions = {"vllm": vllm.__version__, "torch": torch.__version__}
+
+    t = time.perf_counter()
+    engine_args = json.loads(json.dumps(run.engine_args))
+    result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
+    timings.models_s = time.perf_counter() - t
+
+    model_path = Path(engine_args["model"])
+    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
+    prompts = load_prompts(run.workload, base_dir, vocab)
+    warm = warmup_prompts(run.workload, run.warmup, vocab, prompts)
+
+    def params(i: int) -> Any:
+        w = run.workload
+        return SamplingParams(
+            max_tokens=w.max_tokens,
+            ignore_eos=w.ignore_eos,
+            temperature=w.temperature,
+            seed=None if w.temperature == 0 else w.seed + i,
+        )
+
+    t = time.perf_counter()
+    llm = LLM(**engine_args)
+    timings.engine_start_s = time.perf_counter() - t
+    speculative = "speculative_config" in engine_args
+
+    if warm:
+        t = time.perf_counter()
+        llm.generate([to_engine_prompt(p) for p in warm], [params(i) for i in range(len(warm))],
+                     use_tqdm=False)
+        timings.warmup_s = time.perf_counter() - t
+
+    engine_prompts = [to_engine_prompt(p) for p in prompts]
+    sampling = [params(i) for i in range(len(prompts))]
+    whash = workload_hash(prompts)
+    for repeat in range(run.repeats):
+        before = read_counters(llm) if speculative else None
+        started = time.time()
+        t = time.perf_counter()
+        outputs = llm.generate(engine_prompts, sampling, use_tqdm=False)
+        duration = time.perf_counter() - t
+        timings.measure_s += duration
+        after = read_counters(llm) if speculative else None
+        result.passes.append(
+            PassRecord(
+                repeat=repeat,
+                started_unix=started,
+                duration_s=duration,
+                requests=[request_record(i, out) for i, out in enumerate(outputs)],
+                spec_decode=counter_delta(before, after) if before and after else None,
+                workload_hash=whash,
+            )
+        )
+
+    t = time.perf_counter()
+    del llm
+    gc.collect()
+    timings.shutdown_s = time.perf_counter() - t
+    result.impl_reports = read_impl_reports(report_dir)
+    result.status = "ok"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--spec", type=Path, required=True, help="WorkerSpec JSON from runner")
+    parser.add_argument("--out", type=Path, required=True, help="where to write WorkerResult")
+    args = parser.parse_args(argv)
+
+    spec = json.loads(args.spec.read_text())
+    run = RunSpec.model_validate(spec["run"])
+    base_dir = Path(spec["base_dir"])
+    cache_dir = Path(spec["models_cache"]) if spec.get("models_cache") else None
+    report_dir = Path(os.environ[IMPL_REPORT_DIR_ENV])
+    try:
+        result = run_worker(run, base_dir, cache_dir, report_dir)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes data for the parent
+        traceback.print_exc()
+        result = WorkerResult(run_key=run.run_key, status="failed",
+                              error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+                              impl_reports=read_impl_reports(report_dir))
+        write_json_atomic(args.out, result.model_dump(mode="json"))
+        return 1
+    write_json_atomic(args.out, result.model_dump(mode="json"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""User-facing error types and the exit codes the CLI maps them to.
+
+A SpecbenchError is a user mistake or an unmet requirement: the CLI prints its one-line message
+and exits with its code, no traceback. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    RUN_FAILED = 1  # at least one measured run failed (recorded as data)
+    USAGE = 2  # bad input: scenario, arguments, files
+    HARDWARE = 3  # the scenario needs hardware this machine lacks
+    GATE_FAILED = 4  # a regression gate tripped
+    INCOMPARABLE = 5  # results whose fingerprints or workloads differ
+    INTERRUPTED = 130
+
+
+class SpecbenchError(Exception):
+    """A user-facing error: one line, no traceback."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ScenarioError(SpecbenchError):
+    """The scenario file is missing, malformed or invalid (message names the field)."""
+
+
+class HardwareError(SpecbenchError):
+    """The scenario asks for hardware this machine does not have."""
+
+    exit_code = ExitCode.HARDWARE
+
+
+class ResultsError(SpecbenchError):
+    """A results folder or file is missing, corrupt, or of an unsupported version."""
+
+
+class IncomparableError(SpecbenchError):
+    """Two result sets cannot be compared (fingerprint or workload mismatch)."""
+
+    exit_code = ExitCode.INCOMPARABLE

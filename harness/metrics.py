@@ -1,0 +1,163 @@
+"""Records -> pandas: per-request rows, per-pass metrics, and the metric catalogue.
+
+Every number in a report is computed here from the stored raw records; each metric declares
+its unit, whether higher is better, and how a delta is expressed (relative % or points).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from harness.records import RunRecord
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One reported metric."""
+
+    key: str  # column in passes_frame
+    label: str  # as in the PR tables
+    higher_is_better: bool
+    delta: Literal["relative", "points"] = "relative"
+    request_column: str | None = None  # per-request column it summarises, if any
+    stat: Literal["mean", "median", "p99"] | None = None
+    decimals: int = 2
+
+
+# The rows of the seed PR tables, in their order, then the extra latency statistics.
+METRICS: tuple[MetricDef, ...] = (
+    MetricDef("output_throughput", "Output throughput (tok/s)", True),
+    MetricDef("total_throughput", "Total throughput (tok/s)", True),
+    MetricDef("request_throughput", "Request throughput (req/s)", True),
+    MetricDef("acceptance_rate", "Acceptance rate (%)", True, "points"),
+    MetricDef("mean_acceptance_length", "Mean acceptance length", True),
+    MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean"),
+    MetricDef("mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean"),
+    MetricDef("mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean"),
+    MetricDef("mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean"),
+    MetricDef("median_tpot_ms", "Median TPOT (ms)", False, request_column="tpot_ms",
+              stat="median"),
+    MetricDef("p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99"),
+    MetricDef("median_ttft_ms", "Median TTFT (ms)", False, request_column="ttft_ms",
+              stat="median"),
+    MetricDef("p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99"),
+    MetricDef("median_e2el_ms", "Median E2EL (ms)", False, request_column="e2el_ms",
+              stat="median"),
+    MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99"),
+)
+METRICS_BY_KEY = {m.key: m for m in METRICS}
+
+REQUEST_COLUMNS = ["run_key", "variant", "round", "repeat", "index", "prompt_tokens",
+                   "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "finish_reason",
+                   "error"]
+
+
+def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> float:
+    """Time per output token after the first, as vLLM's serving benchmark defines it."""
+    if ttft_s is None or e2el_s is None or output_tokens < 2:
+        return float("nan")
+    return (e2el_s - ttft_s) / (output_tokens - 1) * 1000.0
+
+
+def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
+    """One row per measured request of every successful launch."""
+    rows = []
+    for run in runs:
+        if run.status != "ok" or run.result is None:
+            continue
+        for p in run.result.passes:
+            for r in p.requests:
+                itl = r.itl_s
+                rows.append({
+                    "run_key": run.run_key, "variant": run.variant, "round": run.round,
+                    "repeat": p.repeat, "index": r.index,
+                    "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
+                    "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
+                    "tpot_ms": _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens),
+                    # mean gap of this request; the pass's mean ITL weights every gap equally
+                    "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
+                    "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
+                    "finish_reason": r.finish_reason, "error": r.error,
+                })
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+
+
+def itl_samples(runs: list[RunRecord]) -> pd.DataFrame:
+    """Every inter-token gap (ms) with its run/pass, for ITL means and distributions."""
+    rows = [
+        (run.run_key, run.variant, run.round, p.repeat, gap * 1000.0)
+        for run in runs if run.status == "ok" and run.result is not None
+        for p in run.result.passes for r in p.requests for gap in (r.itl_s or [])
+    ]
+    return pd.DataFrame(rows, columns=["run_key", "variant", "round", "repeat", "itl_ms"])
+
+
+def _stat(values: pd.Series, stat: str) -> float:
+    values = values.dropna()
+    if values.empty:
+        return float("nan")
+    if stat == "mean":
+        return float(values.mean())
+    if stat == "median":
+        return float(values.median())
+    return float(np.percentile(values, 99))
+
+
+def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
+    """One row per measured pass: every metric of METRICS plus counts and counters."""
+    rows = []
+    for run in runs:
+        if run.status != "ok" or run.result is None:
+            continue
+        for p in run.result.passes:
+            req = pd.DataFrame([r.model_dump(exclude={"output_token_ids"}) for r in p.requests])
+            ok = req[req["error"].isna()] if not req.empty else req
+            n_ok = len(ok)
+            out_tok = int(ok["output_tokens"].sum()) if n_ok else 0
+            in_tok = int(ok["prompt_tokens"].sum()) if n_ok else 0
+            dur = p.duration_s
+            gaps = [g * 1000.0 for r in p.requests if r.error is None for g in (r.itl_s or [])]
+            per_req = {
+                "ttft_ms": ok["ttft_s"].astype(float) * 1000.0 if n_ok else pd.Series(dtype=float),
+                "e2el_ms": ok["e2el_s"].astype(float) * 1000.0 if n_ok else pd.Series(dtype=float),
+                "tpot_ms": pd.Series([_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens)
+                                      for r in p.requests if r.error is None], dtype=float),
+                "itl_ms": pd.Series(gaps, dtype=float),
+            }
+            row: dict[str, object] = {
+                "run_key": run.run_key, "variant": run.variant, "round": run.round,
+                "order": run.order, "repeat": p.repeat, "started_unix": p.started_unix,
+                "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
+                "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
+                "output_tokens": out_tok, "workload_hash": p.workload_hash,
+                "output_throughput": out_tok / dur if dur > 0 else np.nan,
+                "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
+                "request_throughput": n_ok / dur if dur > 0 else np.nan,
+            }
+            for m in METRICS:
+                if m.request_column is not None and m.stat is not None:
+                    row[m.key] = _stat(per_req[m.request_column], m.stat)
+            sd = p.spec_decode
+            if sd is not None and sd.num_draft_tokens > 0:
+                row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
+                row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
+                for i, accepted in enumerate(sd.accepted_per_pos):
+                    row[f"acceptance_pos_{i}"] = 100.0 * accepted / sd.num_drafts
+            else:
+                row["acceptance_rate"] = np.nan
+                row["mean_acceptance_length"] = np.nan
+            if sd is not None:
+                row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
+                           num_accepted_tokens=sd.num_accepted_tokens)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def position_metrics(passes: pd.DataFrame) -> list[str]:
+    """The per-position acceptance columns present, in position order."""
+    cols = [c for c in passes.columns if c.startswith("acceptance_pos_")]
+    return sorted(cols, key=lambda c: int(c.rsplit("_", 1)[1]))

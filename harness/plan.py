@@ -1,0 +1,124 @@
+"""Pure expansion of a Scenario into the ordered RunSpecs that will launch, one per process.
+
+No I/O and no engine imports: `specbench plan` and the tests call this on any machine.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from pydantic import Field
+
+from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
+from harness.scenario import Scenario, StrictModel, Workload, scenario_hash
+
+
+class RunSpec(StrictModel):
+    """One engine launch: a variant in a round, with everything the worker needs."""
+
+    run_key: str = Field(description="Stable id within a run: '<variant>.r<round>'.")
+    order: int = Field(description="Launch position in the plan (0-based).")
+    variant: str = Field(description="Variant name.")
+    baseline: bool = Field(description="Whether this is the baseline variant.")
+    round: int = Field(description="Round index (0-based).")
+    repeats: int = Field(description="Measured passes in this launch.")
+    warmup: int = Field(description="Warm-up requests before the first measured pass.")
+    device: str = Field(description="cpu or cuda.")
+    engine_args: dict[str, Any] = Field(
+        description="LLM(...) keywords; model names may still be built-in names."
+    )
+    implementation: str | None = Field(description="'name:choice' swapped in the workers.")
+    env: dict[str, str] = Field(description="Environment from the scenario and the variant.")
+    workload: Workload = Field(description="The workload of each measured pass.")
+    timeout_s: float = Field(description="Wall-clock limit for the worker process.")
+
+
+class Plan(StrictModel):
+    """Everything a run will launch, in order."""
+
+    scenario_name: str
+    scenario_hash: str
+    baseline: str
+    candidates: list[str]
+    runs: list[RunSpec]
+
+
+def engine_args_for(scenario: Scenario, variant_name: str) -> dict[str, Any]:
+    """The LLM(...) keywords of one variant: common settings, then the variant's overrides."""
+    variant = scenario.variants[variant_name]
+    args: dict[str, Any] = {
+        "model": scenario.model,
+        "dtype": scenario.dtype,
+        "tensor_parallel_size": scenario.tensor_parallel_size,
+        "max_num_seqs": scenario.batch_size,
+        "seed": scenario.workload.seed,
+        # Needed for per-request timestamps and the spec-decode counters.
+        "disable_log_stats": False,
+    }
+    if scenario.max_model_len is not None:
+        args["max_model_len"] = scenario.max_model_len
+    args.update(scenario.engine)
+    args.update(variant.engine)
+
+    if scenario.draft is not None:
+        spec: dict[str, Any] = {
+            "method": scenario.draft.method,
+            "num_speculative_tokens": scenario.draft.num_speculative_tokens,
+        }
+        if scenario.draft.model is not None:
+            spec["model"] = scenario.draft.model
+        spec.update(scenario.draft.config)
+        spec.update(variant.speculative_config)
+        if variant.implementation is not None:
+            # The scenario validator already refused overrides that contradict these.
+            spec.update(IMPLEMENTATION_CONFIG.get(parse_implementation(variant.implementation), {}))
+        args["speculative_config"] = spec
+    return args
+
+
+def launch_order(scenario: Scenario) -> list[tuple[str, int]]:
+    """(variant, round) pairs in launch order, interleaved so drift hits every arm alike."""
+    names = list(scenario.variants)
+    order: list[tuple[str, int]] = []
+    if scenario.interleave == "sequential":
+        return [(name, r) for name in names for r in range(scenario.rounds)]
+    for r in range(scenario.rounds):
+        round_names = list(names)
+        if scenario.interleave == "abba" and r % 2 == 1:
+            round_names.reverse()
+        elif scenario.interleave == "shuffle":
+            random.Random(scenario.workload.seed * 1000 + r).shuffle(round_names)
+        order.extend((name, r) for name in round_names)
+    return order
+
+
+def expand_plan(scenario: Scenario) -> Plan:
+    """Scenario -> Plan: one RunSpec per (variant, round), in launch order."""
+    runs = []
+    for order, (name, r) in enumerate(launch_order(scenario)):
+        variant = scenario.variants[name]
+        runs.append(
+            RunSpec(
+                run_key=f"{name}.r{r}",
+                order=order,
+                variant=name,
+                baseline=variant.baseline,
+                round=r,
+                repeats=scenario.repeats,
+                warmup=scenario.warmup,
+                device=scenario.device,
+                engine_args=engine_args_for(scenario, name),
+                implementation=variant.implementation,
+                env={**scenario.env, **variant.env},
+                workload=scenario.workload,
+                timeout_s=scenario.timeout_s,
+            )
+        )
+    return Plan(
+        scenario_name=scenario.name,
+        scenario_hash=scenario_hash(scenario),
+        baseline=scenario.baseline,
+        candidates=scenario.candidates,
+        runs=runs,
+    )

@@ -1,0 +1,119 @@
+"""Typed records a worker sends back and the store keeps: raw per-request samples, per pass.
+
+Every summary is computed from these (metrics.py); nothing derived is stored in their place.
+
+SCHEMA_VERSION history (bump on any change a reader must know about; add a step to
+store.migrate_manifest when older files need it):
+  1 - first version: WorkerResult with passes of RequestRecords and SpecDecodeCounters.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
+
+
+class Record(BaseModel):
+    """Base for records: unknown keys are errors, so a worker writing garbage is caught."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestRecord(Record):
+    """One measured request, as the engine saw it."""
+
+    index: int = Field(description="Position of the prompt in the workload.")
+    prompt_tokens: int = Field(description="Prompt length in tokens.")
+    output_tokens: int = Field(description="Generated tokens.")
+    ttft_s: float | None = Field(description="Time to first token (s) since arrival.")
+    e2el_s: float | None = Field(description="End-to-end latency (s) since arrival.")
+    itl_s: list[float] | None = Field(
+        default=None, description="Gaps between streamed chunks (s); None where not streamed."
+    )
+    finish_reason: str | None = Field(description="Why generation stopped.")
+    output_token_ids: list[int] = Field(description="Generated token ids (for output parity).")
+    error: str | None = Field(default=None, description="Set when the request failed.")
+
+
+class SpecDecodeCounters(Record):
+    """Speculative-decoding counter deltas over exactly one measured pass."""
+
+    num_drafts: int = Field(description="Draft steps (verify steps with drafts).")
+    num_draft_tokens: int = Field(description="Draft tokens proposed.")
+    num_accepted_tokens: int = Field(description="Draft tokens accepted.")
+    accepted_per_pos: list[int] = Field(description="Accepted tokens at each draft position.")
+
+
+class PassRecord(Record):
+    """One measured pass over the workload inside an engine launch."""
+
+    repeat: int = Field(description="Pass index within the launch (0-based).")
+    started_unix: float = Field(description="Wall clock at the start of the pass.")
+    duration_s: float = Field(description="Wall time of the pass (all requests).")
+    requests: list[RequestRecord] = Field(description="Per-request samples.")
+    spec_decode: SpecDecodeCounters | None = Field(
+        description="Counter deltas for this pass; None without speculation."
+    )
+    workload_hash: str = Field(description="Hash of the prompts of this pass.")
+
+
+class ImplReport(Record):
+    """What a vLLM process says actually ran for a swapped implementation."""
+
+    implementation: str
+    choice: str
+    path: str = Field(description="The code path that executed.")
+    pid: int
+    tp_rank: int | None = None
+    calls: int | None = None
+    first_call_unix: float | None = None
+
+
+class Timings(Record):
+    """Where a worker's wall time went (seconds)."""
+
+    import_s: float = Field(default=0.0, description="Importing vLLM and torch.")
+    models_s: float = Field(default=0.0, description="Resolving/building local models.")
+    engine_start_s: float = Field(default=0.0, description="LLM(...) construction.")
+    warmup_s: float = Field(default=0.0, description="Warm-up requests.")
+    measure_s: float = Field(default=0.0, description="Measured passes, summed.")
+    shutdown_s: float = Field(default=0.0, description="Engine shutdown.")
+
+
+class WorkerResult(Record):
+    """Everything one worker process sends back (also written for failures it caught)."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_key: str
+    status: RunStatus
+    error: str | None = None
+    passes: list[PassRecord] = Field(default_factory=list)
+    impl_reports: list[ImplReport] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    engine_versions: dict[str, str] = Field(
+        default_factory=dict, description="vllm/torch versions as imported in the worker."
+    )
+    resolved_models: dict[str, str] = Field(
+        default_factory=dict, description="Model names -> folders the engine loaded."
+    )
+
+
+class RunRecord(Record):
+    """The parent's record of one launch: the worker's result plus how the process ended."""
+
+    run_key: str
+    variant: str
+    round: int
+    order: int
+    status: RunStatus
+    exit_code: int | None = None
+    wall_s: float = Field(description="Process wall time as the parent measured it.")
+    error: str | None = None
+    log_file: str | None = Field(default=None, description="Worker log, relative to the run.")
+    log_tail: str | None = Field(default=None, description="Last lines of the log on failure.")
+    result: WorkerResult | None = None

@@ -1,0 +1,170 @@
+"""Rendering only: the comparison as the seed PRs' box table, as Markdown, and as figures.
+
+No statistics here: every number comes from a Comparison (compare.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harness.compare import CandidateResult, Comparison, MetricRow
+
+SIGNIFICANT_MARK = "*"
+
+
+def format_value(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if abs(value) >= 10_000:
+        return f"{value:.0f}"
+    return f"{value:.2f}"
+
+
+def _signed(value: float, decimals: int) -> str:
+    return f"{value:+.{decimals}f}"
+
+
+def format_delta(row: MetricRow, with_ci: bool = True) -> str:
+    """'+0.9% [+0.3, +1.5] *' for relative deltas, '-0.37pp [...]' for points."""
+    est = row.estimate
+    if est.delta is None or math.isnan(est.delta):
+        return "n/a"
+    if est.kind == "relative":
+        text = f"{_signed(100 * est.delta, 1)}%"
+        ci = (f" [{_signed(100 * est.ci_low, 1)}, {_signed(100 * est.ci_high, 1)}]"
+              if est.ci_low is not None and est.ci_high is not None else "")
+    else:
+        text = f"{_signed(est.delta, 2)}pp"
+        ci = (f" [{_signed(est.ci_low, 2)}, {_signed(est.ci_high, 2)}]"
+              if est.ci_low is not None and est.ci_high is not None else "")
+    if with_ci:
+        text += ci if ci else " [no CI]"
+    if est.significant:
+        text += f" {SIGNIFICANT_MARK}"
+    if est.noisy:
+        text += " (noisy)"
+    return text
+
+
+def format_parity(cand: CandidateResult) -> str | None:
+    parity = cand.parity
+    if parity is None:
+        return None
+    text = f"{100 * parity.fraction:.1f}% identical"
+    if parity.first_divergence is not None:
+        text += f", first divergence at token {parity.first_divergence}"
+    return text
+
+
+def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and rows shared by the terminal and Markdown tables."""
+    header = ["Metric", comparison.baseline]
+    for cand in comparison.candidates:
+        header += [cand.name, "Delta" if len(comparison.candidates) == 1 else f"Delta {cand.name}"]
+    keys: list[tuple[str, str]] = []
+    for cand in comparison.candidates:
+        for row in cand.rows:
+            if (row.key, row.label) not in keys:
+                keys.append((row.key, row.label))
+    rows = []
+    for key, label in keys:
+        line = [label]
+        base_value: float | None = None
+        cells: list[str] = []
+        for cand in comparison.candidates:
+            row = next((r for r in cand.rows if r.key == key), None)
+            if row is None:
+                cells += ["FAILED" if cand.status != "ok" else "n/a", ""]
+                continue
+            base_value = row.baseline
+            cells += [format_value(row.candidate), format_delta(row)]
+        line.append(format_value(base_value) if base_value is not None else
+                    ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
+        rows.append(line + cells)
+    if not keys:  # nothing compared: say why per column
+        line = ["Status", comparison.baseline_status.upper()]
+        for cand in comparison.candidates:
+            line += [cand.status.upper(), ""]
+        rows.append(line)
+    parity = [format_parity(c) for c in comparison.candidates]
+    if any(parity):
+        line = ["Output parity vs baseline", "reference"]
+        for text in parity:
+            line += [text or "n/a", ""]
+        rows.append(line)
+    return header, rows
+
+
+def render_terminal(comparison: Comparison, console: Console | None = None) -> str:
+    """The box-drawn table of the seed PRs (also returned as text)."""
+    header, rows = table_rows(comparison)
+    table = Table(box=box.SQUARE, show_lines=True, title=escape(f"{comparison.scenario} "
+                  f"({comparison.run_id})"))
+    for i, name in enumerate(header):
+        table.add_column(escape(name), justify="center" if i == 0 else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console = console or Console(width=max(100, sum(len(h) for h in header) + 80))
+    with console.capture() as capture:
+        console.print(table)
+        for line in footnotes(comparison):
+            console.print(line, highlight=False, markup=False)
+    return capture.get()
+
+
+def footnotes(comparison: Comparison) -> list[str]:
+    notes = [f"Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
+                                              sorted(comparison.passes_per_arm.items()))
+             + f". Delta: candidate vs {comparison.baseline}, mean of passes; [95% CI]; "
+             f"{SIGNIFICANT_MARK} = significant at 5%; pp = percentage points."]
+    if comparison.baseline_implementation or comparison.baseline_ran:
+        ran = "; ".join(comparison.baseline_ran) or "nothing reported"
+        notes.append(f"{comparison.baseline}: implementation "
+                     f"{comparison.baseline_implementation or '-'}; workers ran: {ran}")
+    for cand in comparison.candidates:
+        if cand.implementation or cand.ran:
+            ran = "; ".join(cand.ran) or "nothing reported"
+            notes.append(f"{cand.name}: implementation {cand.implementation or '-'}; "
+                         f"workers ran: {ran}")
+    for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
+            (c.name, c.failures) for c in comparison.candidates]:
+        for failure in failures:
+            notes.append(f"FAILED {name}: {failure}")
+    notes.extend(f"warning: {w}" for w in comparison.warnings)
+    for cand in comparison.candidates:
+        throughput = next((r for r in cand.rows if r.key == "output_throughput"), None)
+        if throughput is not None and throughput.estimate.mde is not None:
+            notes.append(f"{cand.name}: smallest output-throughput change these passes can "
+                         f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%")
+        elif throughput is not None and throughput.estimate.note:
+            notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
+    return notes
+
+
+def render_markdown(comparison: Comparison, environment: dict[str, Any] | None = None) -> str:
+    """A Markdown copy for a PR description."""
+    header, rows = table_rows(comparison)
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [f"### specbench: {comparison.scenario}", ""]
+    if environment:
+        out.append(f"Run `{comparison.run_id}` · vLLM {environment.get('vllm')} · torch "
+                   f"{environment.get('torch')} · {environment.get('cpu_model')} "
+                   f"({environment.get('cpu_count')} CPUs) · GPUs: "
+                   f"{', '.join(environment.get('gpus') or []) or 'none'} · specbench "
+                   f"{environment.get('git_sha') or 'unknown'}")
+        out.append("")
+    out.append(line(header))
+    out.append("|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|")
+    out.extend(line(r) for r in rows)
+    out.append("")
+    out.extend(f"- {note}" for note in footnotes(comparison))
+    return "\n".join(out) + "\n"

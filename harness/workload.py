@@ -1,0 +1,121 @@
+"""Workload prompts: seeded random token ids, or prompts read from a local JSONL/ShareGPT file.
+
+Pure (numpy + json): the same workload and seed give the same prompts in every variant's
+worker, and workload_hash() lets the harness check that they did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ScenarioError
+from harness.scenario import Workload
+
+# A prompt is either token ids (exact lengths, no tokenizer needed) or text.
+Prompt = list[int] | str
+
+# Token ids below this are reserved for <unk>, <s>, </s> in the built-in tokenizer and are
+# special in most real vocabularies; random prompts avoid them.
+FIRST_RANDOM_TOKEN = 3
+
+
+def random_prompts(num: int, input_len: int, vocab_size: int, seed: int) -> list[Prompt]:
+    """`num` prompts of exactly `input_len` token ids drawn uniformly from the vocabulary."""
+    if vocab_size <= FIRST_RANDOM_TOKEN:
+        raise ScenarioError(f"model vocabulary of {vocab_size} is too small for random prompts")
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(FIRST_RANDOM_TOKEN, vocab_size, size=(num, input_len))
+    return [row.tolist() for row in ids]
+
+
+def _read_jsonl(path: Path) -> list[Prompt]:
+    prompts: list[Prompt] = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+        if isinstance(item, dict) and isinstance(item.get("prompt"), str):
+            prompts.append(item["prompt"])
+        elif isinstance(item, dict) and isinstance(item.get("prompt_token_ids"), list):
+            prompts.append([int(t) for t in item["prompt_token_ids"]])
+        else:
+            raise ScenarioError(
+                f"{path}:{lineno}: expected an object with 'prompt' (text) or "
+                "'prompt_token_ids' (list of ints)"
+            )
+    return prompts
+
+
+def _read_sharegpt(path: Path) -> list[Prompt]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise ScenarioError(f"{path}: expected a JSON list of conversations")
+    prompts: list[Prompt] = []
+    for item in data:
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            continue
+        for turn in turns:
+            if isinstance(turn, dict) and turn.get("from") == "human" and turn.get("value"):
+                prompts.append(str(turn["value"]))
+                break
+    return prompts
+
+
+def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> list[Prompt]:
+    """The measured prompts of a workload (`base_dir` resolves relative file paths)."""
+    if workload.kind == "random":
+        if vocab_size is None:
+            raise ScenarioError("workload.kind random needs the model's vocab_size")
+        return random_prompts(workload.num_prompts, workload.input_len, vocab_size, workload.seed)
+    assert workload.path is not None  # the scenario validator guarantees it
+    path = Path(workload.path)
+    if not path.is_absolute():
+        path = base_dir / path
+    if not path.is_file():
+        raise ScenarioError(f"workload.path: file not found: {path}")
+    prompts = _read_jsonl(path) if workload.kind == "jsonl" else _read_sharegpt(path)
+    if len(prompts) < workload.num_prompts:
+        raise ScenarioError(
+            f"workload.num_prompts: {workload.num_prompts} asked, {path} has {len(prompts)}"
+        )
+    return prompts[: workload.num_prompts]
+
+
+def warmup_prompts(workload: Workload, count: int, vocab_size: int | None,
+                   measured: list[Prompt]) -> list[Prompt]:
+    """Warm-up prompts: fresh random ones (another seed) so no prefix cache favours a pass."""
+    if count == 0:
+        return []
+    if vocab_size is not None:
+        length = workload.input_len if workload.kind == "random" else 32
+        return random_prompts(count, length, vocab_size, workload.seed + 1_000_003)
+    return [measured[i % len(measured)] for i in range(count)]
+
+
+def workload_hash(prompts: list[Prompt]) -> str:
+    """Stable hash of the prompts, to prove every arm saw the same requests."""
+    digest = hashlib.sha256()
+    for prompt in prompts:
+        digest.update(json.dumps(prompt, separators=(",", ":")).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:16]
+
+
+def model_vocab_size(model_dir: Path) -> int | None:
+    """vocab_size from a local model folder's config.json, if it has one."""
+    config = model_dir / "config.json"
+    if not config.is_file():
+        return None
+    value = json.loads(config.read_text()).get("vocab_size")
+    return int(value) if isinstance(value, int) else None

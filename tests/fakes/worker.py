@@ -1,0 +1,56 @@
+"""Fault-injecting stand-in for harness.engine.worker (selected with SPECBENCH_WORKER_MODULE).
+
+Each variant picks its behaviour with the FAKE_MODE environment variable (set in the
+scenario's variant env): ok, crash, hang, garbage, wrong-key, short. 'ok' writes a small
+well-formed result so the healthy arm of a fault test has something to report; real
+measurements only ever come from harness.engine.worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--spec", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    spec = json.loads(args.spec.read_text())
+    run = spec["run"]
+    mode = os.environ.get("FAKE_MODE", "ok")
+    pid_dir = os.environ.get("FAKE_PID_DIR")
+    # Like vLLM's engine core: a child process in the worker's process group.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    if pid_dir:
+        Path(pid_dir, f"{run['run_key']}.pids").write_text(f"{os.getpid()} {child.pid}")
+    print(f"fake worker {run['run_key']} mode={mode}", flush=True)
+    if mode == "crash":
+        print("Traceback (most recent call last):\nRuntimeError: engine core died", flush=True)
+        os._exit(17)
+    if mode == "hang":
+        time.sleep(600)
+    if mode == "garbage":
+        args.out.write_text("{not json")
+        return 0
+    passes = [] if mode == "short" else [
+        {"repeat": r, "started_unix": time.time(), "duration_s": 1.0 + 0.01 * r,
+         "requests": [{"index": i, "prompt_tokens": 4, "output_tokens": 4, "ttft_s": 0.01,
+                       "e2el_s": 0.05, "finish_reason": "length",
+                       "output_token_ids": [1, 2, 3, i]} for i in range(4)],
+         "spec_decode": None, "workload_hash": "fake"}
+        for r in range(run["repeats"])
+    ]
+    key = "someone-else" if mode == "wrong-key" else run["run_key"]
+    args.out.write_text(json.dumps({"run_key": key, "status": "ok", "passes": passes}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Fault injection through the worker seam: crashing, hanging and garbage-writing workers are
+recorded as failed launches with their log tails, the other variant still completes, the CLI
+exits non-zero, and no worker process (nor its children) outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.runner import WORKER_MODULE_ENV
+from harness.store import load_results
+from tests.conftest import ROOT
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def _scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
+              repeats: int = 2) -> Path:
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    data: dict[str, Any] = {
+        "name": "faults", "model": str(model), "batch_size": 2,
+        "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
+        "warmup": 0, "repeats": repeats, "timeout_s": timeout_s,
+        "variants": {name: {"baseline": i == 0, "env": {"FAKE_MODE": mode}}
+                     for i, (name, mode) in enumerate(modes.items())},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _run_cli(tmp_path: Path, scenario: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
+           "FAKE_PID_DIR": str(tmp_path)}
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+         str(tmp_path / "results"), "--run-id", "r"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+
+
+def _pids(tmp_path: Path) -> list[int]:
+    return [int(p) for f in tmp_path.glob("*.pids") for p in f.read_text().split()]
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "error"),
+    [
+        ("crash", "failed", "worker exited with code 17"),
+        ("hang", "timeout", "worker exceeded timeout_s=3"),
+        ("garbage", "failed", "worker wrote an unreadable result"),
+        ("wrong-key", "failed", "worker answered for 'someone-else'"),
+        ("short", "failed", "worker returned 0 passes, expected 2"),
+    ],
+)
+def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, status: str,
+                                                    error: str) -> None:
+    scenario = _scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=3)
+    result = _run_cli(tmp_path, scenario)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    results = load_results(tmp_path / "results" / "r")
+    by_variant = {r.variant: r for r in results.runs}
+    assert by_variant["good"].status == "ok"
+    bad = by_variant["bad"]
+    assert bad.status == status and bad.error is not None and error in bad.error
+    if mode == "crash":
+        assert bad.log_tail is not None and "engine core died" in bad.log_tail
+    assert results.manifest["status"] == "failed"
+    table = (results.path / "table.txt").read_text()
+    assert "FAILED" in table and "FAILED bad" in table
+    summary = json.loads((results.path / "summary.json").read_text())
+    assert summary["comparison"]["candidates"][0]["status"] == "failed"
+    time.sleep(0.2)
+    assert not [p for p in _pids(tmp_path) if _alive(p)]
+
+
+def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, {"good": "ok", "stuck": "hang"}, timeout_s=300)
+    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
+           "FAKE_PID_DIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+         str(tmp_path / "results"), "--run-id", "r"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "stuck.r0.pids").exists():
+        assert time.monotonic() < deadline, "the hanging worker never started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    results = load_results(tmp_path / "results" / "r")
+    assert results.manifest["status"] == "interrupted"
+    assert [r.run_key for r in results.runs] == ["good.r0"]
+    assert results.runs[0].status == "ok"
+    time.sleep(0.2)
+    assert not [p for p in _pids(tmp_path) if _alive(p)]

@@ -1,0 +1,115 @@
+"""Comparison, parity and rendering from hand-made records; results-folder versioning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.compare import check_comparable, compare_records, output_parity
+from harness.errors import IncomparableError, ResultsError
+from harness.records import SCHEMA_VERSION
+from harness.report import render_markdown, render_terminal
+from harness.store import RunResults, load_results, save_manifest, save_run_record
+from tests.factory import run, simple_pass
+
+
+def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
+    runs = []
+    order = 0
+    for r in range(2):
+        for variant, duration in (("base", 2.0), ("opt", cand_duration)):
+            passes = [simple_pass(k, duration + 0.001 * k,
+                                  tokens_offset=cand_tokens_offset if variant == "opt" else 0)
+                      for k in range(2)]
+            runs.append(run(variant, r, order, passes))
+            order += 1
+    return runs
+
+
+def test_compare_rows_and_parity() -> None:
+    comparison = compare_records(_runs(), "base", ["opt"], "run-1", "unit")
+    [cand] = comparison.candidates
+    rows = {row.key: row for row in cand.rows}
+    tput = rows["output_throughput"]
+    assert tput.baseline == pytest.approx(5.0, rel=1e-3)
+    assert tput.estimate.delta == pytest.approx(2.0 / 1.9 - 1, rel=1e-2)
+    assert tput.estimate.n_baseline == 4 and tput.estimate.test == "paired t"
+    assert tput.estimate.significant and tput.improved is True
+    # Same acceptance in both arms: a zero delta in points, not significant.
+    assert rows["acceptance_rate"].estimate.kind == "points"
+    assert rows["acceptance_rate"].estimate.delta == pytest.approx(0.0)
+    assert not rows["acceptance_rate"].estimate.significant
+    assert "acceptance_pos_2" in rows
+    assert cand.parity is not None and cand.parity.fraction == 1.0
+    assert cand.parity.first_divergence is None and cand.parity.baseline_self_identical == 1.0
+
+
+def test_parity_reports_first_divergence() -> None:
+    parity = output_parity(_runs(cand_tokens_offset=5), "base", "opt")
+    assert parity is not None
+    assert parity.fraction == pytest.approx(0.5)  # request 0 differs at token 0
+    assert parity.first_divergence == 0
+
+
+def test_failed_candidate_is_marked() -> None:
+    runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [], status="failed")]
+    comparison = compare_records(runs, "base", ["opt"], "run-2", "unit")
+    assert comparison.candidates[0].status == "failed"
+    text = render_terminal(comparison)
+    assert "FAILED" in text and "FAILED opt: opt.r0: failed: boom" in text
+
+
+def test_terminal_table_layout() -> None:
+    comparison = compare_records(_runs(), "base", ["opt"], "run-1", "unit")
+    text = render_terminal(comparison)
+    lines = text.splitlines()
+    assert any(line.startswith("┌") for line in lines)
+    assert any("│ Metric" in line or "Metric" in line and "│" in line for line in lines)
+    row = next(line for line in lines if "Output throughput (tok/s)" in line)
+    assert "5.00" in row and "+5.3% [" in row and "*" in row
+    assert "Acceptance rate (%)" in text and "+0.00pp" in text
+    assert "Output parity vs baseline" in text and "100.0% identical" in text
+    md = render_markdown(comparison, {"vllm": "0.32.0", "torch": "2.13.0"})
+    assert "| Output throughput (tok/s) | 5.00 |" in md and "vLLM 0.32.0" in md
+
+
+def test_single_pass_arms_say_no_interval() -> None:
+    runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [simple_pass(0, 1.9)])]
+    text = render_terminal(compare_records(runs, "base", ["opt"], "r", "unit"))
+    row = next(line for line in text.splitlines() if "Output throughput" in line)
+    assert "[no CI]" in row
+
+
+def test_store_round_trip_and_versions(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    save_manifest(run_dir, {"run_id": "run", "status": "complete", "scenario": {}})
+    for record in _runs():
+        save_run_record(run_dir, record)
+    loaded = load_results(tmp_path)  # a results folder resolves to its newest run
+    assert loaded.run_id == "run" and len(loaded.runs) == 4
+    assert loaded.manifest["schema_version"] == SCHEMA_VERSION
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["schema_version"] = SCHEMA_VERSION + 1
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ResultsError, match="newer than this specbench understands"):
+        load_results(run_dir)
+    (run_dir / "manifest.json").write_text("{broken")
+    with pytest.raises(ResultsError, match="corrupt JSON"):
+        load_results(run_dir)
+    with pytest.raises(ResultsError, match="no specbench results here"):
+        load_results(tmp_path / "nothing")
+
+
+def test_incomparable_environments_are_refused() -> None:
+    a = RunResults(Path("a"), {"run_id": "a", "fingerprint": {"vllm": "0.32.0", "torch": "2.13"},
+                               "scenario": {"workload": {"num_prompts": 4}}}, [])
+    b = RunResults(Path("b"), {"run_id": "b", "fingerprint": {"vllm": "0.33.0", "torch": "2.13"},
+                               "scenario": {"workload": {"num_prompts": 8}}}, [])
+    with pytest.raises(IncomparableError) as info:
+        check_comparable([a, b])
+    assert "vllm ('0.32.0' vs '0.33.0')" in str(info.value)
+    assert "workload.num_prompts" in str(info.value)
+    assert len(check_comparable([a, b], force=True)) == 2

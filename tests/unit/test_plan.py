@@ -1,0 +1,58 @@
+"""Plan expansion: launch order, merged engine arguments, forced implementation switches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.plan import expand_plan, launch_order
+from harness.scenario import parse_scenario
+
+
+def test_abba_interleaving(scenario_data: dict[str, Any]) -> None:
+    scenario_data["rounds"] = 4
+    order = launch_order(parse_scenario(scenario_data))
+    assert order == [("base", 0), ("opt", 0), ("opt", 1), ("base", 1),
+                     ("base", 2), ("opt", 2), ("opt", 3), ("base", 3)]
+
+
+def test_sequential_and_shuffle(scenario_data: dict[str, Any]) -> None:
+    scenario_data["rounds"] = 3
+    scenario_data["interleave"] = "sequential"
+    assert launch_order(parse_scenario(scenario_data)) == [
+        ("base", 0), ("base", 1), ("base", 2), ("opt", 0), ("opt", 1), ("opt", 2)]
+    scenario_data["interleave"] = "shuffle"
+    a = launch_order(parse_scenario(scenario_data))
+    assert a == launch_order(parse_scenario(scenario_data))  # seeded
+    assert sorted(a) == sorted((v, r) for v in ("base", "opt") for r in range(3))
+
+
+def test_run_specs(scenario_data: dict[str, Any]) -> None:
+    scenario_data["repeats"] = 2
+    scenario_data["engine"] = {"enforce_eager": True}
+    scenario_data["env"] = {"A": "1"}
+    scenario_data["variants"]["opt"]["env"] = {"A": "2", "B": "3"}
+    scenario_data["variants"]["opt"]["engine"] = {"enforce_eager": False}
+    plan = expand_plan(parse_scenario(scenario_data))
+    assert [r.run_key for r in plan.runs] == ["base.r0", "opt.r0"]
+    base, opt = plan.runs
+    assert base.engine_args["max_num_seqs"] == 4
+    assert base.engine_args["disable_log_stats"] is False
+    assert base.engine_args["speculative_config"] == {
+        "method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}
+    assert base.engine_args["enforce_eager"] is True and opt.engine_args["enforce_eager"] is False
+    assert base.env == {"A": "1"} and opt.env == {"A": "2", "B": "3"}
+    assert base.implementation == "medusa-proposer:baseline" and base.baseline
+    assert opt.repeats == 2
+
+
+def test_tp_argmax_choice_sets_the_config_switch(scenario_data: dict[str, Any]) -> None:
+    scenario_data["draft"] = {"method": "eagle", "model": "tiny-llama-eagle",
+                              "num_speculative_tokens": 2}
+    scenario_data["variants"] = {
+        "gather": {"baseline": True, "implementation": "tp-argmax-reduction:baseline"},
+        "local": {"implementation": "tp-argmax-reduction:optimized"},
+    }
+    plan = expand_plan(parse_scenario(scenario_data))
+    flags = {r.variant: r.engine_args["speculative_config"]["use_local_argmax_reduction"]
+             for r in plan.runs}
+    assert flags == {"gather": False, "local": True}
