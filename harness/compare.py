@@ -108,6 +108,26 @@ def _ran(runs: list[RunRecord], variant: str) -> list[str]:
     return sorted(paths)
 
 
+def implementation_problems(runs: list[RunRecord], variant: str,
+                            implementation: str | None) -> list[str]:
+    """Launches where the swapped implementation was not seen running as chosen."""
+    if implementation is None:
+        return []
+    name, _, choice = implementation.partition(":")
+    problems = []
+    for run in runs:
+        if run.variant != variant or run.status != "ok" or run.result is None:
+            continue
+        reports = [r for r in run.result.impl_reports if r.implementation == name]
+        if not reports:
+            problems.append(f"{run.run_key}: no vLLM process reported running {implementation}")
+        for r in reports:
+            if r.choice != choice or r.matches_choice is False or r.error:
+                problems.append(f"{run.run_key}: pid {r.pid} reported {r.implementation}:"
+                                f"{r.choice} paths {sorted(r.paths) or r.error}")
+    return problems
+
+
 def _failures(runs: list[RunRecord], variant: str) -> list[str]:
     return [f"{r.run_key}: {r.status}: {r.error}" for r in runs
             if r.variant == variant and r.status != "ok"]
@@ -216,7 +236,9 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
     requests = requests_frame(runs)
     itl = itl_samples(runs)
     itl_groups = itl if not itl.empty else None
-    warnings = []
+    warnings = [problem for variant in [baseline, *candidates]
+                for problem in implementation_problems(runs, variant,
+                                                       implementations.get(variant))]
     if not passes.empty and passes["workload_hash"].nunique() > 1:
         warnings.append("passes saw different prompts (workload hashes differ): deltas mix "
                         "workload and variant effects")

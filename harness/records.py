@@ -63,15 +63,25 @@ class PassRecord(Record):
 
 
 class ImplReport(Record):
-    """What a vLLM process says actually ran for a swapped implementation."""
+    """What a vLLM process (engine core or TP worker) says actually ran for a swap."""
 
     implementation: str
     choice: str
-    path: str = Field(description="The code path that executed.")
+    path: str | None = Field(description="The first code path that executed.")
+    paths: dict[str, int] = Field(default_factory=dict, description="Code path -> calls.")
+    matches_choice: bool | None = Field(
+        default=None, description="Every path that ran is one the chosen implementation takes."
+    )
     pid: int
+    ppid: int | None = None
     tp_rank: int | None = None
     calls: int | None = None
     first_call_unix: float | None = None
+    written_unix: float | None = None
+    error: str | None = Field(default=None, description="Why the swap could not be installed.")
+    details: dict[str, object] = Field(
+        default_factory=dict, description="Further facts the process reported (tp_size, ...)."
+    )
 
 
 class Timings(Record):
@@ -97,6 +107,9 @@ class WorkerResult(Record):
     timings: Timings = Field(default_factory=Timings)
     engine_versions: dict[str, str] = Field(
         default_factory=dict, description="vllm/torch versions as imported in the worker."
+    )
+    worker_pid: int | None = Field(
+        default=None, description="The worker's own pid (reports come from other processes)."
     )
     resolved_models: dict[str, str] = Field(
         default_factory=dict, description="Model names -> folders the engine loaded."

@@ -128,15 +128,17 @@ def request_record(index: int, output: Any) -> RequestRecord:
 
 
 def read_impl_reports(report_dir: Path) -> list[ImplReport]:
+    """What vLLM's engine processes reported running (harness.engine.impls writes them)."""
+    from harness.engine.impls import read_impl_reports as read_raw
+
     reports = []
-    for path in sorted(report_dir.glob("*.json")):
+    for data in read_raw(report_dir):
+        known = {k: v for k, v in data.items() if k in ImplReport.model_fields}
+        details = {k: v for k, v in data.items() if k not in ImplReport.model_fields}
         try:
-            data = json.loads(path.read_text())
-            reports.append(ImplReport.model_validate(
-                {k: v for k, v in data.items() if k in ImplReport.model_fields}
-            ))
-        except (OSError, ValueError) as exc:
-            print(f"specbench: unreadable implementation report {path}: {exc}", file=sys.stderr)
+            reports.append(ImplReport.model_validate({**known, "details": details}))
+        except ValueError as exc:
+            print(f"specbench: unreadable implementation report: {exc}", file=sys.stderr)
     return reports
 
 
@@ -144,7 +146,8 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
                report_dir: Path) -> WorkerResult:
     """Build the engine, warm up, measure `run.repeats` passes. Raises on engine failure."""
     timings = Timings()
-    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings)
+    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
+                          worker_pid=os.getpid())
 
     t = time.perf_counter()
     import torch

@@ -1,0 +1,55 @@
+"""vLLM general plugin: installs the implementation swap named by SPECBENCH_IMPL in this process.
+
+vLLM calls register() in its main, engine-core and worker processes (entry point group
+vllm.general_plugins); without SPECBENCH_IMPL it does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from harness.catalog import IMPL_ENV, parse_implementation
+
+# A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
+logger = logging.getLogger("vllm.specbench.plugin")
+
+# What this process already installed; register() may run more than once per process.
+_installed: tuple[str, str] | None = None
+
+
+def register() -> None:
+    """Install the swap in SPECBENCH_IMPL ("name:choice"); no-op when unset.
+
+    An invalid value raises ValueError (vLLM then refuses to start, which is what a mislabelled
+    benchmark deserves). A valid one never raises: if vLLM's layout defeats the patch, the error
+    is logged and left as a report with "error", and no report of a code path ever appears.
+    """
+    global _installed
+    value = os.environ.get(IMPL_ENV, "").strip()
+    if not value:
+        return
+    try:
+        name, choice = parse_implementation(value)
+    except ValueError as exc:
+        message = f"{IMPL_ENV}={value!r} is invalid: {exc}"
+        logger.error("specbench: %s", message)
+        raise ValueError(message) from exc
+    if _installed is not None:
+        if _installed != (name, choice):
+            logger.warning(
+                "specbench: %s:%s already installed in this process; ignoring %s:%s",
+                *_installed,
+                name,
+                choice,
+            )
+        return
+    # Imported here so that an unset SPECBENCH_IMPL costs nothing beyond this module.
+    from harness.engine import impls
+
+    try:
+        impls.install(name, choice)
+    except Exception as exc:
+        logger.exception("specbench: could not install %s:%s", name, choice)
+        impls.write_install_error(name, choice, exc)
+    _installed = (name, choice)
