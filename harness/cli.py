@@ -52,11 +52,15 @@ def run(
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
     outcome = run_plan(spec, scenario, results_dir, models_cache, progress, run_id=run_id)
-    write_report(outcome.run_dir, echo=True)
+    comparison = write_report(outcome.run_dir, echo=True)
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:
         _err("some launches failed; see the table's FAILED notes and the logs in "
              f"{outcome.run_dir / 'logs'}")
+    if outcome.exit_code == ExitCode.OK and comparison.parity_violations:
+        _err("greedy outputs differ from the baseline where they must not: "
+             + ", ".join(comparison.parity_violations))
+        return int(ExitCode.PARITY)
     return int(outcome.exit_code)
 
 
@@ -93,6 +97,32 @@ def report(
     write_report(run_dir, echo=not markdown)
     if markdown:
         print((run_dir / "table.md").read_text(), end="")
+    return 0
+
+
+@app.command()
+def compare(
+    base: Annotated[Path, typer.Argument(help="Run folder holding the baseline arm.")],
+    candidate: Annotated[Path, typer.Argument(help="Run folder holding the candidate arm.")],
+    base_variant: Annotated[str | None, typer.Option(
+        help="Variant of BASE to use (default: its baseline).")] = None,
+    candidate_variant: Annotated[str | None, typer.Option(
+        help="Variant of CANDIDATE to use (default: its baseline).")] = None,
+    force: Annotated[bool, typer.Option(
+        help="Compare even if environments or workloads differ.")] = False,
+    markdown: Annotated[bool, typer.Option(help="Print Markdown instead.")] = False,
+) -> int:
+    """Compare two stored runs (e.g. the same scenario on two git checkouts)."""
+    from harness.compare import compare_runs
+    from harness.report import render_markdown, render_terminal
+    from harness.store import load_results
+
+    a, b = load_results(base), load_results(candidate)
+    comparison = compare_runs(a, b, base_variant, candidate_variant, force)
+    if markdown:
+        print(render_markdown(comparison, a.manifest.get("fingerprint")), end="")
+    else:
+        print(render_terminal(comparison), end="")
     return 0
 
 

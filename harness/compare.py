@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.env import fingerprint_differences
-from harness.errors import IncomparableError
+from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
     METRICS,
     MetricDef,
@@ -23,6 +23,7 @@ from harness.metrics import (
     requests_frame,
 )
 from harness.records import RunRecord
+from harness.scenario import parse_scenario
 from harness.stats import (
     DeltaEstimate,
     pass_level_delta,
@@ -59,10 +60,15 @@ class Parity:
     identical: int
     first_divergence: int | None  # earliest token position where any output differs
     baseline_self_identical: float | None  # baseline passes vs its own first pass
+    expected: bool = False  # the scenario says outputs must be identical
 
     @property
     def fraction(self) -> float:
         return self.identical / self.compared if self.compared else float("nan")
+
+    @property
+    def violated(self) -> bool:
+        return self.expected and self.identical < self.compared
 
 
 @dataclass
@@ -89,6 +95,10 @@ class Comparison:
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def parity_violations(self) -> list[str]:
+        return [c.name for c in self.candidates if c.parity is not None and c.parity.violated]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):
@@ -96,6 +106,7 @@ class Comparison:
                 raw_row["improved"] = row.improved
             if cand.parity is not None:
                 raw["parity"]["fraction"] = cand.parity.fraction
+                raw["parity"]["violated"] = cand.parity.violated
         return data
 
 
@@ -150,7 +161,8 @@ def _first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def output_parity(runs: list[RunRecord], baseline: str, candidate: str) -> Parity | None:
+def output_parity(runs: list[RunRecord], baseline: str, candidate: str,
+                  expected: bool = False) -> Parity | None:
     base, cand = _outputs(runs, baseline), _outputs(runs, candidate)
     if not base or not cand:
         return None
@@ -169,7 +181,7 @@ def output_parity(runs: list[RunRecord], baseline: str, candidate: str) -> Parit
                 first = pos if first is None else min(first, pos)
     self_pairs = [(ref[i] == t) for outputs in base[1:] for i, t in outputs.items() if i in ref]
     self_identical = float(np.mean(self_pairs)) if self_pairs else None
-    return Parity(compared, identical, first, self_identical)
+    return Parity(compared, identical, first, self_identical, expected)
 
 
 def _pass_values(passes: pd.DataFrame, variant: str, key: str) -> pd.Series:
@@ -229,8 +241,11 @@ def check_comparable(results: list[RunResults], force: bool = False) -> list[str
 
 def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str], run_id: str,
                     scenario: str, implementations: dict[str, str | None] | None = None,
-                    greedy: bool = True) -> Comparison:
-    """Compare every candidate with the baseline over the given launches."""
+                    greedy: bool = True,
+                    expect_identical: dict[str, bool] | None = None) -> Comparison:
+    """Compare every candidate with the baseline over the given launches. With a greedy
+    workload, outputs are compared per prompt; `expect_identical` names the candidates whose
+    outputs must match the baseline's exactly."""
     implementations = implementations or {}
     passes = passes_frame(runs)
     requests = requests_frame(runs)
@@ -263,7 +278,13 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                 if row is not None:
                     cand.rows.append(row)
             if greedy:
-                cand.parity = output_parity(runs, baseline, name)
+                cand.parity = output_parity(runs, baseline, name,
+                                            (expect_identical or {}).get(name, False))
+                if cand.parity is not None and cand.parity.violated:
+                    warnings.append(
+                        f"{name}: greedy outputs differ from {baseline}'s where they must not "
+                        f"({cand.parity.identical}/{cand.parity.compared} identical, first "
+                        f"divergence at token {cand.parity.first_divergence})")
         results.append(cand)
     per_arm = (passes.groupby("variant").size().to_dict() if not passes.empty else {})
     return Comparison(
@@ -276,12 +297,40 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
 
 def compare_results(results: RunResults) -> Comparison:
     """Compare the variants of one results folder, as its scenario declared them."""
-    scenario = results.manifest["scenario"]
-    variants: dict[str, dict[str, Any]] = scenario["variants"]
-    baseline = next(n for n, v in variants.items() if v.get("baseline"))
-    candidates = [n for n in variants if n != baseline]
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
     return compare_records(
-        results.runs, baseline, candidates, results.run_id, scenario["name"],
-        {n: v.get("implementation") for n, v in variants.items()},
-        greedy=scenario["workload"].get("temperature", 0.0) == 0.0,
+        results.runs, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
+        {n: v.implementation for n, v in scenario.variants.items()},
+        greedy=scenario.workload.temperature == 0.0,
+        expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
     )
+
+
+def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = None,
+                 cand_variant: str | None = None, force: bool = False) -> Comparison:
+    """One variant of one run against one variant of another (e.g. two git checkouts).
+
+    Refuses (IncomparableError) when the environments or workloads differ, unless forced.
+    """
+    problems = check_comparable([base, cand], force)
+    chosen = []
+    for results, variant in ((base, base_variant), (cand, cand_variant)):
+        scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+        name = variant or scenario.baseline
+        if name not in scenario.variants:
+            raise ResultsError(f"{results.path}: no variant {name!r} (has: "
+                               f"{', '.join(scenario.variants)})")
+        chosen.append((results, scenario, name))
+    (b_res, b_scn, b_name), (c_res, c_scn, c_name) = chosen
+    # Short column labels; the comparison's run_id names both runs in full.
+    label_b, label_c = f"A:{b_name}", f"B:{c_name}"
+    runs = [r.model_copy(update={"variant": label_b}) for r in b_res.runs if r.variant == b_name]
+    runs += [r.model_copy(update={"variant": label_c}) for r in c_res.runs if r.variant == c_name]
+    comparison = compare_records(
+        runs, label_b, [label_c], f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name,
+        {label_b: b_scn.variants[b_name].implementation,
+         label_c: c_scn.variants[c_name].implementation},
+        greedy=b_scn.workload.temperature == 0.0,
+    )
+    comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
+    return comparison

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     HARDWARE = 3  # the scenario needs hardware this machine lacks
     GATE_FAILED = 4  # a regression gate tripped
     INCOMPARABLE = 5  # results whose fingerprints or workloads differ
+    PARITY = 6  # greedy outputs differ where the scenario expects them identical
     INTERRUPTED = 130
 
 

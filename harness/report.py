@@ -59,6 +59,8 @@ def format_parity(cand: CandidateResult) -> str | None:
     text = f"{100 * parity.fraction:.1f}% identical"
     if parity.first_divergence is not None:
         text += f", first divergence at token {parity.first_divergence}"
+    if parity.violated:
+        text += " MISMATCH"
     return text
 
 
@@ -110,7 +112,9 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
         table.add_column(escape(name), justify="center" if i == 0 else "left", no_wrap=True)
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
-    console = console or Console(width=max(100, sum(len(h) for h in header) + 80))
+    # Wide enough that no cell is cropped: the table is meant to be pasted whole.
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    console = console or Console(width=max(100, sum(widths) + 3 * len(widths) + 4))
     with console.capture() as capture:
         console.print(table)
         for line in footnotes(comparison):

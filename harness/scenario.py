@@ -125,6 +125,12 @@ class Variant(StrictModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables set in this variant's workers."
     )
+    expect_identical_outputs: bool | None = Field(
+        default=None,
+        description="Greedy outputs must equal the baseline's token for token. Default: yes "
+        "for a greedy workload when the variant overrides no engine or speculative_config "
+        "keys (an implementation swap or environment change must not change outputs).",
+    )
 
     @field_validator("implementation")
     @classmethod
@@ -239,6 +245,13 @@ class Scenario(StrictModel):
         if "max_num_seqs" in self.engine:
             raise ValueError("engine.max_num_seqs: set batch_size instead")
         return self
+
+    def expects_identical_outputs(self, variant: str) -> bool:
+        """Whether `variant`'s greedy outputs must match the baseline's exactly."""
+        v = self.variants[variant]
+        if v.expect_identical_outputs is not None:
+            return v.expect_identical_outputs
+        return self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
 
     @property
     def baseline(self) -> str:

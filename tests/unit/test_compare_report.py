@@ -113,3 +113,57 @@ def test_incomparable_environments_are_refused() -> None:
     assert "vllm ('0.32.0' vs '0.33.0')" in str(info.value)
     assert "workload.num_prompts" in str(info.value)
     assert len(check_comparable([a, b], force=True)) == 2
+
+
+def _stored(tmp_path: Path, name: str, runs: list, fingerprint: dict, variants: dict) -> Path:
+    run_dir = tmp_path / name
+    scenario = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
+                "workload": {"num_prompts": 2, "max_tokens": 5}, "variants": variants}
+    save_manifest(run_dir, {"run_id": name, "status": "complete", "scenario": scenario,
+                            "fingerprint": fingerprint})
+    for record in runs:
+        save_run_record(run_dir, record)
+    return run_dir
+
+
+def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> None:
+    from harness.compare import compare_runs
+
+    variants = {"base": {"baseline": True}, "opt": {}}
+    fp = {"vllm": "0.32.0", "torch": "2.13.0"}
+    a = _stored(tmp_path, "a", _runs(), fp, variants)
+    b = _stored(tmp_path, "b", _runs(cand_duration=1.8), fp, variants)
+    comparison = compare_runs(load_results(a), load_results(b), "base", "opt")
+    [cand] = comparison.candidates
+    assert comparison.baseline == "A:base" and cand.name == "B:opt"
+    row = next(r for r in cand.rows if r.key == "output_throughput")
+    assert row.estimate.delta == pytest.approx(2.0 / 1.8 - 1, rel=1e-2)
+
+    c = _stored(tmp_path, "c", _runs(), {**fp, "torch": "2.14.0"}, variants)
+    with pytest.raises(IncomparableError, match=r"torch \('2.13.0' vs '2.14.0'\)"):
+        compare_runs(load_results(a), load_results(c))
+    forced = compare_runs(load_results(a), load_results(c), force=True)
+    assert any("compared anyway" in w for w in forced.warnings)
+    with pytest.raises(ResultsError, match="no variant 'nope'"):
+        compare_runs(load_results(a), load_results(b), "nope")
+
+
+def test_parity_violation_is_flagged_only_where_expected() -> None:
+    runs = _runs(cand_tokens_offset=5)
+    lax = compare_records(runs, "base", ["opt"], "r", "unit")
+    assert not lax.parity_violations and not lax.warnings
+    strict = compare_records(runs, "base", ["opt"], "r", "unit", expect_identical={"opt": True})
+    assert strict.parity_violations == ["opt"]
+    assert "greedy outputs differ" in strict.warnings[0]
+    assert "MISMATCH" in render_terminal(strict)
+
+
+def test_expected_parity_defaults(scenario_data: dict) -> None:
+    from harness.scenario import parse_scenario
+
+    scenario_data["variants"]["tuned"] = {"engine": {"enforce_eager": True}}
+    s = parse_scenario(scenario_data)
+    assert s.expects_identical_outputs("opt") is True  # implementation swap only
+    assert s.expects_identical_outputs("tuned") is False  # engine override
+    scenario_data["workload"]["temperature"] = 0.8
+    assert parse_scenario(scenario_data).expects_identical_outputs("opt") is False

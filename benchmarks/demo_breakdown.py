@@ -1,0 +1,77 @@
+"""Where the demo's wall time goes: engine start-up, measured generation, everything else.
+
+    .venv/bin/python benchmarks/demo_breakdown.py [SCENARIO] [--runs N]
+
+Runs `specbench run SCENARIO` N times (fresh processes each time), times the whole command,
+and splits it using the timings each worker recorded. "harness overhead" is what is left
+after vLLM's own work (import, engine start, warm-up, measured passes, shutdown) and model
+preparation: process spawning, spec/result files, stats and rendering. Prints medians, as
+this machine is shared and noisy; nothing here is a pass/fail gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.store import load_results  # noqa: E402
+
+PARTS = ("import_s", "engine_start_s", "warmup_s", "measure_s", "shutdown_s", "models_s")
+
+
+def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
+    run_id = f"breakdown-{index}"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
+                           "--results-dir", str(results), "--run-id", run_id],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    loaded = load_results(results / run_id)
+    split = {part: 0.0 for part in PARTS}
+    for record in loaded.runs:
+        assert record.result is not None
+        for part in PARTS:
+            split[part] += getattr(record.result.timings, part)
+    split["setup_s"] = float(loaded.manifest.get("timings", {}).get("setup_s", 0.0))
+    split["wall_s"] = wall
+    split["overhead_s"] = wall - sum(split[p] for p in (*PARTS, "setup_s"))
+    return split
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?", type=Path,
+                        default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [one_run(args.scenario, Path(tmp), i) for i in range(args.runs)]
+    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    wall = med["wall_s"]
+    rows = [
+        ("engine start-up (LLM(...))", med["engine_start_s"]),
+        ("measured generation", med["measure_s"]),
+        ("warm-up requests", med["warmup_s"]),
+        ("importing vLLM/torch in workers", med["import_s"]),
+        ("engine shutdown", med["shutdown_s"]),
+        ("model preparation (cached builds)", med["models_s"] + med["setup_s"]),
+        ("harness overhead (everything else)", med["overhead_s"]),
+    ]
+    print(f"{args.scenario.name}: median of {args.runs} run(s), wall {wall:.1f} s")
+    for label, seconds in rows:
+        print(f"  {label:<38} {seconds:7.1f} s  {100 * seconds / wall:5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
