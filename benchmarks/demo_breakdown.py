@@ -37,7 +37,7 @@ def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
     if proc.returncode != 0:
         sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     loaded = load_results(results / run_id)
-    split = {part: 0.0 for part in PARTS}
+    split = dict.fromkeys(PARTS, 0.0)
     for record in loaded.runs:
         assert record.result is not None
         for part in PARTS:

@@ -55,6 +55,9 @@ def engine_args_for(scenario: Scenario, variant_name: str) -> dict[str, Any]:
         "seed": scenario.workload.seed,
         # Needed for per-request timestamps and the spec-decode counters.
         "disable_log_stats": False,
+        # Every pass replays the same prompts: with the prefix cache on, passes after the
+        # first would skip prefill and measure something else. Scenarios may turn it back on.
+        "enable_prefix_caching": False,
     }
     if scenario.max_model_len is not None:
         args["max_model_len"] = scenario.max_model_len

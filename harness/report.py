@@ -80,12 +80,12 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         base_value: float | None = None
         cells: list[str] = []
         for cand in comparison.candidates:
-            row = next((r for r in cand.rows if r.key == key), None)
-            if row is None:
+            found = next((r for r in cand.rows if r.key == key), None)
+            if found is None:
                 cells += ["FAILED" if cand.status != "ok" else "n/a", ""]
                 continue
-            base_value = row.baseline
-            cells += [format_value(row.candidate), format_delta(row)]
+            base_value = found.baseline
+            cells += [format_value(found.candidate), format_delta(found)]
         line.append(format_value(base_value) if base_value is not None else
                     ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
         rows.append(line + cells)
@@ -123,7 +123,7 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
 
 
 def footnotes(comparison: Comparison) -> list[str]:
-    notes = [f"Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
+    notes = ["Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
                                               sorted(comparison.passes_per_arm.items()))
              + f". Delta: candidate vs {comparison.baseline}, mean of passes; [95% CI]; "
              f"{SIGNIFICANT_MARK} = significant at 5%; pp = percentage points."]

@@ -8,7 +8,6 @@ run keeps everything that finished.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess

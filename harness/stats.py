@@ -112,10 +112,10 @@ def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
         mid = float(np.mean(tc) - np.mean(tb))
         test = "Welch t"
         if se > 0:
-            df = se**4 / ((vb / nb) ** 2 / (nb - 1) + (vc / nc) ** 2 / (nc - 1))
-            t_crit = float(sps.t.ppf(1 - ALPHA / 2, df))
+            dof = se**4 / ((vb / nb) ** 2 / (nb - 1) + (vc / nc) ** 2 / (nc - 1))
+            t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
             low, high = mid - t_crit * se, mid + t_crit * se
-            p = float(2 * sps.t.sf(abs(mid / se), df))
+            p = float(2 * sps.t.sf(abs(mid / se), dof))
         else:
             low = high = mid
             p = 0.0 if mid != 0 else 1.0
@@ -133,10 +133,12 @@ def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
 def _stat_rows(matrix: np.ndarray, stat: Stat) -> np.ndarray:
     """Statistic of each row of a (replicates, samples) matrix, ignoring NaN padding."""
     if stat == "mean":
-        return np.nanmean(matrix, axis=1)
-    if stat == "median":
-        return np.nanmedian(matrix, axis=1)
-    return np.nanpercentile(matrix, 99, axis=1)
+        rows = np.nanmean(matrix, axis=1)
+    elif stat == "median":
+        rows = np.nanmedian(matrix, axis=1)
+    else:
+        rows = np.nanpercentile(matrix, 99, axis=1)
+    return np.asarray(rows, dtype=float)
 
 
 def pooled_statistic(groups: list[np.ndarray], stat: Stat) -> float:

@@ -32,7 +32,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -40,7 +40,7 @@ SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def resolve_models(engine_args: dict[str, Any], cache_dir: Path | None,
@@ -73,7 +73,7 @@ def read_counters(llm: Any) -> dict[str, Any]:
     """Cumulative spec-decode counters summed over engines/labels."""
     from vllm.v1.metrics.reader import Counter, Vector
 
-    totals: dict[str, Any] = {key: 0 for key in SPEC_COUNTERS.values()}
+    totals: dict[str, Any] = dict.fromkeys(SPEC_COUNTERS.values(), 0)
     per_pos: list[int] = []
     for metric in llm.get_metrics():
         if metric.name in SPEC_COUNTERS and isinstance(metric, Counter):

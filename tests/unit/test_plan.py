@@ -37,6 +37,7 @@ def test_run_specs(scenario_data: dict[str, Any]) -> None:
     base, opt = plan.runs
     assert base.engine_args["max_num_seqs"] == 4
     assert base.engine_args["disable_log_stats"] is False
+    assert base.engine_args["enable_prefix_caching"] is False
     assert base.engine_args["speculative_config"] == {
         "method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}
     assert base.engine_args["enforce_eager"] is True and opt.engine_args["enforce_eager"] is False

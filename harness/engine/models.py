@@ -1,0 +1,415 @@
+"""Built-in tiny models (harness.catalog.BUILTIN_MODELS): deterministic local builds, no network.
+
+Owns their recipes, cache folders (hash-named, built atomically under a file lock) and build CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.catalog import BUILTIN_MODELS
+
+# Bump on any change to how a model is built that the parameters below do not capture.
+RECIPE_VERSION = "1"
+BUILD_INFO = "specbench_build.json"
+CACHE_ENV = "SPECBENCH_CACHE"
+
+
+def _default_cache_dir() -> Path:
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root).expanduser() / "models"
+    return Path.home() / ".cache" / "specbench" / "models"
+
+
+DEFAULT_CACHE_DIR: Path = _default_cache_dir()
+
+TARGET = "tiny-llama"
+
+# Build parameters, part of each folder's hash.
+_TARGET_PARAMS: dict[str, Any] = {
+    "vocab_size": 1024,
+    "hidden_size": 128,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "unk_token_id": 0,
+    # Random normal weights, norms at 1. Input embeddings larger than the rest make the next
+    # token depend mostly, not only, on the current one: drafts can learn it, not trivially.
+    "init_std": 0.02,
+    "embed_std": 0.05,
+    "seed": 1234,
+}
+
+# The target's own greedy continuations of random prompts, shared by both drafts.
+_DATA_PARAMS: dict[str, Any] = {
+    "seed": 2024,
+    "num_prompts": 2048,
+    "prompt_lens": [8, 16, 32, 48],
+    "new_tokens": 64,
+    "first_token_id": 3,  # prompts avoid <unk>, <s>, </s>
+    "heldout_every": 8,  # every 8th prompt is held out to check for memorising
+    "gen_batch": 256,
+}
+
+_MEDUSA_PARAMS: dict[str, Any] = {
+    "num_heads": 3,
+    "seed": 7,
+    "steps": 300,
+    "batch": 4096,
+    "lr": 1e-3,
+    "weight_decay": 0.0,
+    "eval_every": 50,  # keeps the step with the best held-out accuracy
+    "data": _DATA_PARAMS,
+}
+
+_EAGLE_PARAMS: dict[str, Any] = {
+    "seed": 11,
+    "steps": 400,
+    "batch_seqs": 32,
+    "lr": 6e-3,
+    "unroll": 3,  # train the way vLLM drafts 3 tokens: each step feeds on the previous output
+    "ce_weights": [1.0, 0.5, 0.25],
+    "feature_weight": 10.0,  # regressing the target's next hidden state matters most
+    "fc_init_std": 0.02,
+    "eval_every": 50,
+    "data": _DATA_PARAMS,
+}
+
+_PARAMS: dict[str, dict[str, Any]] = {
+    TARGET: _TARGET_PARAMS,
+    "tiny-llama-medusa": _MEDUSA_PARAMS,
+    "tiny-llama-eagle": _EAGLE_PARAMS,
+}
+_DEPENDS: dict[str, str | None] = {
+    TARGET: None,
+    "tiny-llama-medusa": TARGET,
+    "tiny-llama-eagle": TARGET,
+}
+
+
+def _check(name: str) -> None:
+    if name not in _PARAMS or name not in BUILTIN_MODELS:
+        known = ", ".join(sorted(_PARAMS))
+        raise ValueError(f"unknown built-in model {name!r} (known: {known})")
+
+
+def _key(name: str) -> str:
+    """Short hash of the recipe version, the parameters and (for drafts) the target's key."""
+    _check(name)
+    dep = _DEPENDS[name]
+    payload = {
+        "recipe": RECIPE_VERSION,
+        "name": name,
+        "params": _PARAMS[name],
+        "target": _key(dep) if dep else None,
+    }
+    blob = json.dumps(payload, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:10]
+
+
+def model_dir(name: str, cache_dir: Path | None = None) -> Path:
+    """Folder where built-in model `name` lives (built or not)."""
+    root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    return root / f"{name}-{_key(name)}"
+
+
+def is_built(name: str, cache_dir: Path | None = None) -> bool:
+    return (model_dir(name, cache_dir) / BUILD_INFO).is_file()
+
+
+def ensure_models(
+    names: Iterable[str],
+    cache_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+    *,
+    force: bool = False,
+) -> dict[str, Path]:
+    """Build the named models that are missing (a draft's target first); name -> folder.
+
+    With force, the named models (not their targets) are rebuilt even when present."""
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        _check(name)
+    root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    order: list[str] = []
+    for name in wanted:
+        dep = _DEPENDS[name]
+        if dep and dep not in order:
+            order.append(dep)
+        if name not in order:
+            order.append(name)
+    cache: dict[str, Any] = {}
+    for name in order:
+        _ensure_one(name, root, log, force and name in wanted, cache)
+    return {name: model_dir(name, root) for name in wanted}
+
+
+def _ensure_one(name: str, root: Path, log: Callable[[str], None], force: bool,
+                cache: dict[str, Any]) -> None:
+    folder = model_dir(name, root)
+    if not force and (folder / BUILD_INFO).is_file():
+        return
+    with _locked(root / f".{folder.name}.lock"):
+        if not force and (folder / BUILD_INFO).is_file():
+            log(f"{name}: built meanwhile by another process: {folder}")
+            return
+        for stale in root.glob(f".{folder.name}.*-*"):  # left by a build that was killed
+            shutil.rmtree(stale, ignore_errors=True)
+        log(f"{name}: building into {folder}")
+        dep = _DEPENDS[name]
+        start = time.perf_counter()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=root))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        try:
+            stats = _BUILDERS[name](tmp, root, log, cache)
+            seconds = time.perf_counter() - start
+            info = {
+                "name": name,
+                "description": BUILTIN_MODELS[name],
+                "recipe_version": RECIPE_VERSION,
+                "key": _key(name),
+                "params": _PARAMS[name],
+                "target": str(model_dir(dep, root)) if dep else None,
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "build_seconds": round(seconds, 2),
+                "versions": _versions(),
+                **stats,
+            }
+            (tmp / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
+            _install(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        log(f"{name}: built in {seconds:.1f}s")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _install(tmp: Path, folder: Path) -> None:
+    """Atomically put the finished build in place (replacing an old one under --force)."""
+    if not folder.exists():
+        tmp.replace(folder)
+        return
+    old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+    folder.replace(old)
+    tmp.replace(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for dist in ("torch", "transformers", "tokenizers", "safetensors"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[dist] = version(dist)
+    return found
+
+
+# --------------------------------------------------------------------------- builders
+
+Builder = Callable[[Path, Path, Callable[[str], None], dict[str, Any]], dict[str, Any]]
+
+
+def _llama_config(num_layers: int) -> Any:
+    """The target's LlamaConfig; the EAGLE draft uses the same with one layer."""
+    from transformers import LlamaConfig
+
+    p = _TARGET_PARAMS
+    config = LlamaConfig(
+        vocab_size=p["vocab_size"],
+        hidden_size=p["hidden_size"],
+        intermediate_size=p["intermediate_size"],
+        num_hidden_layers=num_layers,
+        num_attention_heads=p["num_attention_heads"],
+        num_key_value_heads=p["num_key_value_heads"],
+        max_position_embeddings=p["max_position_embeddings"],
+        rms_norm_eps=p["rms_norm_eps"],
+        rope_parameters={"rope_type": "default", "rope_theta": p["rope_theta"]},
+        bos_token_id=p["bos_token_id"],
+        eos_token_id=p["eos_token_id"],
+        pad_token_id=None,
+        tie_word_embeddings=False,
+        initializer_range=p["init_std"],
+        dtype="float32",
+    )
+    config.architectures = ["LlamaForCausalLM"]
+    return config
+
+
+def _build_target(out: Path, root: Path, log: Callable[[str], None],
+                  cache: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    p = _TARGET_PARAMS
+    config = _llama_config(int(p["num_hidden_layers"]))
+    model = LlamaForCausalLM(config)
+    # Fill every tensor from our own generator, in name order, so the weights do not depend on
+    # how a transformers version initialises modules.
+    gen = torch.Generator().manual_seed(int(p["seed"]))
+    with torch.no_grad():
+        for pname, tensor in sorted(model.state_dict().items()):
+            if pname.endswith("norm.weight"):
+                tensor.fill_(1.0)
+            elif pname.endswith("embed_tokens.weight"):
+                tensor.copy_(torch.randn(tensor.shape, generator=gen) * float(p["embed_std"]))
+            else:
+                tensor.copy_(torch.randn(tensor.shape, generator=gen) * float(p["init_std"]))
+    model.eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    _write_tokenizer(out, p)
+    log(f"  {TARGET}: {sum(t.numel() for t in model.parameters())} parameters")
+    return {"seed": p["seed"]}
+
+
+def _write_tokenizer(out: Path, p: dict[str, Any]) -> None:
+    """WordLevel tokenizer: <unk> <s> </s> then w3..w{vocab-1}; whitespace pre-tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = {"<unk>": p["unk_token_id"], "<s>": p["bos_token_id"], "</s>": p["eos_token_id"]}
+    vocab = dict(specials)
+    for i in range(len(specials), int(p["vocab_size"])):
+        vocab[f"w{i}"] = i
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_max_length=int(p["max_position_embeddings"]),
+        clean_up_tokenization_spaces=False,
+    )
+    # Minimal chat template so the OpenAI chat endpoint works too.
+    wrapped.chat_template = (
+        "{% for message in messages %}{{ message['content'] }} {% endfor %}"
+    )
+    wrapped.save_pretrained(str(out))
+
+
+def _greedy(root: Path, log: Callable[[str], None], cache: dict[str, Any]) -> Any:
+    """The target's greedy data, generated once per process and shared by both drafts."""
+    from harness.engine import fit
+
+    key = f"greedy:{model_dir(TARGET, root)}:{json.dumps(_DATA_PARAMS, sort_keys=True)}"
+    if key not in cache:
+        cache[key] = fit.greedy_data(model_dir(TARGET, root), _DATA_PARAMS, log)
+    return cache[key]
+
+
+def _build_medusa(out: Path, root: Path, log: Callable[[str], None],
+                  cache: dict[str, Any]) -> dict[str, Any]:
+    from safetensors.torch import save_file
+
+    from harness.engine import fit
+
+    p = _MEDUSA_PARAMS
+    data = _greedy(root, log, cache)
+    start = time.perf_counter()
+    weights, stats = fit.fit_medusa(data, p, log)
+    fit_s = time.perf_counter() - start
+    config = {
+        "model_type": "medusa",
+        "architectures": ["MedusaModel"],
+        "hidden_size": _TARGET_PARAMS["hidden_size"],
+        "vocab_size": _TARGET_PARAMS["vocab_size"],
+        "num_heads": p["num_heads"],
+        "num_hidden_layers": 1,
+        "dtype": "float32",
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {"seed": p["seed"], "fit": {**stats, "data_seconds": round(data.seconds, 2),
+                                       "fit_seconds": round(fit_s, 2)}}
+
+
+def _build_eagle(out: Path, root: Path, log: Callable[[str], None],
+                 cache: dict[str, Any]) -> dict[str, Any]:
+    from safetensors.torch import load_file, save_file
+
+    from harness.engine import fit
+
+    p = _EAGLE_PARAMS
+    t = _TARGET_PARAMS
+    target = model_dir(TARGET, root)
+    data = _greedy(root, log, cache)
+    last = f"model.layers.{int(t['num_hidden_layers']) - 1}."
+    target_layer = {
+        k[len(last):]: v for k, v in load_file(str(target / "model.safetensors")).items()
+        if k.startswith(last)
+    }
+    start = time.perf_counter()
+    weights, stats = fit.fit_eagle(data, t, target_layer, p, log)
+    fit_s = time.perf_counter() - start
+    # vLLM maps LlamaForCausalLM to EagleLlamaForCausalLM under method "eagle".
+    config = _llama_config(1)
+    config.save_pretrained(str(out))
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {"seed": p["seed"], "fit": {**stats, "data_seconds": round(data.seconds, 2),
+                                       "fit_seconds": round(fit_s, 2)}}
+
+
+_BUILDERS: dict[str, Builder] = {
+    TARGET: _build_target,
+    "tiny-llama-medusa": _build_medusa,
+    "tiny-llama-eagle": _build_eagle,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.engine.models",
+        description="Build the built-in tiny models that are missing; print {name: folder} JSON.",
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"models to build (default: all of {', '.join(BUILTIN_MODELS)})")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help=f"cache folder (default: {DEFAULT_CACHE_DIR})")
+    parser.add_argument("--force", action="store_true", help="rebuild even if present")
+    args = parser.parse_args(argv)
+    names: list[str] = args.names or list(BUILTIN_MODELS)
+    try:
+        for name in names:
+            _check(name)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    folders = ensure_models(names, args.cache_dir,
+                            log=lambda m: print(m, file=sys.stderr, flush=True), force=args.force)
+    print(json.dumps({name: str(path) for name, path in folders.items()}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""Notebook and report paths on a small committed results fixture from a real CPU run:
+they need no engine, only the stored raw records."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.compare import compare_results
+from harness.store import load_results
+from tests.conftest import ROOT
+
+FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
+
+
+@pytest.fixture
+def fixture_copy(tmp_path: Path) -> Path:
+    target = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def test_fixture_loads_and_compares() -> None:
+    results = load_results(FIXTURE)
+    assert results.manifest["status"] == "complete"
+    comparison = compare_results(results)
+    assert comparison.candidates[0].status == "ok"
+    assert comparison.candidates[0].parity is not None
+
+
+def test_report_command_rerenders(fixture_copy: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(fixture_copy),
+                             "--markdown"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| Output throughput (tok/s) |" in result.stdout
+    assert (fixture_copy / "summary.json").is_file() and (fixture_copy / "table.txt").is_file()
+
+
+def test_notebook_executes(fixture_copy: Path, tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    figure = tmp_path / "figure.png"
+    nb = nbformat.read(ROOT / "notebooks" / "explore_results.ipynb", as_version=4)
+    env_cell = nbformat.v4.new_code_cell(
+        f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
+        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}")
+    nb.cells.insert(0, env_cell)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    assert figure.is_file() and figure.stat().st_size > 1000
+    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert "| Output throughput (tok/s) |" in outputs
