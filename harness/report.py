@@ -118,7 +118,7 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
     with console.capture() as capture:
         console.print(table)
         for line in footnotes(comparison):
-            console.print(line, highlight=False, markup=False)
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     return capture.get()
 
 
