@@ -33,6 +33,8 @@ def main() -> int:
                         default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
     parser.add_argument("--rounds", type=int, default=None, help="override rounds")
     parser.add_argument("--repeats", type=int, default=None, help="override repeats")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the run folder under this results directory")
     args = parser.parse_args()
 
     data = yaml.safe_load(args.scenario.read_text())
@@ -44,17 +46,20 @@ def main() -> int:
         data["rounds"] = args.rounds
     if args.repeats:
         data["repeats"] = args.repeats
-    with tempfile.TemporaryDirectory() as tmp:
-        scenario = Path(tmp) / "aa.yaml"
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.keep) if args.keep else scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        scenario = Path(scratch) / "aa.yaml"
         scenario.write_text(yaml.safe_dump(data, sort_keys=False))
         start = time.perf_counter()
+        run_id = f"aa-{int(time.time())}"
         proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
-                               "--results-dir", tmp, "--run-id", "aa"], cwd=ROOT,
+                               "--results-dir", tmp, "--run-id", run_id], cwd=ROOT,
                               capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
         if proc.returncode not in (0, 6):
             sys.exit(f"A/A run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        comparison = compare_results(load_results(Path(tmp) / "aa"))
+        comparison = compare_results(load_results(Path(tmp) / run_id))
     row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     est = row.estimate
     ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"

@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/demo_breakdown.py [SCENARIO] [--runs N]
 
 Runs `specbench run SCENARIO` N times (fresh processes each time), times the whole command,
-and splits it using the timings each worker recorded. "harness overhead" is what is left
-after vLLM's own work (import, engine start, warm-up, measured passes, shutdown) and model
-preparation: process spawning, spec/result files, stats and rendering. Prints medians, as
-this machine is shared and noisy; nothing here is a pass/fail gate.
+and splits it using the timings each worker recorded and the wall time the parent measured
+for each worker process. The harness's own overhead is the parent's time outside the worker
+processes (CLI start, planning, manifests, statistics, rendering) plus each worker's Python
+start-up and record building; the wait for a finished worker's process group to exit
+(vLLM's multiprocessing resource tracker) is shown on its own line. Prints medians, as this
+machine is shared and noisy; nothing here is a pass/fail gate.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from harness.store import load_results  # noqa: E402
 
-PARTS = ("import_s", "engine_start_s", "warmup_s", "measure_s", "shutdown_s", "models_s")
+PARTS = ("startup_s", "import_s", "models_s", "engine_start_s", "warmup_s", "measure_s",
+         "shutdown_s", "finish_s")
 
 
 def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
@@ -38,13 +41,17 @@ def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
         sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     loaded = load_results(results / run_id)
     split = dict.fromkeys(PARTS, 0.0)
+    workers_wall = 0.0
     for record in loaded.runs:
         assert record.result is not None
+        workers_wall += record.wall_s
         for part in PARTS:
             split[part] += getattr(record.result.timings, part)
     split["setup_s"] = float(loaded.manifest.get("timings", {}).get("setup_s", 0.0))
     split["wall_s"] = wall
-    split["overhead_s"] = wall - sum(split[p] for p in (*PARTS, "setup_s"))
+    split["exit_s"] = workers_wall - sum(split[p] for p in PARTS)
+    split["parent_s"] = wall - workers_wall - split["setup_s"]
+    split["harness_s"] = split["parent_s"] + split["startup_s"] + split["finish_s"]
     return split
 
 
@@ -63,9 +70,12 @@ def main() -> int:
         ("measured generation", med["measure_s"]),
         ("warm-up requests", med["warmup_s"]),
         ("importing vLLM/torch in workers", med["import_s"]),
-        ("engine shutdown", med["shutdown_s"]),
+        ("vLLM engine shutdown", med["shutdown_s"]),
+        ("worker process-group exit (vLLM's)", med["exit_s"]),
         ("model preparation (cached builds)", med["models_s"] + med["setup_s"]),
-        ("harness overhead (everything else)", med["overhead_s"]),
+        ("harness overhead (harness code)", med["harness_s"]),
+        ("  of which CLI/plan/stats/report", med["parent_s"]),
+        ("  of which worker start + records", med["startup_s"] + med["finish_s"]),
     ]
     print(f"{args.scenario.name}: median of {args.runs} run(s), wall {wall:.1f} s")
     for label, seconds in rows:

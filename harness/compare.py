@@ -6,6 +6,7 @@ a Comparison that report.py renders and gate.py judges. No formatting here.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -213,6 +214,10 @@ def compare_metric(metric: MetricDef, passes: pd.DataFrame, requests: pd.DataFra
     else:
         paired = list(b.index) == list(c.index)
         est = pass_level_delta(b.to_numpy(), c.to_numpy(), metric.delta, paired)
+        rounds = {r for r, _ in b.index} | {r for r, _ in c.index}
+        if est.note is None and len(rounds) == 1 and est.n_baseline > 1:
+            est = dataclasses.replace(
+                est, note="one launch per arm: launch-to-launch noise not sampled")
     return MetricRow(metric.key, metric.label, metric.higher_is_better, float(b.mean()),
                      float(c.mean()), est)
 

@@ -87,12 +87,18 @@ class ImplReport(Record):
 class Timings(Record):
     """Where a worker's wall time went (seconds)."""
 
+    startup_s: float = Field(
+        default=0.0, description="Process spawn to the worker's main (Python + harness imports)."
+    )
     import_s: float = Field(default=0.0, description="Importing vLLM and torch.")
     models_s: float = Field(default=0.0, description="Resolving/building local models.")
     engine_start_s: float = Field(default=0.0, description="LLM(...) construction.")
     warmup_s: float = Field(default=0.0, description="Warm-up requests.")
     measure_s: float = Field(default=0.0, description="Measured passes, summed.")
     shutdown_s: float = Field(default=0.0, description="Engine shutdown.")
+    finish_s: float = Field(
+        default=0.0, description="After shutdown: reading reports, building records."
+    )
 
 
 class WorkerResult(Record):

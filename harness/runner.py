@@ -254,6 +254,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
         env[IMPL_ENV] = run.implementation
     log_rel = f"logs/{run.run_key}.log"
     log_path = run_dir / log_rel
+    env["SPECBENCH_SPAWNED_UNIX"] = repr(time.time())  # lets the worker time its own start
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path)],
         env, log_path, run.timeout_s,

@@ -115,10 +115,12 @@ def test_medusa_repeats_do_not_double_count_counters(medusa_run: CliRun) -> None
 
 
 def test_medusa_greedy_outputs_identical_between_proposers(medusa_run: CliRun) -> None:
+    scenario = _scenario("cpu-medusa-proposer.yaml")
     comparison = compare_results(medusa_run.results)
     parity = comparison.candidates[0].parity
     assert parity is not None
-    assert parity.compared == 16 * 3
+    assert parity.compared == (scenario["workload"]["num_prompts"] * scenario["repeats"]
+                               * scenario["rounds"])
     assert parity.fraction == 1.0 and parity.first_divergence is None
 
 
