@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from harness.errors import ExitCode, SpecbenchError
@@ -203,14 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     except SpecbenchError as exc:
         _err(str(exc))
         return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         _err("interrupted")
         return int(ExitCode.INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        return int(ExitCode.USAGE)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: missing argument, unknown option
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            _err(str(exc))
+        return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         _err("interrupted")
         return int(ExitCode.INTERRUPTED)

@@ -146,7 +146,7 @@ def footnotes(comparison: Comparison) -> list[str]:
         if throughput is not None and throughput.estimate.mde is not None:
             notes.append(f"{cand.name}: smallest output-throughput change these passes can "
                          f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%")
-        elif throughput is not None and throughput.estimate.note:
+        if throughput is not None and throughput.estimate.note:
             notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
     return notes
 

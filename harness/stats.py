@@ -18,7 +18,8 @@ import numpy as np
 from scipy import stats as sps
 
 ALPHA = 0.05
-POWER_Z = 0.8416  # z for 80% power
+POWER = 0.8
+POWER_Z = 0.8416  # z for 80% power (bootstrap intervals, many samples)
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
 
 Stat = Literal["mean", "median", "p99"]
@@ -95,13 +96,13 @@ def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
         diff = tc - tb
         sd = float(np.std(diff, ddof=1))
         se = sd / math.sqrt(nb)
-        df = nb - 1
+        dof = float(nb - 1)
         test = "paired t"
         if se > 0:
-            t_crit = float(sps.t.ppf(1 - ALPHA / 2, df))
+            t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
             mid = float(np.mean(diff))
             low, high = mid - t_crit * se, mid + t_crit * se
-            p = float(2 * sps.t.sf(abs(mid / se), df))
+            p = float(2 * sps.t.sf(abs(mid / se), dof))
         else:
             mid = float(np.mean(diff))
             low = high = mid
@@ -111,6 +112,7 @@ def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
         se = math.sqrt(vb / nb + vc / nc)
         mid = float(np.mean(tc) - np.mean(tb))
         test = "Welch t"
+        dof = float(nb + nc - 2)
         if se > 0:
             dof = se**4 / ((vb / nb) ** 2 / (nb - 1) + (vc / nc) ** 2 / (nc - 1))
             t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
@@ -122,10 +124,11 @@ def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
     else:
         return DeltaEstimate(kind, delta, None, None, None, None, False, None, cv_b, cv_c, noisy,
                              nb, nc, "one pass per arm: no interval (add rounds or repeats)")
-    mde = (1.959964 + POWER_Z) * se if se is not None else None
+    # With a handful of passes the t quantiles, not the normal ones, set what is detectable.
+    mde = (float(sps.t.ppf(1 - ALPHA / 2, dof)) + float(sps.t.ppf(POWER, dof))) * se
     if relative:
         low, high = math.expm1(low), math.expm1(high)
-        mde = math.expm1(mde) if mde is not None else None
+        mde = math.expm1(mde)
     return DeltaEstimate(kind, delta, low, high, p, test, _significant(p, low, high), mde, cv_b,
                          cv_c, noisy, nb, nc)
 

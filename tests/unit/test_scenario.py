@@ -189,3 +189,17 @@ def test_cli_plan_and_schema_need_no_engine() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, timeout=60, check=True)
     assert "LOADED []" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["report"], ["run"], ["run", "a", "--bogus"], ["nope"]])
+def test_cli_usage_errors_exit_2_without_traceback(args: list[str]) -> None:
+    result = _cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_missing_results_folder(tmp_path: Path) -> None:
+    result = _cli("report", str(tmp_path / "none"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"specbench: error: {tmp_path / 'none'}: no specbench results here (no manifest.json)"]
