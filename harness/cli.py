@@ -79,9 +79,22 @@ def write_report(run_dir: Path, echo: bool) -> Any:
                "comparison": comparison.to_dict(),
                "timings": results.manifest.get("timings")}
     write_json_atomic(results.path / "summary.json", summary)
+    write_frames(results)
     if echo:
         print(text, end="")
     return comparison
+
+
+def write_frames(results: Any) -> None:
+    """Per-pass summaries and per-request rows as Parquet (pandas.read_parquet in one call).
+    Derived from the raw records, which stay the source of truth."""
+    from harness.metrics import passes_frame, requests_frame
+
+    for name, frame in (("passes", passes_frame(results.runs)),
+                        ("requests", requests_frame(results.runs))):
+        tmp = results.path / f".{name}.parquet.tmp"
+        frame.to_parquet(tmp, index=False)
+        tmp.replace(results.path / f"{name}.parquet")
 
 
 @app.command()

@@ -40,6 +40,11 @@ def test_report_command_rerenders(fixture_copy: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "| Output throughput (tok/s) |" in result.stdout
     assert (fixture_copy / "summary.json").is_file() and (fixture_copy / "table.txt").is_file()
+    import pandas as pd
+
+    passes = pd.read_parquet(fixture_copy / "passes.parquet")
+    assert len(passes) == 4 and passes["output_throughput"].gt(0).all()
+    assert len(pd.read_parquet(fixture_copy / "requests.parquet")) == 4 * 4
 
 
 def test_notebook_executes(fixture_copy: Path, tmp_path: Path) -> None:
