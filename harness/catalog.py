@@ -43,6 +43,8 @@ IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
+# Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
+SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
 
 
 def parse_implementation(value: str) -> tuple[str, str]:

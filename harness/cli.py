@@ -202,10 +202,9 @@ def models(
         raise SpecbenchError(f"unknown built-in model(s): {', '.join(unknown)} (known: "
                              f"{', '.join(BUILTIN_MODELS)})")
     names = list(BUILTIN_MODELS) if "all" in build else build
-    cmd = [sys.executable, "-m", "harness.engine.models", *names]
-    if models_cache is not None:
-        cmd[3:3] = ["--cache-dir", str(models_cache)]
-    return subprocess.run(cmd, check=False).returncode
+    from harness.runner import models_command
+
+    return subprocess.run(models_command(names, models_cache), check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.catalog import parse_implementation
 from harness.env import fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
@@ -125,7 +126,7 @@ def implementation_problems(runs: list[RunRecord], variant: str,
     """Launches where the swapped implementation was not seen running as chosen."""
     if implementation is None:
         return []
-    name, _, choice = implementation.partition(":")
+    name, choice = parse_implementation(implementation)
     problems = []
     for run in runs:
         if run.variant != variant or run.status != "ok" or run.result is None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV
+from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
 from harness.env import cuda_gpus, fingerprint, package_version, usable_cpus
 from harness.errors import ExitCode, HardwareError, ScenarioError
 from harness.plan import Plan, RunSpec, expand_plan
@@ -211,6 +211,12 @@ class RunOutcome:
         return ExitCode.OK
 
 
+def models_command(names: list[str], models_cache: Path | None) -> list[str]:
+    """The worker-side command that builds built-in models (torch stays out of this process)."""
+    cache = ["--cache-dir", str(models_cache)] if models_cache is not None else []
+    return [sys.executable, "-m", MODELS_MODULE, *cache, *names]
+
+
 def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
                    progress: Progress) -> tuple[bool, str, float]:
     """Build missing built-in models once, in a worker-side process, before any launch."""
@@ -223,9 +229,7 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     if not names:
         return True, "", 0.0
     progress(f"preparing built-in models: {', '.join(names)}")
-    cmd = [sys.executable, "-m", MODELS_MODULE, *names]
-    if models_cache is not None:
-        cmd[3:3] = ["--cache-dir", str(models_cache)]
+    cmd = models_command(names, models_cache)
     log = run_dir / "logs" / "models.log"
     code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
     if code != 0:
@@ -254,7 +258,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
         env[IMPL_ENV] = run.implementation
     log_rel = f"logs/{run.run_key}.log"
     log_path = run_dir / log_rel
-    env["SPECBENCH_SPAWNED_UNIX"] = repr(time.time())  # lets the worker time its own start
+    env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path)],
         env, log_path, run.timeout_s,

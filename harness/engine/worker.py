@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV
+from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
 from harness.plan import RunSpec
 from harness.records import (
     ImplReport,
@@ -35,7 +35,6 @@ SPEC_COUNTERS = {
     "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
 }
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"  # set by the runner just before it spawns the worker
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

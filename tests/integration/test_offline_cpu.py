@@ -19,6 +19,7 @@ import yaml
 
 from harness.compare import compare_results
 from harness.metrics import passes_frame, requests_frame
+from harness.records import ImplReport, WorkerResult
 from harness.store import RunResults, load_results
 from tests.conftest import ROOT, SCENARIOS
 
@@ -124,18 +125,26 @@ def test_medusa_greedy_outputs_identical_between_proposers(medusa_run: CliRun) -
     assert parity.fraction == 1.0 and parity.first_divergence is None
 
 
+def launches_with_reports(run: CliRun, variant: str) -> list[tuple[WorkerResult, list[ImplReport]]]:
+    """Every launch of `variant` with the implementation reports its vLLM processes wrote."""
+    launches = []
+    for record in run.results.runs:
+        if record.variant == variant:
+            assert record.result is not None, record.run_key
+            launches.append((record.result, record.result.impl_reports))
+    assert launches, f"no launch of {variant}"
+    return launches
+
+
 def test_medusa_manifest_shows_the_proposer_that_ran_in_the_worker(medusa_run: CliRun) -> None:
-    runs = {r.variant: r for r in medusa_run.results.runs}
     for variant, path in (("baseline", "medusa.propose.tolist"),
                           ("optimized", "medusa.propose.tensor")):
-        result = runs[variant].result
-        assert result is not None
-        reports = result.impl_reports
-        assert reports, f"{variant}: no implementation report"
-        assert {r.path for r in reports} == {path}
-        assert all(r.matches_choice and (r.calls or 0) > 0 for r in reports)
-        # Reported by vLLM's engine processes, not inferred in the harness's worker.
-        assert all(r.pid != result.worker_pid for r in reports)
+        for result, reports in launches_with_reports(medusa_run, variant):
+            assert reports, f"{variant}: no implementation report"
+            assert {r.path for r in reports} == {path}
+            assert all(r.matches_choice and (r.calls or 0) > 0 for r in reports)
+            # Reported by vLLM's engine processes, not inferred in the harness's worker.
+            assert all(r.pid != result.worker_pid for r in reports)
     assert compare_results(medusa_run.results).warnings == []
 
 
@@ -164,15 +173,12 @@ def test_eagle_tp2_runs_and_accepts(eagle_run: CliRun) -> None:
 
 
 def test_eagle_tp2_each_rank_ran_its_argmax_path(eagle_run: CliRun) -> None:
-    runs = {r.variant: r for r in eagle_run.results.runs}
     for variant, path in (("baseline", "eagle.allgather_argmax"),
                           ("local-argmax", "eagle.local_argmax")):
-        result = runs[variant].result
-        assert result is not None
-        reports = result.impl_reports
-        assert sorted(r.tp_rank for r in reports) == [0, 1]
-        assert {r.path for r in reports} == {path}
-        assert all(r.matches_choice for r in reports)
+        for _, reports in launches_with_reports(eagle_run, variant):
+            assert sorted(r.tp_rank for r in reports) == [0, 1]
+            assert {r.path for r in reports} == {path}
+            assert all(r.matches_choice for r in reports)
 
 
 def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None:
