@@ -48,12 +48,15 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("median_e2el_ms", "Median E2EL (ms)", False, request_column="e2el_ms",
               stat="median"),
     MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99"),
+    # Serve mode: how many tokens a streamed chunk carried (1 + accepted drafts per step,
+    # unless the server merged steps); why ITL exceeds TPOT under speculation.
+    MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True),
 )
 METRICS_BY_KEY = {m.key: m for m in METRICS}
 
 REQUEST_COLUMNS = ["run_key", "variant", "round", "repeat", "index", "prompt_tokens",
-                   "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "finish_reason",
-                   "error"]
+                   "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
+                   "tokens_per_chunk", "sent_ms", "finish_reason", "error"]
 
 
 def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> float:
@@ -81,6 +84,10 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
                     # mean gap of this request; the pass's mean ITL weights every gap equally
                     "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
                     "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
+                    "chunks": len(r.chunk_tokens) if r.chunk_tokens is not None else np.nan,
+                    "tokens_per_chunk": (sum(r.chunk_tokens) / len(r.chunk_tokens)
+                                         if r.chunk_tokens else np.nan),
+                    "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
                     "finish_reason": r.finish_reason, "error": r.error,
                 })
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
@@ -121,6 +128,7 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
             in_tok = int(ok["prompt_tokens"].sum()) if n_ok else 0
             dur = p.duration_s
             gaps = [g * 1000.0 for r in p.requests if r.error is None for g in (r.itl_s or [])]
+            chunks = [c for r in p.requests if r.error is None for c in (r.chunk_tokens or [])]
             per_req = {
                 "ttft_ms": ok["ttft_s"].astype(float) * 1000.0 if n_ok else pd.Series(dtype=float),
                 "e2el_ms": ok["e2el_s"].astype(float) * 1000.0 if n_ok else pd.Series(dtype=float),
@@ -137,6 +145,7 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
                 "output_throughput": out_tok / dur if dur > 0 else np.nan,
                 "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
                 "request_throughput": n_ok / dur if dur > 0 else np.nan,
+                "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
             }
             for m in METRICS:
                 if m.request_column is not None and m.stat is not None:

@@ -6,12 +6,12 @@ No I/O and no engine imports: `specbench plan` and the tests call this on any ma
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
-from harness.scenario import Scenario, StrictModel, Workload, scenario_hash
+from harness.scenario import Scenario, ServeSettings, StrictModel, Workload, scenario_hash
 
 
 class RunSpec(StrictModel):
@@ -32,6 +32,12 @@ class RunSpec(StrictModel):
     env: dict[str, str] = Field(description="Environment from the scenario and the variant.")
     workload: Workload = Field(description="The workload of each measured pass.")
     timeout_s: float = Field(description="Wall-clock limit for the worker process.")
+    mode: Literal["offline", "serve"] = Field(
+        default="offline", description="offline engine in the worker, or a vLLM server."
+    )
+    serve: ServeSettings | None = Field(
+        default=None, description="Serve-mode load, concurrency resolved (serve mode only)."
+    )
 
 
 class Plan(StrictModel):
@@ -99,6 +105,11 @@ def launch_order(scenario: Scenario) -> list[tuple[str, int]]:
 def expand_plan(scenario: Scenario) -> Plan:
     """Scenario -> Plan: one RunSpec per (variant, round), in launch order."""
     runs = []
+    serve = None
+    if scenario.mode == "serve":
+        serve = scenario.serve.model_copy(
+            update={"concurrency": scenario.serve.concurrency or scenario.batch_size}
+        )
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
         runs.append(
@@ -116,6 +127,8 @@ def expand_plan(scenario: Scenario) -> Plan:
                 env={**scenario.env, **variant.env},
                 workload=scenario.workload,
                 timeout_s=scenario.timeout_s,
+                mode=scenario.mode,
+                serve=serve,
             )
         )
     return Plan(

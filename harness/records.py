@@ -5,6 +5,9 @@ Every summary is computed from these (metrics.py); nothing derived is stored in 
 SCHEMA_VERSION history (bump on any change a reader must know about; add a step to
 store.migrate_manifest when older files need it):
   1 - first version: WorkerResult with passes of RequestRecords and SpecDecodeCounters.
+  2 - serve mode: RequestRecord.chunk_tokens and .sent_s, WorkerResult.server,
+      RunRecord.server_log_file; plan RunSpecs gain mode and serve. All optional: version 1
+      files read unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -34,6 +37,14 @@ class RequestRecord(Record):
     e2el_s: float | None = Field(description="End-to-end latency (s) since arrival.")
     itl_s: list[float] | None = Field(
         default=None, description="Gaps between streamed chunks (s); None where not streamed."
+    )
+    chunk_tokens: list[int] | None = Field(
+        default=None, description="Tokens each streamed chunk carried, first chunk included "
+        "(several per chunk when drafts are accepted); None where not streamed."
+    )
+    sent_s: float | None = Field(
+        default=None, description="When the request was sent, seconds after its pass started "
+        "(serve mode)."
     )
     finish_reason: str | None = Field(description="Why generation stopped.")
     output_token_ids: list[int] = Field(description="Generated token ids (for output parity).")
@@ -84,6 +95,23 @@ class ImplReport(Record):
     )
 
 
+class ServerInfo(Record):
+    """The vLLM OpenAI server of a serve-mode launch."""
+
+    url: str = Field(description="Base URL the client used (127.0.0.1, a free port).")
+    command: list[str] = Field(description="The server's command line.")
+    pid: int | None = Field(default=None, description="The server process id.")
+    healthy_after_s: float | None = Field(
+        default=None, description="Launch to the first 200 from /health; None if never."
+    )
+    exit_code: int | None = Field(
+        default=None, description="How the server process ended (negative: signal)."
+    )
+    died: bool = Field(
+        default=False, description="The server exited on its own before the harness stopped it."
+    )
+
+
 class Timings(Record):
     """Where a worker's wall time went (seconds)."""
 
@@ -92,10 +120,12 @@ class Timings(Record):
     )
     import_s: float = Field(default=0.0, description="Importing vLLM and torch.")
     models_s: float = Field(default=0.0, description="Resolving/building local models.")
-    engine_start_s: float = Field(default=0.0, description="LLM(...) construction.")
+    engine_start_s: float = Field(
+        default=0.0, description="LLM(...) construction; serve mode: server launch to /health."
+    )
     warmup_s: float = Field(default=0.0, description="Warm-up requests.")
     measure_s: float = Field(default=0.0, description="Measured passes, summed.")
-    shutdown_s: float = Field(default=0.0, description="Engine shutdown.")
+    shutdown_s: float = Field(default=0.0, description="Engine (or server) shutdown.")
     finish_s: float = Field(
         default=0.0, description="After shutdown: reading reports, building records."
     )
@@ -120,6 +150,7 @@ class WorkerResult(Record):
     resolved_models: dict[str, str] = Field(
         default_factory=dict, description="Model names -> folders the engine loaded."
     )
+    server: ServerInfo | None = Field(default=None, description="Serve mode: the server.")
 
 
 class RunRecord(Record):
@@ -135,4 +166,7 @@ class RunRecord(Record):
     error: str | None = None
     log_file: str | None = Field(default=None, description="Worker log, relative to the run.")
     log_tail: str | None = Field(default=None, description="Last lines of the log on failure.")
+    server_log_file: str | None = Field(
+        default=None, description="Serve mode: the vLLM server's log, relative to the run."
+    )
     result: WorkerResult | None = None

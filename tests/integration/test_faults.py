@@ -110,7 +110,9 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     results = load_results(tmp_path / "results" / "r")
     assert results.manifest["status"] == "interrupted"
-    assert [r.run_key for r in results.runs] == ["good.r0"]
-    assert results.runs[0].status == "ok"
+    # The finished launch is kept; the one in flight is recorded as interrupted.
+    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
+                                                             ("stuck.r0", "interrupted")]
+    assert results.runs[1].log_file == "logs/stuck.r0.log"
     time.sleep(0.2)
     assert not [p for p in _pids(tmp_path) if _alive(p)]

@@ -19,7 +19,7 @@ import yaml
 
 from harness.compare import compare_results
 from harness.metrics import passes_frame, requests_frame
-from harness.records import ImplReport, WorkerResult
+from harness.records import SCHEMA_VERSION, ImplReport, WorkerResult
 from harness.store import RunResults, load_results
 from tests.conftest import ROOT, SCENARIOS
 
@@ -151,7 +151,7 @@ def test_medusa_manifest_shows_the_proposer_that_ran_in_the_worker(medusa_run: C
 def test_medusa_manifest_fingerprint(medusa_run: CliRun) -> None:
     m = medusa_run.results.manifest
     fp = m["fingerprint"]
-    assert m["schema_version"] == 1 and m["status"] == "complete"
+    assert m["schema_version"] == SCHEMA_VERSION and m["status"] == "complete"
     assert fp["vllm"] == "0.32.0" and fp["torch"].startswith("2.13.0")
     assert fp["cpu_count"] >= 1 and fp["compat_id"] and fp["scenario_hash"] == m["scenario_hash"]
     result = medusa_run.results.runs[0].result

