@@ -147,12 +147,14 @@ def plan(
     from harness.plan import expand_plan
     from harness.scenario import load_scenario
 
-    expanded = expand_plan(load_scenario(scenario))
+    loaded = load_scenario(scenario)
+    expanded = expand_plan(loaded)
     if as_json:
         print(expanded.model_dump_json(indent=2))
         return 0
     print(f"scenario {expanded.scenario_name} ({expanded.scenario_hash}): baseline "
           f"{expanded.baseline}, candidates {', '.join(expanded.candidates)}")
+    print(f"  {loaded.describe_setup()}")
     for r in expanded.runs:
         impl = f" impl={r.implementation}" if r.implementation else ""
         spec = r.engine_args.get("speculative_config")

@@ -7,6 +7,7 @@ a Comparison that report.py renders and gate.py judges. No formatting here.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,6 +97,7 @@ class Comparison:
     baseline_failures: list[str]
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
+    setup: str = ""
 
     @property
     def parity_violations(self) -> list[str]:
@@ -233,6 +235,12 @@ def check_comparable(results: list[RunResults], force: bool = False) -> list[str
         if diffs:
             problems.append(f"{first.run_id} vs {other.run_id}: environment differs: "
                             + ", ".join(diffs))
+        for key in ("mode", "serve"):
+            va = first.manifest.get("scenario", {}).get(key)
+            vb = other.manifest.get("scenario", {}).get(key)
+            if va != vb:
+                problems.append(f"{first.run_id} vs {other.run_id}: {key} differs: "
+                                f"{json.dumps(va)} vs {json.dumps(vb)}")
         wa = first.manifest.get("scenario", {}).get("workload")
         wb = other.manifest.get("scenario", {}).get("workload")
         if wa != wb:
@@ -304,12 +312,14 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
 def compare_results(results: RunResults) -> Comparison:
     """Compare the variants of one results folder, as its scenario declared them."""
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
-    return compare_records(
+    comparison = compare_records(
         results.runs, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
         {n: v.implementation for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
     )
+    comparison.setup = scenario.describe_setup()
+    return comparison
 
 
 def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = None,

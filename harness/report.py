@@ -127,6 +127,8 @@ def footnotes(comparison: Comparison) -> list[str]:
                                               sorted(comparison.passes_per_arm.items()))
              + f". Delta: candidate vs {comparison.baseline}, mean of passes; [95% CI]; "
              f"{SIGNIFICANT_MARK} = significant at 5%; pp = percentage points."]
+    if comparison.setup:
+        notes.append(f"Setup: {comparison.setup}")
     if comparison.baseline_implementation or comparison.baseline_ran:
         ran = "; ".join(comparison.baseline_ran) or "nothing reported"
         notes.append(f"{comparison.baseline}: implementation "

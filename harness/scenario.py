@@ -290,6 +290,20 @@ class Scenario(StrictModel):
             return v.expect_identical_outputs
         return self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
 
+    def describe_setup(self) -> str:
+        """One line on how each pass was driven, for the report's footnotes."""
+        w = self.workload
+        per_pass = (f"{w.num_prompts} {w.kind} prompts x {w.max_tokens} tokens per pass, "
+                    f"TP {self.tensor_parallel_size}")
+        if self.mode == "offline":
+            return f"offline: LLM.generate in the worker, batch {self.batch_size}; {per_pass}"
+        load = self.serve
+        rate = (f"{load.request_rate:g} req/s (burstiness {load.burstiness:g})"
+                if load.request_rate is not None else "all at once")
+        return (f"serve: a vLLM OpenAI server per launch, streamed /v1/completions, "
+                f"concurrency {load.concurrency or self.batch_size}, arrivals {rate}, "
+                f"max_num_seqs {self.batch_size}; {per_pass}")
+
     @property
     def baseline(self) -> str:
         return next(name for name, variant in self.variants.items() if variant.baseline)

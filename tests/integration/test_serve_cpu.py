@@ -82,8 +82,12 @@ def processes_in(sessions: set[int]) -> list[str]:
 @pytest.fixture(scope="session")
 def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     data = _scenario()
+    data["rounds"] = 1  # one launch per variant is enough to check everything below
     # A server started with an argument vLLM's parser refuses: exits at once, non-zero.
     data["variants"]["bad-flag"] = {"engine": {"no_such_server_flag": 7}}
+    # A server that answers some requests with errors: longer prompts + max_tokens exceed
+    # its context, and vLLM refuses those requests with HTTP 400.
+    data["variants"]["short-context"] = {"engine": {"max_model_len": 64}}
     tmp = tmp_path_factory.mktemp("serve")
     path = tmp / "serve.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -101,7 +105,7 @@ def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun) -> None:
         line = next(row for row in table.splitlines() if row.startswith(f"| {label} |"))
         baseline, candidate = line.split("|")[2:4]
         assert float(baseline) > 0 and float(candidate) > 0, line
-    assert "FAILED bad-flag" in serve_run.stdout
+    assert "FAILED bad-flag" in serve_run.stdout and "FAILED short-context" in serve_run.stdout
     summary = json.loads((serve_run.results.path / "summary.json").read_text())
     assert summary["status"] == "failed"
 
@@ -109,10 +113,10 @@ def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun) -> None:
 def test_every_streamed_request_is_complete(serve_run: CliRun) -> None:
     scenario = _scenario()
     prompts = (SCENARIOS / scenario["workload"]["path"]).read_text().splitlines()
-    good = [r for r in serve_run.results.runs if r.variant != "bad-flag"]
+    good = [r for r in serve_run.results.runs if r.status == "ok"]
     assert [r.status for r in good] == ["ok", "ok"]
     frame = requests_frame(good)
-    assert len(frame) == 2 * scenario["repeats"] * scenario["workload"]["num_prompts"]
+    assert len(frame) == 2 * scenario["repeats"] * scenario["workload"]["num_prompts"]  # 1 round
     assert frame["error"].isna().all()
     assert (frame["output_tokens"] == scenario["workload"]["max_tokens"]).all()
     for run in good:
@@ -175,7 +179,7 @@ def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun) -> 
             assert server.healthy_after_s is not None and server.healthy_after_s > 0
     worker_sessions = {r.result.worker_pid for r in serve_run.results.runs
                        if r.result is not None and r.result.worker_pid is not None}
-    assert len(worker_sessions) == 3
+    assert len(worker_sessions) == 4
     assert processes_in(worker_sessions) == []
 
 
@@ -186,6 +190,21 @@ def test_server_with_a_bad_argument_is_a_failed_launch(serve_run: CliRun) -> Non
     assert bad.log_tail is not None and "no_such_server_flag" in bad.log_tail.replace("-", "_")
     assert bad.result is not None and bad.result.server is not None
     assert "--no-such-server-flag" in bad.result.server.command
+
+
+def test_requests_the_server_refuses_fail_the_launch_and_are_counted(serve_run: CliRun) -> None:
+    record = next(r for r in serve_run.results.runs if r.variant == "short-context")
+    assert record.status == "failed" and record.result is not None
+    requests = [r for p in record.result.passes for r in p.requests]
+    failed = [r for r in requests if r.error is not None]
+    ok = [r for r in requests if r.error is None]
+    assert failed and ok, "expected both refused and served requests"
+    assert all(r.error is not None and r.error.startswith("HTTP 400") for r in failed)
+    assert all(r.prompt_tokens + r.output_tokens <= 64 for r in ok)
+    assert record.error is not None
+    assert record.error.startswith(f"{len(failed)} of {len(requests)} requests failed")
+    assert record.log_tail is not None and "server.log ---" in record.log_tail
+    assert record.result.server is not None and not record.result.server.died
 
 
 def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
