@@ -11,6 +11,7 @@ core and TP workers) on a timeout, Ctrl-C or crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -52,6 +53,8 @@ from harness.scenario import ServeSettings
 from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# The fault-injection seam: tests point this at a server that dies, errors or never starts.
+SERVER_MODULE_ENV = "SPECBENCH_SERVER_MODULE"
 # Engine arguments whose CLI flag is store_true only (no --no-... form) in vLLM 0.32's server
 # parser; False is their default, so it is simply left out.
 STORE_TRUE_ONLY = {"disable_log_stats", "aggregate_engine_logging", "headless", "grpc",
@@ -91,7 +94,8 @@ def served_model_name(model: str) -> str:
 
 
 def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[str]:
-    return [sys.executable, "-m", SERVER_MODULE, "--host", "127.0.0.1", "--port", str(port),
+    module = os.environ.get(SERVER_MODULE_ENV, SERVER_MODULE)
+    return [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", name, *cli_args(engine_args)]
 
 
@@ -257,6 +261,11 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             streamed, duration = asyncio.run(
                 run_requests(url, measured, concurrency, arrivals, timeout_s=timeout))
             timings.measure_s += duration
+            if any(s.error is not None for s in streamed):
+                # A dying server closes its sockets a moment before it exits: let it finish
+                # dying, so the failure is told as a death, not as request errors.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(timeout=1.0)
             if server.poll() is not None:
                 info.died, info.exit_code = True, server.returncode
                 raise ServerFailed(

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.runner import WORKER_MODULE_ENV
 from harness.store import load_results
 from tests.conftest import ROOT
+from tests.processes import processes_in
 
 
 def _alive(pid: int) -> bool:
@@ -116,3 +118,52 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
     assert results.runs[1].log_file == "logs/stuck.r0.log"
     time.sleep(0.2)
     assert not [p for p in _pids(tmp_path) if _alive(p)]
+
+
+def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"vocab_size": 100}))
+    modes = {"good": "ok", "no-start": "exit", "errors": "error", "dies": "die"}
+    data: dict[str, Any] = {
+        "name": "serve-faults", "mode": "serve", "model": str(model), "batch_size": 2,
+        "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 8},
+        "warmup": 0, "repeats": 2, "timeout_s": 60, "serve": {"startup_timeout_s": 30},
+        "variants": {name: {"baseline": i == 0, "env": {"FAKE_SERVER_MODE": mode}}
+                     for i, (name, mode) in enumerate(modes.items())},
+    }
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {**os.environ, SERVER_MODULE_ENV: "tests.fakes.server"}
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+         str(tmp_path / "results"), "--run-id", "r"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    results = load_results(tmp_path / "results" / "r")
+    by_variant = {r.variant: r for r in results.runs}
+    good = by_variant["good"]
+    assert good.status == "ok" and good.result is not None and len(good.result.passes) == 2
+    assert all(r.chunk_tokens == [1] * 8 for p in good.result.passes for r in p.requests)
+
+    no_start = by_variant["no-start"]
+    assert no_start.status == "failed" and no_start.error is not None
+    assert "vLLM server exited with code 3 before /health answered" in no_start.error
+    assert no_start.log_tail is not None and "refusing to start" in no_start.log_tail
+
+    errors = by_variant["errors"]
+    assert errors.status == "failed" and errors.error is not None
+    assert errors.error.startswith("8 of 8 requests failed (first: HTTP 500:")
+
+    dies = by_variant["dies"]
+    assert dies.status == "failed" and dies.error is not None and dies.result is not None
+    assert dies.error.startswith("vLLM server died during pass 0 (exit code 9)")
+    assert dies.result.server is not None and dies.result.server.died
+
+    table = (results.path / "table.txt").read_text()
+    assert all(f"FAILED {name}" in table for name in ("no-start", "errors", "dies"))
+    sessions = {r.result.worker_pid for r in results.runs if r.result and r.result.worker_pid}
+    assert len(sessions) == 4
+    time.sleep(0.2)
+    assert processes_in(sessions) == []
