@@ -208,3 +208,41 @@ def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> No
                             capture_output=True, text=True, cwd=ROOT, check=False)
     assert "Traceback" not in report.stderr
     assert "interrupted" in (report.stdout + report.stderr)
+
+
+def test_request_rate_arrivals_are_vllms_seeded_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrivals come from vLLM's own get_request (imported in the worker, hence here), seeded:
+    every variant gets the same schedule. Sleeps are recorded instead of slept."""
+    import asyncio
+
+    from harness.engine.serve_worker import vllm_arrivals
+
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")  # as device_env sets it for the worker
+    from harness.scenario import ServeSettings
+
+    def schedule(load: ServeSettings, seed: int) -> list[float]:
+        waits: list[float] = []
+
+        async def record(delay: float, *_args: object) -> None:
+            waits.append(delay)
+
+        async def collect() -> list[int]:
+            return [i async for i in vllm_arrivals(50, load, seed)]
+
+        with monkeypatch.context() as patch:
+            patch.setattr(asyncio, "sleep", record)
+            assert asyncio.run(collect()) == list(range(50))
+        return waits
+
+    poisson = ServeSettings(request_rate=100.0)
+    first = schedule(poisson, seed=3)
+    assert first == pytest.approx(schedule(poisson, seed=3), abs=2e-3)  # same seed, same times
+    assert first != pytest.approx(schedule(poisson, seed=4), abs=2e-3)
+    # vLLM rescales the gaps so that n requests span n / rate seconds.
+    assert max(first) == pytest.approx(50 / 100.0, abs=0.01)
+    gaps = [b - a for a, b in zip(first[:-1], first[1:], strict=True)]
+    even = ServeSettings(request_rate=100.0, burstiness=1000.0)
+    even_times = schedule(even, seed=3)
+    even_gaps = [b - a for a, b in zip(even_times[:-1], even_times[1:], strict=True)]
+    spread = max(gaps) - min(gaps)
+    assert max(even_gaps) - min(even_gaps) < spread / 5  # high burstiness: nearly even gaps
