@@ -26,6 +26,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from harness.engine.worker import (
     counter_delta,
     exit_now,
@@ -244,37 +246,46 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         timeout = run.timeout_s
         speculative = "speculative_config" in engine_args
 
+        def check_alive(stage: str, streamed: list[StreamedRequest]) -> None:
+            if any(s.error is not None for s in streamed):
+                # A dying server closes its sockets a moment before it exits: let it finish
+                # dying, so the failure is told as a death, not only as request errors.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(timeout=1.0)
+            if server.poll() is not None:
+                info.died, info.exit_code = True, server.returncode
+                failed = sum(r.error is not None for r in streamed)
+                raise ServerFailed(f"vLLM server died during {stage} (exit code "
+                                   f"{server.returncode}); {failed} of {len(streamed)} "
+                                   "requests failed")
+
+        def counters() -> dict[str, Any]:
+            try:
+                return parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
+            except (OSError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                check_alive("a /metrics scrape", [])
+                raise ServerFailed(f"could not read {base_url}/metrics: "
+                                   f"{type(exc).__name__}: {exc}") from None
+
         if warm:
             t = time.perf_counter()
-            asyncio.run(run_requests(url, payloads(warm, 1_000_000), concurrency,
-                                     timeout_s=timeout))
+            streamed, _ = asyncio.run(run_requests(url, payloads(warm, 1_000_000), concurrency,
+                                                   timeout_s=timeout))
             timings.warmup_s = time.perf_counter() - t
+            check_alive("the warm-up", streamed)
 
         measured = payloads(prompts, 0)
         whash = workload_hash(prompts)
         for repeat in range(run.repeats):
-            before = (parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
-                      if speculative else None)
+            before = counters() if speculative else None
             arrivals = (vllm_arrivals(len(measured), load, w.seed + repeat)
                         if load.request_rate is not None else None)
             started = time.time()
             streamed, duration = asyncio.run(
                 run_requests(url, measured, concurrency, arrivals, timeout_s=timeout))
             timings.measure_s += duration
-            if any(s.error is not None for s in streamed):
-                # A dying server closes its sockets a moment before it exits: let it finish
-                # dying, so the failure is told as a death, not as request errors.
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    server.wait(timeout=1.0)
-            if server.poll() is not None:
-                info.died, info.exit_code = True, server.returncode
-                raise ServerFailed(
-                    f"vLLM server died during pass {repeat} (exit code {server.returncode}); "
-                    f"{sum(r.error is not None for r in streamed)} of {len(streamed)} "
-                    "requests failed"
-                )
-            after = (parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
-                     if speculative else None)
+            check_alive(f"pass {repeat}", streamed)
+            after = counters() if speculative else None
             result.passes.append(PassRecord(
                 repeat=repeat,
                 started_unix=started,
