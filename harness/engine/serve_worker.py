@@ -31,8 +31,8 @@ import aiohttp
 from harness.engine.worker import (
     counter_delta,
     exit_now,
+    prepare_launch,
     read_impl_reports,
-    resolve_models,
     worker_main,
 )
 from harness.loadgen import (
@@ -52,7 +52,7 @@ from harness.records import (
     WorkerResult,
 )
 from harness.scenario import ServeSettings
-from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
+from harness.workload import Prompt, workload_hash
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The fault-injection seam: tests point this at a server that dies, errors or never starts.
@@ -208,15 +208,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 
         timings.import_s = time.perf_counter() - t
 
-    t = time.perf_counter()
-    engine_args = json.loads(json.dumps(run.engine_args))
-    name = served_model_name(engine_args["model"])
-    result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
-    timings.models_s = time.perf_counter() - t
-    model_path = Path(engine_args["model"])
-    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
-    prompts = load_prompts(run.workload, base_dir, vocab)
-    warm = warmup_prompts(run.workload, run.warmup, vocab, prompts)
+    name = served_model_name(run.engine_args["model"])
+    engine_args, prompts, warm = prepare_launch(run, base_dir, cache_dir, result)
 
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"

@@ -143,6 +143,20 @@ def read_impl_reports(report_dir: Path) -> list[ImplReport]:
     return reports
 
 
+def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None,
+                   result: WorkerResult) -> tuple[dict[str, Any], list[Prompt], list[Prompt]]:
+    """Both modes: local model folders in a copy of the engine args (timed into `result`),
+    the measured prompts and the warm-up prompts."""
+    t = time.perf_counter()
+    engine_args: dict[str, Any] = json.loads(json.dumps(run.engine_args))
+    result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
+    result.timings.models_s = time.perf_counter() - t
+    model_path = Path(engine_args["model"])
+    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
+    prompts = load_prompts(run.workload, base_dir, vocab)
+    return engine_args, prompts, warmup_prompts(run.workload, run.warmup, vocab, prompts)
+
+
 def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
                report_dir: Path, startup_s: float = 0.0) -> WorkerResult:
     """Build the engine, warm up, measure `run.repeats` passes. Raises on engine failure."""
@@ -158,15 +172,7 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     timings.import_s = time.perf_counter() - t
     result.engine_versions = {"vllm": vllm.__version__, "torch": torch.__version__}
 
-    t = time.perf_counter()
-    engine_args = json.loads(json.dumps(run.engine_args))
-    result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
-    timings.models_s = time.perf_counter() - t
-
-    model_path = Path(engine_args["model"])
-    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
-    prompts = load_prompts(run.workload, base_dir, vocab)
-    warm = warmup_prompts(run.workload, run.warmup, vocab, prompts)
+    engine_args, prompts, warm = prepare_launch(run, base_dir, cache_dir, result)
 
     def params(i: int) -> Any:
         w = run.workload
