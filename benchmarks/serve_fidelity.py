@@ -50,6 +50,7 @@ from harness.engine.serve_worker import (  # noqa: E402
     stop_server,
     wait_healthy,
 )
+from harness.errors import ScenarioError  # noqa: E402
 from harness.loadgen import (  # noqa: E402
     completion_payload,
     fetch_text,
@@ -57,6 +58,9 @@ from harness.loadgen import (  # noqa: E402
     request_timings,
     run_requests,
 )
+from harness.runner import read_tail  # noqa: E402
+from harness.scenario import Workload  # noqa: E402
+from harness.workload import load_prompts  # noqa: E402
 
 SERVED_NAME = "tiny-llama"
 DEFAULT_PROMPTS = ROOT / "scenarios" / "prompts" / "tiny-llama-prompts.jsonl"
@@ -124,13 +128,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def load_prompts(path: Path, count: int) -> list[str]:
-    """The first `count` text prompts of a JSONL file."""
-    prompts = [json.loads(line)["prompt"] for line in path.read_text().splitlines()
-               if line.strip()]
-    if len(prompts) < count:
-        raise SystemExit(f"{path} has {len(prompts)} prompts, {count} asked")
-    return prompts[:count]
+def text_prompts(path: Path, count: int) -> list[str]:
+    """The first `count` prompts of a JSONL file, read as the harness reads them (text only:
+    vllm bench serve's custom dataset takes text)."""
+    workload = Workload(kind="jsonl", path=str(path), num_prompts=count, max_tokens=1)
+    try:
+        prompts = load_prompts(workload, ROOT, vocab_size=None)
+    except ScenarioError as exc:
+        raise SystemExit(str(exc)) from None
+    if not all(isinstance(p, str) for p in prompts):
+        raise SystemExit(f"{path}: expected text prompts ('prompt'), not token ids")
+    return [str(p) for p in prompts]
 
 
 def engine_args(args: argparse.Namespace, models: dict[str, Path]) -> dict[str, Any]:
@@ -168,14 +176,6 @@ def kill_server(proc: subprocess.Popen[bytes]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """Last lines of a log file."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def acceptance_length(base_url: str, before: dict[str, Any] | None) -> float | None:
@@ -268,7 +268,7 @@ def run_vllm_bench(cmd: list[str], result: Path, log: Path, timeout_s: float) ->
                               check=False, cwd=ROOT)
     if proc.returncode != 0 or not result.is_file():
         raise ClientFailed(f"vllm bench serve exited with {proc.returncode}; log tail:\n"
-                           f"{tail(log)}")
+                           f"{read_tail(log, LOG_TAIL_LINES)}")
     data = json.loads(result.read_text())
     errors = [e for e in data.get("errors", []) if e]
     data["first_error"] = errors[0] if errors else None
@@ -354,7 +354,7 @@ def _raise_interrupt(*_: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Start the server, alternate the clients, report, stop the server."""
     args = parse_args(argv)
-    prompts = load_prompts(args.prompts, args.num_prompts)
+    prompts = text_prompts(args.prompts, args.num_prompts)
     names = ["tiny-llama"] + ([f"tiny-llama-{args.draft}"] if args.draft != "none" else [])
     models = ensure_models(names)
     work = Path(tempfile.mkdtemp(prefix="specbench-fidelity-")) if args.keep_dir is None \
@@ -409,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             if server.poll() is not None:
                 raise ServerFailed(f"vLLM server exited with code {server.returncode}")
     except (ServerFailed, ClientFailed, subprocess.TimeoutExpired) as exc:
-        print(f"error: {exc}\n--- server log tail ({server_log}) ---\n{tail(server_log)}",
+        print(f"error: {exc}\n--- server log tail ({server_log}) ---\n"
+              f"{read_tail(server_log, LOG_TAIL_LINES)}",
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -431,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     passed = not problems and all(r["pass"] is not False for r in rows.values())
     print("\nRESULT:", "PASS" if passed else "FAIL")
     if not passed:
-        print(f"--- server log tail ({server_log}) ---\n{tail(server_log)}")
+        print(f"--- server log tail ({server_log}) ---\n"
+              f"{read_tail(server_log, LOG_TAIL_LINES)}")
     if args.json_out:
         keep = ("duration", "completed", "failed", "total_output_tokens", *METRICS)
         args.json_out.write_text(json.dumps({

