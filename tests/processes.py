@@ -17,6 +17,11 @@ def _stat(pid: str) -> tuple[str, int] | None:
     return None if fields[0] == "Z" else (name, int(fields[3]))
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie is dead for our purpose)."""
+    return _stat(str(pid)) is not None
+
+
 def sessions_of(path: Path) -> set[int]:
     """Sessions of live processes whose environment mentions `path` (the runner puts the run
     folder in each worker's environment; every worker leads its own session, which its server

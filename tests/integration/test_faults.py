@@ -20,17 +20,7 @@ from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.runner import WORKER_MODULE_ENV
 from harness.store import load_results
 from tests.conftest import ROOT
-from tests.processes import processes_in
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+from tests.processes import alive, processes_in
 
 
 def _scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
@@ -91,7 +81,7 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
     summary = json.loads((results.path / "summary.json").read_text())
     assert summary["comparison"]["candidates"][0]["status"] == "failed"
     time.sleep(0.2)
-    assert not [p for p in _pids(tmp_path) if _alive(p)]
+    assert not [p for p in _pids(tmp_path) if alive(p)]
 
 
 def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
@@ -117,7 +107,7 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
                                                              ("stuck.r0", "interrupted")]
     assert results.runs[1].log_file == "logs/stuck.r0.log"
     time.sleep(0.2)
-    assert not [p for p in _pids(tmp_path) if _alive(p)]
+    assert not [p for p in _pids(tmp_path) if alive(p)]
 
 
 def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> None:
