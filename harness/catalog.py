@@ -43,6 +43,11 @@ IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
+# The vLLM worker method the plugin adds; the worker calls it between passes through
+# collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.
+SWITCH_RPC = "specbench_switch_epoch"
+# Fault injection for tests only: the switch RPC answers but changes nothing.
+NOOP_SWITCH_FAULT_ENV = "SPECBENCH_FAULT_NOOP_SWITCH"
 # Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
 

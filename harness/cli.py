@@ -40,12 +40,19 @@ def run(
     results_dir: ResultsOpt = Path("results"),
     models_cache: CacheOpt = None,
     run_id: Annotated[str | None, typer.Option(help="Name of the run folder.")] = None,
+    mde: Annotated[float | None, typer.Option(
+        help="Precision on demand: add blocks until the output-throughput minimum detectable "
+        "effect reaches this fraction (0.01 = 1%); one-engine design.")] = None,
+    budget: Annotated[float | None, typer.Option(
+        help="Wall-clock budget in seconds for --mde (default: the scenario's, or 600).")] = None,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.runner import run_plan
-    from harness.scenario import load_scenario
+    from harness.scenario import load_scenario, with_precision
 
     spec = load_scenario(scenario)
+    if mde is not None or budget is not None:
+        spec = with_precision(spec, mde, budget, str(scenario))
 
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
@@ -56,6 +63,10 @@ def run(
     if outcome.exit_code == ExitCode.RUN_FAILED:
         _err("some launches failed; see the table's FAILED notes and the logs in "
              f"{outcome.run_dir / 'logs'}")
+    if outcome.exit_code == ExitCode.OK and comparison.unproven:
+        _err("vLLM's processes did not prove every launch or pass ran its implementation "
+             "(UNPROVEN lines under the table); those passes were left out")
+        return int(ExitCode.UNPROVEN)
     if outcome.exit_code == ExitCode.OK and comparison.parity_violations:
         _err("greedy outputs differ from the baseline where they must not: "
              + ", ".join(comparison.parity_violations))
@@ -142,6 +153,11 @@ def compare(
 def plan(
     scenario: ScenarioArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    from_run: Annotated[Path | None, typer.Option(
+        "--from", help="A stored run of this scenario: forecast the blocks and wall time a "
+        "minimum detectable effect needs, from its noise and timings.")] = None,
+    mde: Annotated[float | None, typer.Option(
+        help="Target MDE for --from (default: the scenario's precision.mde, or 0.01).")] = None,
 ) -> int:
     """Show what `run` would launch, without running anything."""
     from harness.plan import expand_plan
@@ -155,12 +171,25 @@ def plan(
     print(f"scenario {expanded.scenario_name} ({expanded.scenario_hash}): baseline "
           f"{expanded.baseline}, candidates {', '.join(expanded.candidates)}")
     print(f"  {loaded.describe_setup()}")
+    print(f"  design: {expanded.design}"
+          + (f"; precision: MDE ±{100 * loaded.precision.mde:g}% within "
+             f"{loaded.precision.budget_s:g} s" if loaded.precision else ""))
     for r in expanded.runs:
         impl = f" impl={r.implementation}" if r.implementation else ""
         spec = r.engine_args.get("speculative_config")
         spec_text = f" spec={json.dumps(spec, sort_keys=True)}" if spec else ""
-        print(f"  {r.order + 1:>3}. {r.run_key:<24} {r.repeats} pass(es) x "
+        what = (f"{r.blocks} block(s) of {' '.join(r.block_order)}"
+                + (" (at least)" if r.precision else "")
+                if r.design == "one-engine" else f"{r.repeats} pass(es)")
+        print(f"  {r.order + 1:>3}. {r.run_key:<24} {what} x "
               f"{r.workload.num_prompts} prompts{impl}{spec_text}")
+    if from_run is not None:
+        from harness.forecast import describe, forecast
+        from harness.store import load_results, resolve_run_dir
+
+        target = mde or (loaded.precision.mde if loaded.precision else 0.01)
+        for line in describe(forecast(load_results(resolve_run_dir(from_run)), target)):
+            print(f"  {line}")
     return 0
 
 

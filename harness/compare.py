@@ -6,7 +6,6 @@ a Comparison that report.py renders and gate.py judges. No formatting here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.catalog import parse_implementation
 from harness.env import fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
@@ -25,14 +23,11 @@ from harness.metrics import (
     position_metrics,
     requests_frame,
 )
-from harness.records import RunRecord
-from harness.scenario import parse_scenario
-from harness.stats import (
-    DeltaEstimate,
-    pass_level_delta,
-    pooled_statistic,
-    request_level_delta,
-)
+from harness.plan import engine_args_for
+from harness.proof import proof_problems
+from harness.records import PassRecord, RunRecord
+from harness.scenario import Scenario, parse_scenario
+from harness.stats import DeltaEstimate, Design, arm_delta, pooled_statistic
 from harness.store import RunResults
 
 
@@ -98,6 +93,12 @@ class Comparison:
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     setup: str = ""
+    design: str = "launch-per-arm"
+    # Passes left out because their vLLM processes did not prove the arm's path, per arm.
+    discarded: dict[str, int] = field(default_factory=dict)
+    # Launches or passes whose implementation was not proven: `run` exits non-zero.
+    unproven: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # why precision launches ended
 
     @property
     def parity_violations(self) -> list[str]:
@@ -114,33 +115,64 @@ class Comparison:
         return data
 
 
+def arm_passes(runs: list[RunRecord], variant: str) -> list[tuple[RunRecord, PassRecord]]:
+    """The passes of `variant` in successful launches, whichever the design (one-engine
+    passes name their arm; launch-per-arm passes belong to their launch's variant)."""
+    return [(run, p) for run in sorted(runs, key=lambda r: r.order)
+            if run.status == "ok" and run.result is not None
+            for p in run.result.passes if (p.arm or run.variant) == variant]
+
+
 def _ran(runs: list[RunRecord], variant: str) -> list[str]:
-    paths = {
-        f"{rep.implementation}:{rep.choice} -> {rep.path}"
-        for r in runs if r.variant == variant and r.result is not None
-        for rep in r.result.impl_reports
-    }
+    paths = set()
+    for run in runs:
+        if run.result is None:
+            continue
+        if run.variant == variant:
+            paths |= {f"{rep.implementation}:{rep.choice} -> {rep.path}"
+                      for rep in run.result.impl_reports}
+        for p in run.result.passes:
+            if p.arm == variant:
+                paths |= {f"{rep.implementation}:{rep.choice} -> {path}"
+                          for rep in p.impl_reports or [] for path in rep.paths}
     return sorted(paths)
 
 
-def implementation_problems(runs: list[RunRecord], variant: str,
-                            implementation: str | None) -> list[str]:
-    """Launches where the swapped implementation was not seen running as chosen."""
+def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | None,
+                    tp_size: int) -> tuple[dict[tuple[str, int], str], list[str]]:
+    """Passes of `variant` whose vLLM processes did not prove its implementation ran:
+    (run_key, repeat) -> why, and one line per launch for the table. One-engine passes carry
+    their own reports; a launch-per-arm launch is judged, all its passes alike, on its own."""
+    bad: dict[tuple[str, int], str] = {}
+    lines: list[str] = []
     if implementation is None:
-        return []
-    name, choice = parse_implementation(implementation)
-    problems = []
+        return bad, lines
+    for run, p in arm_passes(runs, variant):
+        assert run.result is not None
+        if p.arm is None:
+            continue
+        problems = proof_problems(p.impl_reports, implementation, tp_size,
+                                  run.result.worker_pid)
+        if problems:
+            bad[(run.run_key, p.repeat)] = "; ".join(problems)
     for run in runs:
         if run.variant != variant or run.status != "ok" or run.result is None:
             continue
-        reports = [r for r in run.result.impl_reports if r.implementation == name]
-        if not reports:
-            problems.append(f"{run.run_key}: no vLLM process reported running {implementation}")
-        for r in reports:
-            if r.choice != choice or r.matches_choice is False or r.error:
-                problems.append(f"{run.run_key}: pid {r.pid} reported {r.implementation}:"
-                                f"{r.choice} paths {sorted(r.paths) or r.error}")
-    return problems
+        if any(p.arm for p in run.result.passes):
+            continue  # a shared launch: judged pass by pass above
+        problems = proof_problems(run.result.impl_reports, implementation, tp_size,
+                                  run.result.worker_pid)
+        if problems:
+            lines.append(f"{run.run_key}: {'; '.join(problems)}")
+            bad.update({(run.run_key, p.repeat): "; ".join(problems)
+                        for p in run.result.passes})
+    by_launch: dict[str, list[str]] = {}
+    for (key, repeat), why in bad.items():
+        if not any(line.startswith(f"{key}:") for line in lines):
+            by_launch.setdefault(key, []).append(f"pass {repeat}: {why}")
+    lines += [f"{key}: {variant}: {len(items)} pass(es) unproven (first: {items[0]})"
+              for key, items in by_launch.items()]
+    return bad, lines
 
 
 def _failures(runs: list[RunRecord], variant: str) -> list[str]:
@@ -150,12 +182,8 @@ def _failures(runs: list[RunRecord], variant: str) -> list[str]:
 
 def _outputs(runs: list[RunRecord], variant: str) -> list[dict[int, list[int]]]:
     """Per pass (in launch order), prompt index -> generated token ids."""
-    passes = []
-    for run in sorted(runs, key=lambda r: r.order):
-        if run.variant == variant and run.status == "ok" and run.result is not None:
-            for p in run.result.passes:
-                passes.append({r.index: r.output_token_ids for r in p.requests})
-    return passes
+    return [{r.index: r.output_token_ids for r in p.requests}
+            for _, p in arm_passes(runs, variant)]
 
 
 def _first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -188,41 +216,40 @@ def output_parity(runs: list[RunRecord], baseline: str, candidate: str,
     return Parity(compared, identical, first, self_identical, expected)
 
 
-def _pass_values(passes: pd.DataFrame, variant: str, key: str) -> pd.Series:
-    arm = passes[passes["variant"] == variant].sort_values(["round", "repeat"])
-    if key not in arm:
-        return pd.Series(dtype=float)
-    return arm.set_index(["round", "repeat"])[key].astype(float)
-
-
 def _request_groups(requests: pd.DataFrame, variant: str, column: str) -> list[np.ndarray]:
     arm = requests[requests["variant"] == variant]
-    return [g[column].to_numpy(dtype=float) for _, g in arm.groupby(["round", "repeat"])]
+    return [g[column].to_numpy(dtype=float) for _, g in arm.groupby(["run_key", "repeat"])]
 
 
 def compare_metric(metric: MetricDef, passes: pd.DataFrame, requests: pd.DataFrame,
-                   itl: pd.DataFrame | None, baseline: str, candidate: str) -> MetricRow | None:
-    b, c = _pass_values(passes, baseline, metric.key), _pass_values(passes, candidate, metric.key)
+                   itl: pd.DataFrame | None, baseline: str, candidate: str,
+                   design: Design) -> MetricRow | None:
+    """One metric: the arms' values (pooled over their requests for latency statistics, the
+    mean of passes otherwise) and the delta estimated on the design's independent unit."""
+    if metric.key not in passes:
+        return None
+    both = passes[passes["variant"].isin([baseline, candidate])]
+    b = both.loc[both["variant"] == baseline, metric.key].astype(float)
+    c = both.loc[both["variant"] == candidate, metric.key].astype(float)
     if b.dropna().empty or c.dropna().empty:
         return None
+    # Every metric, latency statistics included, is one value per pass (a pass's mean, median
+    # or p99 over its requests); the unit above the pass (block or launch) carries the error.
+    est = arm_delta(both[metric.key].to_numpy(dtype=float),
+                    (both["variant"] == candidate).to_numpy(), both["launch"].to_numpy(),
+                    both["round"].to_numpy(), both["block"].fillna(0).to_numpy(),
+                    metric.delta, design)
     if metric.request_column is not None and metric.stat is not None:
         # ITL pools every gap of a pass (as vLLM's benchmark does), not per-request means.
         source = itl if metric.request_column == "itl_ms" and itl is not None else requests
-        groups_b = _request_groups(source, baseline, metric.request_column)
-        groups_c = _request_groups(source, candidate, metric.request_column)
-        est = request_level_delta(groups_b, groups_c, metric.stat, metric.delta)
-        return MetricRow(metric.key, metric.label, metric.higher_is_better,
-                         pooled_statistic(groups_b, metric.stat),
-                         pooled_statistic(groups_c, metric.stat), est)
+        base_value = pooled_statistic(_request_groups(source, baseline, metric.request_column),
+                                      metric.stat)
+        cand_value = pooled_statistic(_request_groups(source, candidate, metric.request_column),
+                                      metric.stat)
     else:
-        paired = list(b.index) == list(c.index)
-        est = pass_level_delta(b.to_numpy(), c.to_numpy(), metric.delta, paired)
-        rounds = {r for r, _ in b.index} | {r for r, _ in c.index}
-        if est.note is None and len(rounds) == 1 and est.n_baseline > 1:
-            est = dataclasses.replace(
-                est, note="one launch per arm: launch-to-launch noise not sampled")
-    return MetricRow(metric.key, metric.label, metric.higher_is_better, float(b.mean()),
-                     float(c.mean()), est)
+        base_value, cand_value = float(b.mean()), float(c.mean())
+    return MetricRow(metric.key, metric.label, metric.higher_is_better, base_value, cand_value,
+                     est)
 
 
 def check_comparable(results: list[RunResults], force: bool = False) -> list[str]:
@@ -256,18 +283,38 @@ def check_comparable(results: list[RunResults], force: bool = False) -> list[str
 def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str], run_id: str,
                     scenario: str, implementations: dict[str, str | None] | None = None,
                     greedy: bool = True,
-                    expect_identical: dict[str, bool] | None = None) -> Comparison:
+                    expect_identical: dict[str, bool] | None = None,
+                    design: Design = "launch-per-arm",
+                    tp_sizes: dict[str, int] | None = None) -> Comparison:
     """Compare every candidate with the baseline over the given launches. With a greedy
     workload, outputs are compared per prompt; `expect_identical` names the candidates whose
-    outputs must match the baseline's exactly."""
+    outputs must match the baseline's exactly. Passes whose vLLM processes did not prove the
+    arm's implementation are left out of every number and listed in `unproven`."""
     implementations = implementations or {}
+    tp_sizes = tp_sizes or {}
+    unproven: list[str] = []
+    bad: dict[tuple[str, int], str] = {}
+    for variant in [baseline, *candidates]:
+        found, lines = unproven_passes(runs, variant, implementations.get(variant),
+                                       tp_sizes.get(variant, 1))
+        bad.update(found)
+        unproven += lines
     passes = passes_frame(runs)
     requests = requests_frame(runs)
     itl = itl_samples(runs)
+    discarded: dict[str, int] = {}
+    if bad and not passes.empty:
+        def proven(frame: pd.DataFrame) -> pd.DataFrame:
+            keys = list(zip(frame["run_key"], frame["repeat"], strict=True))
+            return frame[[k not in bad for k in keys]]
+
+        dropped = passes[[k in bad for k in zip(passes["run_key"], passes["repeat"],
+                                                strict=True)]]
+        discarded = {str(k): int(v) for k, v in dropped.groupby("variant").size().items()}
+        passes, requests = proven(passes), proven(requests)
+        itl = proven(itl) if not itl.empty else itl
     itl_groups = itl if not itl.empty else None
-    warnings = [problem for variant in [baseline, *candidates]
-                for problem in implementation_problems(runs, variant,
-                                                       implementations.get(variant))]
+    warnings: list[str] = []
     if not passes.empty and passes["workload_hash"].nunique() > 1:
         warnings.append("passes saw different prompts (workload hashes differ): deltas mix "
                         "workload and variant effects")
@@ -288,7 +335,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                                ran=_ran(runs, name), failures=_failures(runs, name))
         if cand.status == "ok" and status(baseline) == "ok":
             for metric in metrics:
-                row = compare_metric(metric, passes, requests, itl_groups, baseline, name)
+                row = compare_metric(metric, passes, requests, itl_groups, baseline, name,
+                                     design)
                 if row is not None:
                     cand.rows.append(row)
             if greedy:
@@ -301,12 +349,15 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                         f"divergence at token {cand.parity.first_divergence})")
         results.append(cand)
     per_arm = (passes.groupby("variant").size().to_dict() if not passes.empty else {})
+    stopped = [f"{r.run_key}: {r.result.stopped}" for r in sorted(runs, key=lambda r: r.order)
+               if r.result is not None and r.result.stopped]
     return Comparison(
         run_id=run_id, scenario=scenario, baseline=baseline, baseline_status=status(baseline),
         baseline_ran=_ran(runs, baseline),
         baseline_implementation=implementations.get(baseline), candidates=results,
         baseline_failures=_failures(runs, baseline),
-        passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings)
+        passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
+        design=design, discarded=discarded, unproven=unproven, stopped=stopped)
 
 
 def compare_results(results: RunResults) -> Comparison:
@@ -317,9 +368,41 @@ def compare_results(results: RunResults) -> Comparison:
         {n: v.implementation for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
+        design=run_design(results), tp_sizes=tp_sizes(scenario),
     )
     comparison.setup = scenario.describe_setup()
     return comparison
+
+
+def _launches_of(results: RunResults, variant: str, label: str,
+                 offset: int) -> list[RunRecord]:
+    """The launches that ran `variant` (a shared launch keeps only that arm's passes),
+    relabelled for a cross-run comparison."""
+    out = []
+    for r in results.runs:
+        shared = r.result is not None and any(p.arm for p in r.result.passes)
+        if not shared and r.variant != variant:
+            continue
+        update: dict[str, Any] = {"variant": label, "order": r.order + offset,
+                                  "round": r.round + offset}
+        if shared and r.result is not None:
+            passes = [p.model_copy(update={"arm": label}) for p in r.result.passes
+                      if p.arm == variant]
+            update["result"] = r.result.model_copy(update={"passes": passes})
+        out.append(r.model_copy(update=update))
+    return out
+
+
+def run_design(results: RunResults) -> Design:
+    """The design a stored run used (runs before schema 3 were all launch-per-arm)."""
+    design = results.manifest.get("plan", {}).get("design", "launch-per-arm")
+    return "one-engine" if design == "one-engine" else "launch-per-arm"
+
+
+def tp_sizes(scenario: Scenario) -> dict[str, int]:
+    """Tensor-parallel ranks each variant runs with: how many processes must report."""
+    return {name: int(engine_args_for(scenario, name).get("tensor_parallel_size", 1))
+            for name in scenario.variants}
 
 
 def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = None,
@@ -340,13 +423,15 @@ def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = 
     (b_res, b_scn, b_name), (c_res, c_scn, c_name) = chosen
     # Short column labels; the comparison's run_id names both runs in full.
     label_b, label_c = f"A:{b_name}", f"B:{c_name}"
-    runs = [r.model_copy(update={"variant": label_b}) for r in b_res.runs if r.variant == b_name]
-    runs += [r.model_copy(update={"variant": label_c}) for r in c_res.runs if r.variant == c_name]
+    # Launches of different runs share nothing: each is its own unit, and rounds of B are
+    # offset so that they never pair with A's.
+    runs = _launches_of(b_res, b_name, label_b, 0) + _launches_of(c_res, c_name, label_c, 10_000)
     comparison = compare_records(
         runs, label_b, [label_c], f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name,
         {label_b: b_scn.variants[b_name].implementation,
          label_c: c_scn.variants[c_name].implementation},
-        greedy=b_scn.workload.temperature == 0.0,
+        greedy=b_scn.workload.temperature == 0.0, design="launch-per-arm",
+        tp_sizes={label_b: tp_sizes(b_scn)[b_name], label_c: tp_sizes(c_scn)[c_name]},
     )
     comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
     return comparison

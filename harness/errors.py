@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     GATE_FAILED = 4  # a regression gate tripped
     INCOMPARABLE = 5  # results whose fingerprints or workloads differ
     PARITY = 6  # greedy outputs differ where the scenario expects them identical
+    UNPROVEN = 7  # a launch or pass did not prove that its implementation ran in vLLM
     INTERRUPTED = 130
 
 

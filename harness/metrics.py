@@ -76,7 +76,7 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
             for r in p.requests:
                 itl = r.itl_s
                 rows.append({
-                    "run_key": run.run_key, "variant": run.variant, "round": run.round,
+                    "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
                     "repeat": p.repeat, "index": r.index,
                     "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
                     "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
@@ -96,7 +96,7 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
 def itl_samples(runs: list[RunRecord]) -> pd.DataFrame:
     """Every inter-token gap (ms) with its run/pass, for ITL means and distributions."""
     rows = [
-        (run.run_key, run.variant, run.round, p.repeat, gap * 1000.0)
+        (run.run_key, p.arm or run.variant, run.round, p.repeat, gap * 1000.0)
         for run in runs if run.status == "ok" and run.result is not None
         for p in run.result.passes for r in p.requests for gap in (r.itl_s or [])
     ]
@@ -137,8 +137,10 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
                 "itl_ms": pd.Series(gaps, dtype=float),
             }
             row: dict[str, object] = {
-                "run_key": run.run_key, "variant": run.variant, "round": run.round,
-                "order": run.order, "repeat": p.repeat, "started_unix": p.started_unix,
+                "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
+                # The launch (engine process) and, in a shared launch, the balanced block.
+                "order": run.order, "launch": run.order, "block": p.block,
+                "repeat": p.repeat, "started_unix": p.started_unix,
                 "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
                 "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
                 "output_tokens": out_tok, "workload_hash": p.workload_hash,

@@ -11,7 +11,24 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
-from harness.scenario import Scenario, ServeSettings, StrictModel, Workload, scenario_hash
+from harness.scenario import (
+    Precision,
+    Scenario,
+    ServeSettings,
+    StrictModel,
+    Workload,
+    scenario_hash,
+)
+
+Design = Literal["one-engine", "launch-per-arm"]
+
+
+class ArmSpec(StrictModel):
+    """One arm hosted by a shared (one-engine) launch."""
+
+    variant: str = Field(description="Variant name.")
+    baseline: bool = Field(description="Whether this is the baseline variant.")
+    implementation: str | None = Field(description="'name:choice' active while this arm runs.")
 
 
 class RunSpec(StrictModel):
@@ -38,12 +55,35 @@ class RunSpec(StrictModel):
     serve: ServeSettings | None = Field(
         default=None, description="Serve-mode load, concurrency resolved (serve mode only)."
     )
+    design: Design = Field(
+        default="launch-per-arm", description="launch-per-arm: this launch runs one variant; "
+        "one-engine: it hosts every arm in `arms` and switches between passes."
+    )
+    arms: list[ArmSpec] = Field(
+        default_factory=list, description="one-engine: the arms this launch hosts."
+    )
+    block_order: list[str] = Field(
+        default_factory=list, description="one-engine: the arm of each pass of one balanced "
+        "block (e.g. A B B A), repeated block after block."
+    )
+    blocks: int = Field(
+        default=0, description="one-engine: blocks to run (with precision: the minimum)."
+    )
+    precision: Precision | None = Field(
+        default=None, description="one-engine: add blocks until this precision or budget."
+    )
+
+    @property
+    def expected_passes(self) -> int:
+        """Passes a complete launch returns (at least, under precision)."""
+        return self.blocks * len(self.block_order) if self.design == "one-engine" else self.repeats
 
 
 class Plan(StrictModel):
     """Everything a run will launch, in order."""
 
     scenario_name: str
+    design: Design = "launch-per-arm"
     scenario_hash: str
     baseline: str
     candidates: list[str]
@@ -102,14 +142,55 @@ def launch_order(scenario: Scenario) -> list[tuple[str, int]]:
     return order
 
 
+def block_order(scenario: Scenario, round_: int) -> list[str]:
+    """The arms of one balanced block in a shared launch: every arm, then the same in reverse
+    (A B B A), so a linear drift inside the block hits every arm alike. The first arm is drawn
+    per round (seeded), so a drift's curvature does not favour one arm in every round."""
+    names = list(scenario.variants)
+    random.Random(f"{scenario.workload.seed}:{round_}:block").shuffle(names)
+    return names + names[::-1]
+
+
+def shared_run_key(scenario: Scenario, round_: int) -> str:
+    return "+".join(scenario.variants) + f".r{round_}"
+
+
+def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None) -> list[RunSpec]:
+    base = scenario.baseline
+    arms = [ArmSpec(variant=n, baseline=v.baseline, implementation=v.implementation)
+            for n, v in scenario.variants.items()]
+    blocks = -(-scenario.repeats // 2)  # each block runs every arm twice
+    runs = []
+    for r in range(scenario.rounds):
+        runs.append(RunSpec(
+            run_key=shared_run_key(scenario, r), order=r, variant="+".join(scenario.variants),
+            baseline=False, round=r, repeats=blocks * 2 * len(arms), warmup=scenario.warmup,
+            device=scenario.device,
+            # The engine starts as the baseline is configured; the arms switch at run time.
+            engine_args=engine_args_for(scenario, base),
+            implementation=scenario.variants[base].implementation,
+            env={**scenario.env, **scenario.variants[base].env}, workload=scenario.workload,
+            timeout_s=scenario.timeout_s, mode=scenario.mode, serve=serve, design="one-engine",
+            arms=arms, block_order=block_order(scenario, r), blocks=blocks,
+            precision=scenario.precision,
+        ))
+    return runs
+
+
 def expand_plan(scenario: Scenario) -> Plan:
-    """Scenario -> Plan: one RunSpec per (variant, round), in launch order."""
+    """Scenario -> Plan: one RunSpec per (variant, round) in launch order, or (one-engine
+    design) one shared RunSpec per round."""
     runs = []
     serve = None
     if scenario.mode == "serve":
         serve = scenario.serve.model_copy(
             update={"concurrency": scenario.serve.concurrency or scenario.batch_size}
         )
+    design = scenario.resolved_design
+    if design == "one-engine":
+        return Plan(scenario_name=scenario.name, design=design,
+                    scenario_hash=scenario_hash(scenario), baseline=scenario.baseline,
+                    candidates=scenario.candidates, runs=_one_engine_runs(scenario, serve))
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
         runs.append(

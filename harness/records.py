@@ -8,6 +8,9 @@ store.migrate_manifest when older files need it):
   2 - serve mode: RequestRecord.chunk_tokens and .sent_s, WorkerResult.server,
       RunRecord.server_log_file; plan RunSpecs gain mode and serve. All optional: version 1
       files read unchanged.
+  3 - one-engine design: PassRecord.arm, .block and .impl_reports (per-pass proof); plan
+      RunSpecs gain design, arms, block_order, blocks, precision; WorkerResult.stopped says
+      why a precision run ended. All optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -60,19 +63,6 @@ class SpecDecodeCounters(Record):
     accepted_per_pos: list[int] = Field(description="Accepted tokens at each draft position.")
 
 
-class PassRecord(Record):
-    """One measured pass over the workload inside an engine launch."""
-
-    repeat: int = Field(description="Pass index within the launch (0-based).")
-    started_unix: float = Field(description="Wall clock at the start of the pass.")
-    duration_s: float = Field(description="Wall time of the pass (all requests).")
-    requests: list[RequestRecord] = Field(description="Per-request samples.")
-    spec_decode: SpecDecodeCounters | None = Field(
-        description="Counter deltas for this pass; None without speculation."
-    )
-    workload_hash: str = Field(description="Hash of the prompts of this pass.")
-
-
 class ImplReport(Record):
     """What a vLLM process (engine core or TP worker) says actually ran for a swap."""
 
@@ -92,6 +82,29 @@ class ImplReport(Record):
     error: str | None = Field(default=None, description="Why the swap could not be installed.")
     details: dict[str, object] = Field(
         default_factory=dict, description="Further facts the process reported (tp_size, ...)."
+    )
+
+
+class PassRecord(Record):
+    """One measured pass over the workload inside an engine launch."""
+
+    repeat: int = Field(description="Pass index within the launch (0-based).")
+    started_unix: float = Field(description="Wall clock at the start of the pass.")
+    duration_s: float = Field(description="Wall time of the pass (all requests).")
+    requests: list[RequestRecord] = Field(description="Per-request samples.")
+    spec_decode: SpecDecodeCounters | None = Field(
+        description="Counter deltas for this pass; None without speculation."
+    )
+    workload_hash: str = Field(description="Hash of the prompts of this pass.")
+    arm: str | None = Field(
+        default=None, description="one-engine design: the variant active in this pass."
+    )
+    block: int | None = Field(
+        default=None, description="one-engine design: the balanced block this pass belongs to."
+    )
+    impl_reports: list[ImplReport] | None = Field(
+        default=None, description="one-engine design: what each vLLM process reported running "
+        "during exactly this pass (None where no swap is switched)."
     )
 
 
@@ -151,6 +164,9 @@ class WorkerResult(Record):
         default_factory=dict, description="Model names -> folders the engine loaded."
     )
     server: ServerInfo | None = Field(default=None, description="Serve mode: the server.")
+    stopped: str | None = Field(
+        default=None, description="Precision runs: why the worker stopped adding blocks."
+    )
 
 
 class RunRecord(Record):

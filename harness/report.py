@@ -44,7 +44,8 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
         ci = (f" [{_signed(est.ci_low, 2)}, {_signed(est.ci_high, 2)}]"
               if est.ci_low is not None and est.ci_high is not None else "")
     if with_ci:
-        text += ci if ci else " [no CI]"
+        no_spread = est.note is not None and est.note.startswith("no spread")
+        text += ci if ci else (" (same in every unit)" if no_spread else " [no CI]")
     if est.significant:
         text += f" {SIGNIFICANT_MARK}"
     if est.noisy:
@@ -122,13 +123,37 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
     return capture.get()
 
 
+DESIGNS = {
+    "one-engine": "one engine per round hosts every arm, switched between passes in balanced "
+                  "blocks (A B B A); unit: the block difference",
+    "launch-per-arm": "each arm in its own engine launches; unit: the launch (paired by round)",
+}
+
+
+def _units(comparison: Comparison) -> str:
+    for cand in comparison.candidates:
+        row = next((r for r in cand.rows if r.key == "output_throughput"), None)
+        if row is not None and row.estimate.units:
+            kind = "blocks" if comparison.design == "one-engine" else "units"
+            return f", {row.estimate.units} {kind} ({row.estimate.test})"
+    return ""
+
+
 def footnotes(comparison: Comparison) -> list[str]:
     notes = ["Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
                                               sorted(comparison.passes_per_arm.items()))
-             + f". Delta: candidate vs {comparison.baseline}, mean of passes; [95% CI]; "
-             f"{SIGNIFICANT_MARK} = significant at 5%; pp = percentage points."]
+             + f". Delta: candidate vs {comparison.baseline}, geometric mean ratio over the "
+             f"independent units; [95% CI]; {SIGNIFICANT_MARK} = significant at 5%; pp = "
+             "percentage points."]
+    notes.append(f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}"
+                 f"{_units(comparison)}.")
     if comparison.setup:
         notes.append(f"Setup: {comparison.setup}")
+    notes.extend(f"Stopped: {line}" for line in comparison.stopped)
+    if comparison.discarded:
+        notes.append("DISCARDED passes (path not proven): " + ", ".join(
+            f"{k}={v}" for k, v in sorted(comparison.discarded.items())))
+    notes.extend(f"UNPROVEN {line}" for line in comparison.unproven)
     if comparison.baseline_implementation or comparison.baseline_ran:
         ran = "; ".join(comparison.baseline_ran) or "nothing reported"
         notes.append(f"{comparison.baseline}: implementation "
@@ -150,6 +175,16 @@ def footnotes(comparison: Comparison) -> list[str]:
                          f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%")
         if throughput is not None and throughput.estimate.note:
             notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
+        comp = throughput.estimate.components if throughput is not None else None
+        if comp is not None:
+            parts = [(label, value) for label, value in (
+                ("between launches", comp.between_launches),
+                ("between passes", comp.between_passes),
+                ("per unit difference", comp.unit_sd),
+                ("launch x arm", comp.launch_x_arm)) if value is not None]
+            if parts:
+                notes.append(f"{cand.name}: output-throughput noise (sd): " + ", ".join(
+                    f"{label} {100 * value:.1f}%" for label, value in parts))
     return notes
 
 

@@ -37,6 +37,8 @@ WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
 MODELS_MODULE = "harness.engine.models"
 LOG_TAIL_LINES = 25
 KILL_GRACE_S = 10.0
+# Seconds a precision run keeps for engine shutdown, process exit and the report.
+SHUTDOWN_RESERVE_S = 25.0
 
 Progress = Callable[[str], None]
 
@@ -289,7 +291,8 @@ def failure_tail(run_dir: Path, run: RunSpec) -> str:
 
 
 def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
-            models_cache: Path | None, worker_cmd: list[str]) -> RunRecord:
+            models_cache: Path | None, worker_cmd: list[str],
+            deadline_unix: float | None = None) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
     work = run_dir / "work" / run.run_key
     report_dir = work / "impl"
@@ -300,6 +303,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
         "run": run.model_dump(mode="json"),
         "base_dir": str(base_dir),
         "models_cache": str(models_cache) if models_cache else None,
+        "deadline_unix": deadline_unix,
     })
     env = {**os.environ, **device_env(scenario), **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
@@ -332,9 +336,12 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
     if result is not None and result.run_key != run.run_key:
         problem, result = f"worker answered for {result.run_key!r}, not {run.run_key!r}", None
     if result is not None and result.status == "ok" and code == 0:
-        if len(result.passes) != run.repeats:
-            status, problem = "failed", (f"worker returned {len(result.passes)} passes, "
-                                         f"expected {run.repeats}")
+        got, want = len(result.passes), run.expected_passes
+        # A precision run stops when its target or budget says so, after whole blocks.
+        short = (got == 0 or got % max(1, len(run.block_order)) != 0) if run.precision \
+            else got != want
+        if short:
+            status, problem = "failed", f"worker returned {got} passes, expected {want}"
         else:
             status = "ok"
     else:
@@ -408,10 +415,15 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
                     keep(unlaunched_record(run, status="failed", error=why.splitlines()[0],
                                            log_tail=why, log_file="logs/models.log"))
                 return finish("failed")
+            # Precision runs spend the budget on blocks, keeping time to shut the engine down.
+            deadline = (time.time() - (time.perf_counter() - started)
+                        + scenario.precision.budget_s - SHUTDOWN_RESERVE_S
+                        if scenario.precision is not None else None)
             for run in plan.runs:
                 in_flight = run
                 progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
-                record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd)
+                record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd,
+                                 deadline)
                 keep(record)
                 save_manifest(run_dir, manifest)
                 detail = f" ({record.error})" if record.error else ""

@@ -132,6 +132,24 @@ class ServeSettings(StrictModel):
         return self
 
 
+class Precision(StrictModel):
+    """Precision on demand (design one-engine, one round): keep adding balanced blocks of
+    passes until the output-throughput minimum detectable effect reaches `mde`, or the
+    budget is spent."""
+
+    mde: float = Field(
+        gt=0, lt=1, description="Target minimum detectable output-throughput effect (80% "
+        "power, 5% two-sided) as a fraction: 0.01 = 1%.",
+    )
+    budget_s: float = Field(
+        default=600.0, gt=0, description="Wall-clock budget of the whole run (seconds), "
+        "engine start-up included; no block starts that would end past it.",
+    )
+    max_blocks: int = Field(
+        default=2000, ge=2, le=100_000, description="Never run more blocks than this.",
+    )
+
+
 class Variant(StrictModel):
     """One arm of the A/B: overrides applied on top of the scenario's common settings."""
 
@@ -216,7 +234,20 @@ class Scenario(StrictModel):
         default=1, ge=1, le=100, description="Engine launches (fresh processes) per variant."
     )
     repeats: int = Field(
-        default=1, ge=1, le=100, description="Measured passes per engine launch."
+        default=1, ge=1, le=10_000, description="Measured passes per engine launch (one-engine "
+        "design: per arm, rounded up to whole blocks of two; with precision: the minimum).",
+    )
+    design: Literal["auto", "one-engine", "launch-per-arm"] = Field(
+        default="auto",
+        description="one-engine: one engine (or server) per round hosts every arm and the "
+        "harness switches the implementation between passes, in balanced blocks (A B B A), "
+        "so launch-to-launch noise cancels; possible when variants differ only by an "
+        "implementation choice. launch-per-arm: each variant gets its own launches. auto: "
+        "one-engine where possible.",
+    )
+    precision: Precision | None = Field(
+        default=None, description="Run until the output-throughput interval is this "
+        "precise, within a time budget (one-engine design, one round).",
     )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
@@ -281,7 +312,45 @@ class Scenario(StrictModel):
             raise ValueError("serve: applies to mode: serve only (this scenario is offline)")
         if "max_num_seqs" in self.engine:
             raise ValueError("engine.max_num_seqs: set batch_size instead")
+        blocker = self.one_engine_blocker()
+        if self.design == "one-engine" and blocker is not None:
+            raise ValueError(f"design: one-engine is not possible: {blocker}")
+        if self.precision is not None:
+            if self.resolved_design != "one-engine":
+                raise ValueError("precision: needs the one-engine design ("
+                                 + (blocker or "design: launch-per-arm was chosen") + ")")
+            if self.rounds != 1:
+                raise ValueError("precision: runs one engine and adds blocks to it; set "
+                                 "rounds: 1")
         return self
+
+    def one_engine_blocker(self) -> str | None:
+        """Why the variants cannot share one engine (None when they can): they must differ
+        at most by the choice of one implementation swap, switchable at run time."""
+        base = self.variants[self.baseline]
+        base_impl = parse_implementation(base.implementation)[0] if base.implementation else None
+        for name, v in self.variants.items():
+            if v.engine:
+                return f"variants.{name}.engine changes the engine configuration"
+            if v.env:
+                return f"variants.{name}.env changes the environment of the engine"
+            impl = parse_implementation(v.implementation) if v.implementation else None
+            forced = IMPLEMENTATION_CONFIG.get(impl, {}) if impl else {}
+            extra = sorted(set(v.speculative_config) - set(forced))
+            if extra:
+                return (f"variants.{name}.speculative_config.{extra[0]} changes the engine "
+                        "configuration")
+            if (impl[0] if impl else None) != base_impl:
+                return (f"variants.{name}.implementation differs from the baseline's in the "
+                        "swap itself, not only its choice")
+        return None
+
+    @property
+    def resolved_design(self) -> Literal["one-engine", "launch-per-arm"]:
+        """The design `run` uses: the scenario's, or (auto) one-engine where possible."""
+        if self.design == "auto":
+            return "one-engine" if self.one_engine_blocker() is None else "launch-per-arm"
+        return self.design
 
     def expects_identical_outputs(self, variant: str) -> bool:
         """Whether `variant`'s greedy outputs must match the baseline's exactly."""
@@ -343,6 +412,21 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None,
+                   source: str = "<scenario>") -> Scenario:
+    """The scenario with a precision target from the command line (--mde, --budget),
+    validated like one written in the file."""
+    data = scenario.model_dump(mode="json")
+    current = data.get("precision") or {}
+    if mde is None and not current:
+        raise ScenarioError(f"{source}: --budget needs --mde (or precision: in the scenario)")
+    data["precision"] = {**current, **({"mde": mde} if mde is not None else {}),
+                         **({"budget_s": budget_s} if budget_s is not None else {})}
+    if data["precision"] and data.get("rounds", 1) != 1 and not current:
+        data["rounds"] = 1  # precision adds blocks to one engine instead of rounds
+    return parse_scenario(data, f"{source} (with --mde/--budget)")
 
 
 def load_scenario(path: str | Path) -> Scenario:

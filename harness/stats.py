@@ -1,11 +1,10 @@
-"""Uncertainty for A/B deltas: intervals, tests, noise, minimum detectable effect (numpy/scipy).
+"""Uncertainty for A/B deltas: the independent unit, its interval, test, noise and minimum
+detectable effect (numpy/scipy), validated by A/A and coverage simulations in tests/unit.
 
-Two kinds of metric, two methods (both validated by coverage and A/A tests in tests/unit):
-- pass-level metrics (throughputs, acceptance): one value per measured pass. The interval is a
-  t interval on the log ratio (paired by pass position when both arms pair up, Welch
-  otherwise): a percentile bootstrap of 2-6 values under-covers badly.
-- request-level metrics (TTFT, TPOT, ITL, E2EL): a two-level bootstrap, resampling passes and
-  then requests within them, so launch-to-launch and request-to-request noise both count.
+Passes inside one engine launch share that launch's noise, so a pass is never the unit:
+- launch-per-arm: each launch runs one arm; the unit is the launch (paired by round).
+- one-engine: each launch hosts both arms in ABBA/BAAB blocks; the unit is the block difference,
+  and with several launches the launch x arm interaction enters the error term.
 """
 
 from __future__ import annotations
@@ -15,21 +14,43 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special as spsp
 
 ALPHA = 0.05
 POWER = 0.8
-POWER_Z = 0.8416  # z for 80% power (bootstrap intervals, many samples)
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
+
+# Precision on demand (one-engine, one launch): the worker adds ABBA blocks and looks every
+# PRECISION_LOOK_EVERY blocks once PRECISION_MIN_BLOCKS exist, stopping when the MDE reaches the
+# target or at PRECISION_MAX_BLOCKS. The rule reads only the sample variance, never the sign of
+# the estimate, so the t interval at the stop keeps its coverage (Stein 1945; Chow & Robbins
+# 1965). A stop selects a small variance: with 12 blocks before the first look (11 df) the
+# simulated coverage is ~94% (a point under nominal, tests/unit), so no correction is applied.
+PRECISION_MIN_BLOCKS = 12
+PRECISION_LOOK_EVERY = 4
+PRECISION_MAX_BLOCKS = 200
 
 Stat = Literal["mean", "median", "p99"]
 DeltaKind = Literal["relative", "points"]
+Design = Literal["one-engine", "launch-per-arm"]
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """Standard deviations on the analysis scale (log for relative metrics, the unit for points)."""
+
+    between_launches: float | None  # sd of (launch, arm) means around their arm's mean, pooled
+    between_passes: float | None  # sd of passes within a launch and arm, pooled
+    unit_sd: float | None  # sd of one unit's difference: a block, or a round (paired launches)
+    launch_x_arm: float | None  # one-engine, >= 2 launches: sd of the launch x arm interaction
 
 
 @dataclass(frozen=True)
 class DeltaEstimate:
     """A candidate-vs-baseline delta with its uncertainty. Relative deltas are fractions
-    (0.01 = +1%), point deltas are in the metric's own unit."""
+    (0.01 = +1%), point deltas are in the metric's own unit. `units`: blocks (one-engine),
+    rounds (paired launches) or launches (unpaired); `df` comes from those units, never from
+    passes (one-engine with several launches: from the launches)."""
 
     kind: DeltaKind
     delta: float
@@ -45,13 +66,24 @@ class DeltaEstimate:
     n_baseline: int
     n_candidate: int
     note: str | None = None
+    design: str | None = None
+    units: int = 0
+    df: float | None = None
+    se: float | None = None  # standard error on the analysis scale
+    components: VarianceComponents | None = None
+    dropped_units: int = 0
 
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:
     values = values[np.isfinite(values)]
-    if len(values) < 2 or np.mean(values) == 0:
-        return None
-    return float(np.std(values, ddof=1) / abs(np.mean(values)))
+    mean = float(values.mean()) if len(values) >= 2 else 0.0
+    return None if mean == 0 else _sd(values, mean) / abs(mean)
+
+
+def _sd(values: np.ndarray, mean: float | None = None) -> float:
+    """Sample standard deviation (ddof 1) without np.std's overhead: simulations call it a lot."""
+    mean = float(values.mean()) if mean is None else mean
+    return math.sqrt(float(np.dot(values - mean, values - mean)) / (len(values) - 1))
 
 
 def _significant(p: float | None, low: float | None, high: float | None) -> bool:
@@ -61,76 +93,212 @@ def _significant(p: float | None, low: float | None, high: float | None) -> bool
     return p < ALPHA and (low > 0 or high < 0)
 
 
-def pass_level_delta(base: np.ndarray, cand: np.ndarray, kind: DeltaKind,
-                     paired: bool) -> DeltaEstimate:
-    """Delta of per-pass values (one per measured pass). `paired`: element i of each arm was
-    measured at the same position of the interleaved schedule."""
-    base = np.asarray(base, dtype=float)
-    cand = np.asarray(cand, dtype=float)
-    if paired and len(base) == len(cand):
-        keep = np.isfinite(base) & np.isfinite(cand)
-        base, cand = base[keep], cand[keep]
-    else:
-        base, cand = base[np.isfinite(base)], cand[np.isfinite(cand)]
-        paired = False
-    nb, nc = len(base), len(cand)
-    cv_b, cv_c = coefficient_of_variation(base), coefficient_of_variation(cand)
+def _t(df: float, q: float) -> float:
+    # scipy.special rather than scipy.stats: the simulations call this millions of times.
+    return float(spsp.stdtrit(df, q))
+
+
+def _mde_scale(df: float) -> float:
+    """Multiple of the standard error detectable at 80% power, alpha 0.05 two-sided."""
+    return _t(df, 1 - ALPHA / 2) + _t(df, POWER)
+
+
+def blocks_needed(unit_sd: float, target_mde: float, kind: DeltaKind,
+                  max_units: int = 100_000) -> int | None:
+    """Fewest independent units (blocks of one launch, or paired rounds: df = n - 1) whose MDE
+    is within `target_mde` (delta scale: 0.02 = 2% for relative); None beyond `max_units`."""
+    target = math.log1p(target_mde) if kind == "relative" else target_mde
+    if not (math.isfinite(unit_sd) and unit_sd >= 0 and target > 0):
+        return None
+
+    def ok(n: int) -> bool:
+        return _mde_scale(n - 1) * unit_sd / math.sqrt(n) <= target
+
+    if not ok(max_units):
+        return None
+    low, high = 2, max_units  # the MDE falls with n: bisect for the first n that reaches it
+    while low < high:
+        mid = (low + high) // 2
+        if ok(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def precision_reached(est: DeltaEstimate, target_mde: float) -> bool:
+    """The precision-on-demand stopping test: the MDE alone decides, never the estimate."""
+    return est.mde is not None and est.mde <= target_mde
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The unit-level analysis of one design, on the analysis scale."""
+
+    est: float
+    se: float | None  # None: no interval
+    df: float | None
+    units: int
+    unit_sd: float | None
+    test: str | None
+    note: str | None
+    launch_x_arm: float | None = None
+
+
+def _pooled_sd(ss: float, df: float) -> float | None:
+    return math.sqrt(ss / df) if df > 0 else None
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each (a, b) pair among the distinct pairs (sorted by a), and that pair's a."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    b0 = b - b.min()
+    uniq, inverse = np.unique((a - a.min()) * (b0.max() + 1) + b0, return_inverse=True)
+    return inverse.reshape(-1), uniq // (b0.max() + 1) + a.min()
+
+
+def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
+                    cell_mean: np.ndarray) -> _Fit:
+    """The launch is the unit: compare launch means, paired by round when the rounds match."""
+    lb, lc = cell_mean[~cell_arm], cell_mean[cell_arm]
+    rb, rc = cell_round[~cell_arm], cell_round[cell_arm]
+    rounds = sorted(set(rb.tolist()))
+    if rounds == sorted(set(rc.tolist())) and len(rounds) >= 2:
+        d = np.array([lc[rc == r].mean() - lb[rb == r].mean() for r in rounds])
+        sd = _sd(d)
+        return _Fit(float(d.mean()), sd / math.sqrt(len(d)), len(d) - 1.0, len(d), sd,
+                    "paired t (launches)", None)
+    est = float(lc.mean() - lb.mean())
+    if len(lb) < 2 or len(lc) < 2:
+        return _Fit(est, None, None, len(cell_mean), None, None,
+                    "one launch per arm: not estimable (add rounds)")
+    vb, vc = _sd(lb) ** 2, _sd(lc) ** 2
+    se = math.sqrt(vb / len(lb) + vc / len(lc))
+    denom = (vb / len(lb)) ** 2 / (len(lb) - 1) + (vc / len(lc)) ** 2 / (len(lc) - 1)
+    df = se**4 / denom if denom > 0 else len(lb) + len(lc) - 2.0  # Welch-Satterthwaite
+    # A round's difference is one baseline launch against one candidate launch.
+    return _Fit(est, se, df, len(cell_mean), math.sqrt(vb + vc), "Welch t (launches)", None)
+
+
+def _one_engine(d: np.ndarray, launch_of_block: np.ndarray) -> _Fit:
+    """The block difference is the unit; with several launches their means carry the error."""
+    launches, inv = np.unique(launch_of_block, return_inverse=True)
+    inv = inv.reshape(-1)
+    n, big_l = len(d), len(launches)
+    if big_l == 1:
+        note = "one launch: launch x arm interaction not sampled"
+        if n < 2:
+            return _Fit(float(d.mean()), None, None, n, None, None,
+                        "fewer than 2 blocks: no interval")
+        sd = _sd(d)
+        return _Fit(float(d.mean()), sd / math.sqrt(n), n - 1.0, n, sd, "paired t (blocks)", note)
+    n_l = np.bincount(inv).astype(float)
+    m_l = np.bincount(inv, d) / n_l
+    sd_w = _pooled_sd(float(np.sum((d - m_l[inv]) ** 2)), float(n - big_l))
+    tau = None
+    if sd_w is not None:
+        # Method of moments for the interaction variance (unbalanced one-way random effects).
+        grand = float(np.sum(n_l * m_l)) / n
+        ms_b = float(np.sum(n_l * (m_l - grand) ** 2)) / (big_l - 1)
+        n0 = (n - float(np.sum(n_l**2)) / n) / (big_l - 1)
+        tau = math.sqrt(max(0.0, (ms_b - sd_w**2) / n0))
+    # A launch mean carries its blocks' noise plus its launch x arm interaction, so the spread
+    # of launch means is the random-effects error term whatever the interaction's size (df
+    # L - 1). An F pretest (p < 0.10) falling back to the within-launch term was simulated: with
+    # 2 launches it covers only 79-86% when the interaction is 1-3x a launch mean's block noise.
+    s_l = _sd(m_l)
+    return _Fit(float(m_l.mean()), s_l / math.sqrt(big_l), big_l - 1.0, n, sd_w,
+                "t (launch means of blocks)", "launch x arm interaction: error term from launches",
+                tau)
+
+
+def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
+              round_: np.ndarray, block: np.ndarray, kind: DeltaKind,
+              design: Design) -> DeltaEstimate:
+    """Delta of a per-pass metric between the arms. Arrays hold one entry per pass: its value
+    (NaN = missing), whether it is a candidate pass, its launch id, its round (pairs launches in
+    launch-per-arm) and its ABBA block within the launch (one-engine)."""
+    values = np.asarray(values, dtype=float)
+    cand = np.asarray(candidate, dtype=bool)
+    ids = [np.asarray(a).astype(np.int64) for a in (launch, round_, block)]
+    if any(len(a) != len(values) for a in (cand, *ids)):
+        raise ValueError("arm_delta: per-pass arrays differ in length")
+    lid, rnd, blk = ids
+    used = np.isfinite(values)
+    dropped = 0
+    binv, block_launch = _pairs(lid, blk)
+    if design == "one-engine":
+        # A block with an arm missing (passes discarded upstream) has no difference: drop it.
+        k = len(block_launch)
+        complete = (np.bincount(binv[used & ~cand], minlength=k) > 0) & (
+            np.bincount(binv[used & cand], minlength=k) > 0)
+        dropped = int(np.sum(~complete))
+        used &= complete[binv]
+    nb, nc = int(np.sum(used & ~cand)), int(np.sum(used & cand))
+    cv_b = coefficient_of_variation(values[used & ~cand])
+    cv_c = coefficient_of_variation(values[used & cand])
     noisy = any(cv is not None and cv > NOISE_CV for cv in (cv_b, cv_c))
-    if nb == 0 or nc == 0:
-        return DeltaEstimate(kind, math.nan, None, None, None, None, False, None, cv_b, cv_c,
-                             noisy, nb, nc, "no data")
-    mean_b, mean_c = float(np.mean(base)), float(np.mean(cand))
-    positive = bool(np.all(base > 0) and np.all(cand > 0))
     relative = kind == "relative"
-    if relative and not positive:
-        return DeltaEstimate(kind, math.nan, None, None, None, None, False, None, cv_b, cv_c,
-                             noisy, nb, nc, "relative delta needs positive values")
-    delta = mean_c / mean_b - 1.0 if relative else mean_c - mean_b
-    # Work on log values for relative deltas: ratios become differences, intervals stay
-    # asymmetric as ratios are.
-    tb = np.log(base) if relative else base
-    tc = np.log(cand) if relative else cand
-    low = high = p = se = None
-    test = None
-    if paired and nb >= 2:
-        diff = tc - tb
-        sd = float(np.std(diff, ddof=1))
-        se = sd / math.sqrt(nb)
-        dof = float(nb - 1)
-        test = "paired t"
-        if se > 0:
-            t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-            mid = float(np.mean(diff))
-            low, high = mid - t_crit * se, mid + t_crit * se
-            p = float(2 * sps.t.sf(abs(mid / se), dof))
-        else:
-            mid = float(np.mean(diff))
-            low = high = mid
-            p = 0.0 if mid != 0 else 1.0
-    elif nb >= 2 and nc >= 2:
-        vb, vc = float(np.var(tb, ddof=1)), float(np.var(tc, ddof=1))
-        se = math.sqrt(vb / nb + vc / nc)
-        mid = float(np.mean(tc) - np.mean(tb))
-        test = "Welch t"
-        dof = float(nb + nc - 2)
-        if se > 0:
-            dof = se**4 / ((vb / nb) ** 2 / (nb - 1) + (vc / nc) ** 2 / (nc - 1))
-            t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-            low, high = mid - t_crit * se, mid + t_crit * se
-            p = float(2 * sps.t.sf(abs(mid / se), dof))
-        else:
-            low = high = mid
-            p = 0.0 if mid != 0 else 1.0
-    else:
+
+    def no_interval(delta: float, note: str, fit: _Fit | None = None,
+                    components: VarianceComponents | None = None) -> DeltaEstimate:
         return DeltaEstimate(kind, delta, None, None, None, None, False, None, cv_b, cv_c, noisy,
-                             nb, nc, "one pass per arm: no interval (add rounds or repeats)")
-    # With a handful of passes the t quantiles, not the normal ones, set what is detectable.
-    mde = (float(sps.t.ppf(1 - ALPHA / 2, dof)) + float(sps.t.ppf(POWER, dof))) * se
+                             nb, nc, note, design, fit.units if fit else 0,
+                             fit.df if fit else None, 0.0 if fit and fit.se is not None else None,
+                             components, dropped)
+
+    if nb == 0 or nc == 0:
+        return no_interval(math.nan, "no data")
+    if relative and np.any(values[used] <= 0):
+        return no_interval(math.nan, "relative delta needs positive values")
+    # Relative deltas live on log values: ratios become differences, and the point estimate and
+    # the interval are both expm1 of the same log-scale numbers.
+    y = np.log(values[used]) if relative else values[used]
+    arm, lid, rnd = cand[used], lid[used], rnd[used]
+
+    # (launch, arm) cells: their means and the pass-to-pass spread inside them.
+    cinv, _ = _pairs(lid, arm.astype(np.int64))
+    cell_n = np.bincount(cinv).astype(float)
+    cell_mean = np.bincount(cinv, y) / cell_n
+    cell_arm = np.zeros(len(cell_n), dtype=bool)
+    cell_arm[cinv] = arm
+    between_passes = _pooled_sd(float(np.sum((y - cell_mean[cinv]) ** 2)),
+                                float(np.sum(cell_n - 1)))
+    # Launch means around their arm's mean, pooled over the two arms.
+    arm_mean = np.bincount(cell_arm, cell_mean) / np.bincount(cell_arm)
+    spread = cell_mean - arm_mean[cell_arm.view(np.int8)]
+    between_launches = _pooled_sd(float(np.dot(spread, spread)), len(cell_mean) - 2.0)
+
+    if design == "launch-per-arm":
+        cell_round = np.zeros(len(cell_n), dtype=np.int64)
+        cell_round[cinv] = rnd  # a launch belongs to one round
+        fit = _launch_per_arm(cell_arm, cell_round, cell_mean)
+    else:
+        # Block differences: candidate mean minus baseline mean of each complete block.
+        kept = np.unique(binv[used])
+        bi = np.searchsorted(kept, binv[used])
+        d = (np.bincount(bi, np.where(arm, y, 0.0)) / np.bincount(bi, arm)
+             - np.bincount(bi, np.where(arm, 0.0, y)) / np.bincount(bi, ~arm))
+        fit = _one_engine(d, block_launch[kept])
+    components = VarianceComponents(between_launches, between_passes, fit.unit_sd,
+                                    fit.launch_x_arm)
+    delta = math.expm1(fit.est) if relative else fit.est
+    if fit.se is None or fit.df is None:
+        return no_interval(delta, fit.note or "no interval", fit, components)
+    # Identical units (acceptance equal in every pass): a zero-width interval would claim a
+    # certainty the data do not have, so none at all. The tolerance absorbs rounding in means.
+    if not fit.se > 1e-12 * float(np.max(np.abs(y))):
+        return no_interval(delta, "no spread between units: no interval", fit, components)
+    t_crit = _t(fit.df, 1 - ALPHA / 2)
+    low, high = fit.est - t_crit * fit.se, fit.est + t_crit * fit.se
+    p = float(2 * spsp.stdtr(fit.df, -abs(fit.est / fit.se)))
+    mde = _mde_scale(fit.df) * fit.se
     if relative:
-        low, high = math.expm1(low), math.expm1(high)
-        mde = math.expm1(mde)
-    return DeltaEstimate(kind, delta, low, high, p, test, _significant(p, low, high), mde, cv_b,
-                         cv_c, noisy, nb, nc)
+        low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
+    return DeltaEstimate(kind, delta, low, high, p, fit.test, _significant(p, low, high), mde,
+                         cv_b, cv_c, noisy, nb, nc, fit.note, design, fit.units, fit.df, fit.se,
+                         components, dropped)
 
 
 def _stat_rows(matrix: np.ndarray, stat: Stat) -> np.ndarray:
@@ -145,68 +313,6 @@ def _stat_rows(matrix: np.ndarray, stat: Stat) -> np.ndarray:
 
 
 def pooled_statistic(groups: list[np.ndarray], stat: Stat) -> float:
-    """`stat` over the requests of all passes together."""
+    """`stat` over the requests of all passes together (a pass's value is its own group)."""
     pooled = np.concatenate(groups)
     return float(_stat_rows(pooled[None, :], stat)[0])
-
-
-def _bootstrap_arm(groups: list[np.ndarray], stat: Stat, n_boot: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """Two-level bootstrap replicates of `stat` over passes, then requests within them."""
-    k = len(groups)
-    width = max(len(g) for g in groups)
-    padded = np.full((k, width), np.nan)
-    for i, g in enumerate(groups):
-        padded[i, : len(g)] = g
-    sizes = np.array([len(g) for g in groups])
-    pick = rng.integers(0, k, size=(n_boot, k))  # passes
-    u = rng.random((n_boot, k, width))
-    req = np.floor(u * sizes[pick][:, :, None]).astype(int)  # requests within each pass
-    values = padded[pick[:, :, None], req]
-    valid = np.arange(width)[None, None, :] < sizes[pick][:, :, None]
-    values = np.where(valid, values, np.nan).reshape(n_boot, k * width)
-    return _stat_rows(values, stat)
-
-
-def request_level_delta(base: list[np.ndarray], cand: list[np.ndarray], stat: Stat,
-                        kind: DeltaKind = "relative", n_boot: int = 2000,
-                        seed: int = 0) -> DeltaEstimate:
-    """Delta of a per-request statistic; `base`/`cand` hold one array of request values per
-    measured pass."""
-    base = [g[np.isfinite(g)] for g in map(np.asarray, base)]
-    cand = [g[np.isfinite(g)] for g in map(np.asarray, cand)]
-    base = [g for g in base if len(g)]
-    cand = [g for g in cand if len(g)]
-    nb, nc = len(base), len(cand)
-    if nb == 0 or nc == 0:
-        return DeltaEstimate(kind, math.nan, None, None, None, None, False, None, None, None,
-                             False, nb, nc, "no data")
-    per_pass_b = np.array([pooled_statistic([g], stat) for g in base])
-    per_pass_c = np.array([pooled_statistic([g], stat) for g in cand])
-    cv_b, cv_c = coefficient_of_variation(per_pass_b), coefficient_of_variation(per_pass_c)
-    noisy = any(cv is not None and cv > NOISE_CV for cv in (cv_b, cv_c))
-    point_b, point_c = pooled_statistic(base, stat), pooled_statistic(cand, stat)
-    relative = kind == "relative"
-    if relative and point_b <= 0:
-        return DeltaEstimate(kind, math.nan, None, None, None, None, False, None, cv_b, cv_c,
-                             noisy, nb, nc, "relative delta needs a positive baseline")
-    delta = point_c / point_b - 1.0 if relative else point_c - point_b
-
-    # Keep the replicate matrix within a few tens of MB.
-    cells = max(nb, nc) * max(max(map(len, base)), max(map(len, cand)))
-    n_boot = max(200, min(n_boot, 20_000_000 // max(cells, 1)))
-    rng = np.random.default_rng(seed)
-    boot_b = _bootstrap_arm(base, stat, n_boot, rng)
-    boot_c = _bootstrap_arm(cand, stat, n_boot, rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reps = boot_c / boot_b - 1.0 if relative else boot_c - boot_b
-    reps = reps[np.isfinite(reps)]
-    low, high = (float(v) for v in np.percentile(reps, [2.5, 97.5]))
-    se = float(np.std(reps, ddof=1))
-    mde = (1.959964 + POWER_Z) * se
-
-    # Two-sided p of the bootstrap: how often the replicates land on the other side of zero.
-    p = min(1.0, 2 * min(float(np.mean(reps <= 0)), float(np.mean(reps >= 0))))
-    note = None if nb >= 2 and nc >= 2 else "one launch per arm: launch-to-launch noise not sampled"
-    return DeltaEstimate(kind, delta, low, high, p, "two-level bootstrap",
-                         _significant(p, low, high), mde, cv_b, cv_c, noisy, nb, nc, note)

@@ -72,6 +72,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # One step per version. 1 -> 2 only added optional fields (serve mode), read as defaults.
     if version == 1:
         data, version = {**data, "schema_version": 2}, 2
+    # 2 -> 3 only added optional fields (one-engine design); older runs are launch-per-arm.
+    if version == 2:
+        data, version = {**data, "schema_version": 3}, 3
     return data
 
 

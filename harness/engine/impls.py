@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import IMPL_REPORT_DIR_ENV, IMPLEMENTATIONS
+from harness.catalog import IMPL_REPORT_DIR_ENV, IMPLEMENTATIONS, NOOP_SWITCH_FAULT_ENV
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.impls")
@@ -29,6 +29,7 @@ PATH_EAGLE_ALLGATHER = "eagle.allgather_argmax"  # all-gather full-vocab logits 
 PATH_EAGLE_FULL_TP1 = "eagle.full_logits_argmax"  # full logits, nothing to gather (TP 1)
 PATH_EAGLE_UNOBSERVED = "eagle.unobserved"  # drafting ran but neither primitive was seen
 PATH_INSTALL_ERROR = "install_error"  # the patch could not be installed in this process
+PATH_MEDUSA_UNKNOWN = "medusa.propose.unknown"  # returned neither a list nor a tensor
 
 # (implementation, choice) -> paths that prove the choice ran. At TP 1 the baseline has no
 # all-gather to do, so its full-logits path counts too.
@@ -45,6 +46,11 @@ REWRITE_EVERY = 256
 
 # Set on every function we install, so a second install in the same process is a no-op.
 _MARK = "__specbench_impl__"
+
+# The choice each installed swap runs now. Installing sets it; switch_epoch() changes it
+# between passes (one-engine design), in every process, through vLLM's collective_rpc.
+_active: dict[str, str] = {}
+_recorders: dict[str, _Recorder] = {}
 
 
 def report_filename(implementation: str, choice: str, pid: int) -> str:
@@ -104,9 +110,17 @@ class _Recorder:
         self.details: dict[str, Any] = {}
         self.tp_rank: int | None = None
         self.write_failed = False
+        # Since the last switch_epoch(): what ran while the current choice was active.
+        self.epoch_calls = 0
+        self.epoch_paths: dict[str, int] = {}
+        self.epoch_details: dict[str, Any] = {}
 
     def hit(self, path: str, details: dict[str, Any] | None = None) -> None:
         self.calls += 1
+        self.epoch_calls += 1
+        if path not in self.epoch_paths and details:
+            self.epoch_details.update(details)
+        self.epoch_paths[path] = self.epoch_paths.get(path, 0) + 1
         seen = self.paths.get(path)
         self.paths[path] = 1 if seen is None else seen + 1
         if seen is None:
@@ -148,6 +162,28 @@ class _Recorder:
             **self.details,
         }
 
+    def end_epoch(self) -> dict[str, Any]:
+        """What ran since the last switch, under the choice that was active, then reset."""
+        choice = _active.get(self.implementation, self.choice)
+        expected = EXPECTED_PATHS[(self.implementation, choice)]
+        if self.tp_rank is None:
+            self.tp_rank = _tp_rank()
+        report = {
+            "implementation": self.implementation,
+            "choice": choice,
+            "path": next(iter(self.epoch_paths), None),
+            "paths": dict(self.epoch_paths),
+            "matches_choice": bool(self.epoch_paths) and set(self.epoch_paths) <= expected,
+            "calls": self.epoch_calls,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "tp_rank": self.tp_rank,
+            "written_unix": time.time(),
+            **self.epoch_details,
+        }
+        self.epoch_calls, self.epoch_paths, self.epoch_details = 0, {}, {}
+        return report
+
     def write(self) -> None:
         report_dir = os.environ.get(IMPL_REPORT_DIR_ENV)
         if not report_dir:
@@ -164,14 +200,34 @@ class _Recorder:
 
 def install(implementation: str, choice: str) -> bool:
     """Install implementation:choice in this process; False if it was already installed.
+    Every choice of the swap is installed; `choice` is the one active until switch_epoch().
 
     Raises whatever vLLM raises if its layout is not what this module was written against.
     """
     if choice not in IMPLEMENTATIONS.get(implementation, {}):
         raise ValueError(f"unknown implementation choice {implementation}:{choice}")
+    _active.setdefault(implementation, choice)
     if implementation == "medusa-proposer":
         return _install_medusa(choice)
     return _install_tp_argmax(choice)
+
+
+def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
+    """End the current epoch: return, per installed swap, what ran in this process since the
+    last call (paths, calls, under which choice), then make `choice` active (None: keep).
+
+    Called between passes in every vLLM worker process by collective_rpc, so each pass's
+    report says what each process ran during exactly that pass.
+    """
+    reports = [recorder.end_epoch() for recorder in _recorders.values()]
+    if choice:
+        implementation, _, wanted = choice.partition(":")
+        if implementation not in _recorders or wanted not in IMPLEMENTATIONS[implementation]:
+            raise ValueError(f"specbench: {choice!r} is not installed in this process")
+        # The fault seam for tests: a switch that silently does nothing.
+        if not os.environ.get(NOOP_SWITCH_FAULT_ENV):
+            _active[implementation] = wanted
+    return reports
 
 
 def write_install_error(implementation: str, choice: str, error: BaseException) -> None:
@@ -251,6 +307,16 @@ def medusa_propose_tolist(
     return [list(row) for row in zip(*draft_tokens, strict=True)]
 
 
+def observe_medusa_drafts(drafts: Any) -> tuple[str, dict[str, Any]]:
+    """The code path a proposer's return value proves: host lists, or a tensor (and where)."""
+    if isinstance(drafts, list):
+        return PATH_MEDUSA_TOLIST, {"returned": "list"}
+    device = getattr(drafts, "device", None)
+    if device is not None and hasattr(drafts, "shape"):
+        return PATH_MEDUSA_TENSOR, {"returned": "tensor", "device": str(device)}
+    return PATH_MEDUSA_UNKNOWN, {"returned": type(drafts).__name__}
+
+
 def _install_medusa(choice: str) -> bool:
     from vllm.v1.spec_decode.medusa import MedusaProposer
 
@@ -259,22 +325,19 @@ def _install_medusa(choice: str) -> bool:
     if _already("MedusaProposer.propose", original, implementation, choice):
         return False
     recorder = _Recorder(implementation, choice)
+    _recorders[implementation] = recorder
 
-    if choice == "baseline":
-
-        def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(original)
+    def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out: Any
+        if _active.get(implementation) == "baseline":
             out = medusa_propose_tolist(self, *args, **kwargs)
-            recorder.hit(PATH_MEDUSA_TOLIST)
-            return out
-
-    else:
-
-        @functools.wraps(original)
-        def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # vLLM's own tensor-returning propose; the wrapper only counts.
-            out = original(self, *args, **kwargs)
-            recorder.hit(PATH_MEDUSA_TENSOR)
-            return out
+        else:
+            out = original(self, *args, **kwargs)  # vLLM's own tensor-returning propose
+        # The report says what the proposer returned, not which branch was taken.
+        path, details = observe_medusa_drafts(out)
+        recorder.hit(path, details)
+        return out
 
     _mark(propose, implementation, choice)
     setattr(MedusaProposer, "propose", propose)  # noqa: B010 (mypy refuses method assignment)
@@ -327,10 +390,14 @@ def _current_probe() -> _Probe | None:
 def _drafting_scope(
     original: Callable[..., Any], recorder: _Recorder, runner: str
 ) -> Callable[..., Any]:
-    """Wrap a draft-sampling method so the primitives it calls are attributed to drafting."""
+    """Wrap a draft-sampling method so the primitives it calls are attributed to drafting.
+    It also applies the active choice: vLLM reads use_local_argmax_reduction from the proposer
+    on every call, so setting it here switches the path at run time (one-engine design)."""
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if hasattr(self, "use_local_argmax_reduction"):
+            self.use_local_argmax_reduction = _active.get(recorder.implementation) == "optimized"
         probe = _Probe()
         outer = getattr(_scope, "probe", None)
         _scope.probe = probe
@@ -360,6 +427,7 @@ def _install_tp_argmax(choice: str) -> bool:
     if _already(owner, SpecDecodeBaseProposer._sample_draft_tokens, implementation, choice):
         return False
     recorder = _Recorder(implementation, choice)
+    _recorders[implementation] = recorder
 
     orig_top = LogitsProcessor.get_top_tokens
     orig_get = LogitsProcessor._get_logits

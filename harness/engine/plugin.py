@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
-from harness.catalog import IMPL_ENV, parse_implementation
+from harness.catalog import IMPL_ENV, SWITCH_RPC, parse_implementation
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")
@@ -49,7 +50,22 @@ def register() -> None:
 
     try:
         impls.install(name, choice)
+        _add_switch_method()
     except Exception as exc:
         logger.exception("specbench: could not install %s:%s", name, choice)
         impls.write_install_error(name, choice, exc)
     _installed = (name, choice)
+
+
+def _add_switch_method() -> None:
+    """Give vLLM's worker wrapper a method collective_rpc can call by name (no pickled
+    callables, so no VLLM_ALLOW_INSECURE_SERIALIZATION): it switches the active choice in this
+    process and returns what ran since the previous switch."""
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    from harness.engine import impls
+
+    def switch(self: Any, choice: str = "") -> list[dict[str, Any]]:
+        return impls.switch_epoch(choice or None)
+
+    setattr(WorkerWrapperBase, SWITCH_RPC, switch)

@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 
+from harness.catalog import SWITCH_RPC
 from harness.engine.worker import (
     counter_delta,
     exit_now,
@@ -52,6 +53,7 @@ from harness.records import (
     WorkerResult,
 )
 from harness.scenario import ServeSettings
+from harness.schedule import drive_shared_launch, warm_up_arms
 from harness.workload import Prompt, workload_hash
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -187,9 +189,34 @@ def failure_summary(passes: list[PassRecord]) -> str | None:
     return f"{len(failed)} of {total} requests failed (first: {failed[0].error})"
 
 
+def switch_over_http(base_url: str, choice: str | None) -> list[list[dict[str, Any]]]:
+    """The plugin's switch in every vLLM worker process of the server, through vLLM's dev-mode
+    /collective_rpc (string arguments only). Returns one report list per process."""
+    body = json.dumps({"method": SWITCH_RPC, "args": [choice or ""]}).encode()
+    request = urllib.request.Request(base_url + "/collective_rpc", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        data = json.loads(response.read())
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise ValueError(f"unexpected /collective_rpc answer: {str(data)[:200]}")
+    return [r if isinstance(r, list) else [] for r in results]
+
+
+def server_env(run: RunSpec) -> dict[str, str]:
+    """The server's environment: the worker's, plus vLLM's dev endpoints (/collective_rpc)
+    when arms switch inside it. The server binds 127.0.0.1 only, so they stay local."""
+    env = os.environ.copy()
+    if run.design == "one-engine" and any(a.implementation for a in run.arms):
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    return env
+
+
 def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, report_dir: Path,
-                     server_log: Path, startup_s: float = 0.0) -> WorkerResult:
-    """Start the server, warm up, measure `run.repeats` passes, stop the server."""
+                     server_log: Path, startup_s: float = 0.0,
+                     deadline_unix: float | None = None) -> WorkerResult:
+    """Start the server, warm up, measure the passes (one-engine design: balanced blocks of
+    every arm, switched through the server's /collective_rpc), stop the server."""
     assert run.serve is not None and run.serve.concurrency is not None
     load, concurrency = run.serve, run.serve.concurrency
     timings = Timings(startup_s=startup_s)
@@ -224,7 +251,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
     with server_log.open("wb") as log:
         # Same process group as this worker: the runner's group kill reaches the server too.
         server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=os.environ.copy())
+                                  stdin=subprocess.DEVNULL, env=server_env(run))
     info.pid = server.pid
     server_problem = None
     try:
@@ -254,16 +281,15 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 raise ServerFailed(f"could not read {base_url}/metrics: "
                                    f"{type(exc).__name__}: {exc}") from None
 
-        if warm:
-            t = time.perf_counter()
+        def warm_up() -> None:
             streamed, _ = asyncio.run(run_requests(url, payloads(warm, 1_000_000), concurrency,
                                                    timeout_s=timeout))
-            timings.warmup_s = time.perf_counter() - t
             check_alive("the warm-up", streamed)
 
         measured = payloads(prompts, 0)
         whash = workload_hash(prompts)
-        for repeat in range(run.repeats):
+
+        def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
             before = counters() if speculative else None
             arrivals = (vllm_arrivals(len(measured), load, w.seed + repeat)
                         if load.request_rate is not None else None)
@@ -273,14 +299,41 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             timings.measure_s += duration
             check_alive(f"pass {repeat}", streamed)
             after = counters() if speculative else None
-            result.passes.append(PassRecord(
+            return PassRecord(
                 repeat=repeat,
                 started_unix=started,
                 duration_s=duration,
                 requests=[request_record(s, prompts[s.index]) for s in streamed],
                 spec_decode=counter_delta(before, after) if before and after else None,
                 workload_hash=whash,
-            ))
+                arm=arm,
+                block=block,
+            )
+
+        t = time.perf_counter()
+        if run.design == "one-engine":
+            def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+                try:
+                    return switch_over_http(base_url, choice)
+                except (OSError, ValueError) as exc:
+                    check_alive("a switch between arms", [])
+                    raise ServerFailed(f"switching arms through {base_url}/collective_rpc "
+                                       f"failed: {type(exc).__name__}: {exc}") from None
+
+            swap = switch if any(a.implementation for a in run.arms) else None
+            if warm:
+                warm_up_arms(run, warm_up, swap)
+            timings.warmup_s = time.perf_counter() - t
+            result.passes, result.stopped = drive_shared_launch(
+                run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix,
+                int(engine_args.get("tensor_parallel_size", 1)), os.getpid(),
+                log=lambda m: print(m, file=sys.stderr, flush=True))
+        else:
+            if warm:
+                warm_up()
+                timings.warmup_s = time.perf_counter() - t
+            for repeat in range(run.repeats):
+                result.passes.append(measure(repeat))
     except ServerFailed as exc:
         server_problem = str(exc)
     finally:
@@ -304,7 +357,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 def main(argv: list[str] | None = None) -> int:
     return worker_main(
         lambda run, base, cache, reports, startup, args: run_serve_worker(
-            run, base, cache, reports, args.server_log, startup),
+            run, base, cache, reports, args.server_log, startup, args.deadline_unix),
         argv, extra_paths=(("--server-log", "where the vLLM server writes its log"),),
     )
 

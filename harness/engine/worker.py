@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
+from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV, SWITCH_RPC
 from harness.plan import RunSpec
 from harness.records import (
     ImplReport,
@@ -28,6 +28,7 @@ from harness.records import (
     Timings,
     WorkerResult,
 )
+from harness.schedule import drive_shared_launch, warm_up_arms
 from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
 
 SPEC_COUNTERS = {
@@ -158,8 +159,10 @@ def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None,
 
 
 def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
-               report_dir: Path, startup_s: float = 0.0) -> WorkerResult:
-    """Build the engine, warm up, measure `run.repeats` passes. Raises on engine failure."""
+               report_dir: Path, startup_s: float = 0.0,
+               deadline_unix: float | None = None) -> WorkerResult:
+    """Build the engine, warm up, measure the passes (one-engine design: balanced blocks of
+    every arm, switched through collective_rpc). Raises on engine failure."""
     timings = Timings(startup_s=startup_s)
     result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
                           worker_pid=os.getpid())
@@ -184,20 +187,19 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         )
 
     t = time.perf_counter()
-    llm = LLM(**engine_args)
+    llm: Any = LLM(**engine_args)
     timings.engine_start_s = time.perf_counter() - t
     speculative = "speculative_config" in engine_args
-
-    if warm:
-        t = time.perf_counter()
-        llm.generate([to_engine_prompt(p) for p in warm], [params(i) for i in range(len(warm))],
-                     use_tqdm=False)
-        timings.warmup_s = time.perf_counter() - t
 
     engine_prompts = [to_engine_prompt(p) for p in prompts]
     sampling = [params(i) for i in range(len(prompts))]
     whash = workload_hash(prompts)
-    for repeat in range(run.repeats):
+
+    def warm_up() -> None:
+        llm.generate([to_engine_prompt(p) for p in warm], [params(i) for i in range(len(warm))],
+                     use_tqdm=False)
+
+    def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
         before = read_counters(llm) if speculative else None
         started = time.time()
         t = time.perf_counter()
@@ -205,19 +207,39 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         duration = time.perf_counter() - t
         timings.measure_s += duration
         after = read_counters(llm) if speculative else None
-        result.passes.append(
-            PassRecord(
-                repeat=repeat,
-                started_unix=started,
-                duration_s=duration,
-                requests=[request_record(i, out) for i, out in enumerate(outputs)],
-                spec_decode=counter_delta(before, after) if before and after else None,
-                workload_hash=whash,
-            )
+        return PassRecord(
+            repeat=repeat,
+            started_unix=started,
+            duration_s=duration,
+            requests=[request_record(i, out) for i, out in enumerate(outputs)],
+            spec_decode=counter_delta(before, after) if before and after else None,
+            workload_hash=whash,
+            arm=arm,
+            block=block,
         )
 
+    if run.design == "one-engine":
+        def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+            return list(llm.collective_rpc(SWITCH_RPC, args=(choice or "",)))
+
+        swap = switch if any(a.implementation for a in run.arms) else None
+        t = time.perf_counter()
+        if warm:
+            warm_up_arms(run, warm_up, swap)
+        timings.warmup_s = time.perf_counter() - t
+        result.passes, result.stopped = drive_shared_launch(
+            run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix,
+            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(),
+            log=lambda m: print(m, file=sys.stderr, flush=True))
+    else:
+        if warm:
+            t = time.perf_counter()
+            warm_up()
+            timings.warmup_s = time.perf_counter() - t
+        result.passes = [measure(repeat) for repeat in range(run.repeats)]
+
     t = time.perf_counter()
-    del llm
+    llm = None  # the closures above share this cell: drop the engine for them too
     gc.collect()
     timings.shutdown_s = time.perf_counter() - t
     t = time.perf_counter()
@@ -228,6 +250,8 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
 
 
 RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]
+# The runner's spec file carries the precision deadline (wall clock) beside the RunSpec.
+DEADLINE_KEY = "deadline_unix"
 
 
 def worker_main(run_fn: RunFn, argv: list[str] | None = None,
@@ -248,6 +272,7 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
     base_dir = Path(spec["base_dir"])
     cache_dir = Path(spec["models_cache"]) if spec.get("models_cache") else None
     report_dir = Path(os.environ[IMPL_REPORT_DIR_ENV])
+    args.deadline_unix = spec.get(DEADLINE_KEY)
     try:
         result = run_fn(run, base_dir, cache_dir, report_dir, startup_s, args)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data for the parent
@@ -269,8 +294,8 @@ def exit_now(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     return worker_main(
-        lambda run, base, cache, reports, startup, _args: run_worker(run, base, cache, reports,
-                                                                       startup),
+        lambda run, base, cache, reports, startup, args: run_worker(
+            run, base, cache, reports, startup, args.deadline_unix),
         argv,
     )
 

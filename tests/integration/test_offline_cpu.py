@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.catalog import NOOP_SWITCH_FAULT_ENV
 from harness.compare import compare_results
+from harness.errors import ExitCode
 from harness.metrics import passes_frame, requests_frame
-from harness.records import SCHEMA_VERSION, ImplReport, WorkerResult
+from harness.records import SCHEMA_VERSION
+from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.store import RunResults, load_results
 from tests.conftest import ROOT, SCENARIOS
 
@@ -45,16 +48,31 @@ def run_cli(scenario: Path, results_dir: Path, run_id: str) -> CliRun:
                   load_results(results_dir / run_id))
 
 
+def run_variant_of(name: str, tmp: Path, run_id: str, **changes: Any) -> CliRun:
+    """A shipped scenario with some top-level fields changed, run through the CLI."""
+    data = _scenario(name)
+    data.update(changes)
+    data = {k: v for k, v in data.items() if v is not None}
+    path = tmp / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return run_cli(path, tmp / "results", run_id)
+
+
+# The demo as shipped, with a precision target it reaches at the first look: one engine, the
+# proposer switched between passes, a real precision stop, in about a minute.
+MEDUSA_PRECISION = {"mde": 0.5, "budget_s": 400}
+
+
 @pytest.fixture(scope="session")
 def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return run_cli(SCENARIOS / "cpu-medusa-proposer.yaml",
-                   tmp_path_factory.mktemp("medusa"), "medusa")
+    return run_variant_of("cpu-medusa-proposer.yaml", tmp_path_factory.mktemp("medusa"),
+                          "medusa", precision=MEDUSA_PRECISION, repeats=2)
 
 
 @pytest.fixture(scope="session")
 def eagle_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return run_cli(SCENARIOS / "cpu-eagle-tp2-argmax.yaml",
-                   tmp_path_factory.mktemp("eagle"), "eagle")
+    return run_variant_of("cpu-eagle-tp2-argmax.yaml", tmp_path_factory.mktemp("eagle"),
+                          "eagle", repeats=4)
 
 
 def _scenario(name: str) -> dict[str, Any]:
@@ -86,12 +104,22 @@ def test_medusa_every_request_completed_with_max_tokens(medusa_run: CliRun) -> N
     scenario = _scenario("cpu-medusa-proposer.yaml")
     requests = requests_frame(medusa_run.results.runs)
     workload = scenario["workload"]
-    per_variant = len(requests) / 2
-    assert per_variant == workload["num_prompts"] * scenario["repeats"] * scenario["rounds"]
+    passes = passes_frame(medusa_run.results.runs)
+    assert len(requests) == workload["num_prompts"] * len(passes)
     assert requests["error"].isna().all()
     assert (requests["output_tokens"] == workload["max_tokens"]).all()  # ignore_eos
     assert (requests["prompt_tokens"] == workload["input_len"]).all()
     assert (requests["ttft_ms"] > 0).all() and (requests["e2el_ms"] >= requests["ttft_ms"]).all()
+
+
+def test_medusa_precision_run_stopped_at_a_look(medusa_run: CliRun) -> None:
+    [record] = medusa_run.results.runs
+    assert record.result is not None and record.result.stopped is not None
+    assert record.result.stopped.startswith("target reached")
+    blocks = len(record.result.passes) // 4
+    assert blocks >= PRECISION_MIN_BLOCKS and blocks % PRECISION_LOOK_EVERY == 0
+    assert "Stopped: " in medusa_run.stdout and "look after" in medusa_run.stderr + \
+        (medusa_run.results.path / record.log_file).read_text()
 
 
 def test_medusa_drafts_accept_for_real(medusa_run: CliRun) -> None:
@@ -103,16 +131,16 @@ def test_medusa_drafts_accept_for_real(medusa_run: CliRun) -> None:
     assert (passes["num_accepted_tokens"] <= passes["num_draft_tokens"]).all()
 
 
-def test_medusa_repeats_do_not_double_count_counters(medusa_run: CliRun) -> None:
-    passes = passes_frame(medusa_run.results.runs)
-    for _, arm in passes.groupby("run_key"):
-        drafts = arm.sort_values("repeat")["num_draft_tokens"].to_numpy()
-        assert len(drafts) == 3
-        # Cumulative counters would grow ~2x and ~3x; per-pass deltas stay level.
-        assert drafts.max() < 1.3 * drafts.min(), drafts
-        first = arm.sort_values("repeat").iloc[0]
-        # Each pass generates the same tokens: accepted tokens bounded by what was generated.
-        assert first["num_accepted_tokens"] < first["output_tokens"]
+def test_medusa_passes_do_not_double_count_counters(medusa_run: CliRun) -> None:
+    passes = passes_frame(medusa_run.results.runs).sort_values("repeat")
+    drafts = passes["num_draft_tokens"].to_numpy()
+    # Cumulative counters would grow with every pass; per-pass deltas stay level.
+    assert drafts.max() < 1.3 * drafts.min(), drafts
+    first = passes.iloc[0]
+    assert first["num_accepted_tokens"] < first["output_tokens"]
+    # Both arms generate the same tokens and accept the same drafts (greedy, same model).
+    per_arm = passes.groupby("variant")["num_accepted_tokens"].agg(["min", "max"])
+    assert per_arm["min"].nunique() == 1 and per_arm["max"].nunique() == 1
 
 
 def test_medusa_greedy_outputs_identical_between_proposers(medusa_run: CliRun) -> None:
@@ -120,32 +148,33 @@ def test_medusa_greedy_outputs_identical_between_proposers(medusa_run: CliRun) -
     comparison = compare_results(medusa_run.results)
     parity = comparison.candidates[0].parity
     assert parity is not None
-    assert parity.compared == (scenario["workload"]["num_prompts"] * scenario["repeats"]
-                               * scenario["rounds"])
+    passes = comparison.passes_per_arm["optimized"]
+    assert parity.compared == scenario["workload"]["num_prompts"] * passes
     assert parity.fraction == 1.0 and parity.first_divergence is None
 
 
-def launches_with_reports(run: CliRun, variant: str) -> list[tuple[WorkerResult, list[ImplReport]]]:
-    """Every launch of `variant` with the implementation reports its vLLM processes wrote."""
-    launches = []
-    for record in run.results.runs:
-        if record.variant == variant:
-            assert record.result is not None, record.run_key
-            launches.append((record.result, record.result.impl_reports))
-    assert launches, f"no launch of {variant}"
-    return launches
-
-
-def test_medusa_manifest_shows_the_proposer_that_ran_in_the_worker(medusa_run: CliRun) -> None:
-    for variant, path in (("baseline", "medusa.propose.tolist"),
-                          ("optimized", "medusa.propose.tensor")):
-        for result, reports in launches_with_reports(medusa_run, variant):
-            assert reports, f"{variant}: no implementation report"
-            assert {r.path for r in reports} == {path}
-            assert all(r.matches_choice and (r.calls or 0) > 0 for r in reports)
-            # Reported by vLLM's engine processes, not inferred in the harness's worker.
-            assert all(r.pid != result.worker_pid for r in reports)
-    assert compare_results(medusa_run.results).warnings == []
+def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliRun) -> None:
+    """Pass by pass, the engine core (never the harness's worker) reports what the proposer
+    returned: host lists in baseline passes, a CPU tensor in optimized ones, same process."""
+    [record] = medusa_run.results.runs
+    assert record.result is not None
+    pids = set()
+    for p in record.result.passes:
+        assert p.impl_reports is not None and len(p.impl_reports) == 1, p.repeat
+        [rep] = p.impl_reports
+        want = ("medusa.propose.tolist", "list") if p.arm == "baseline" else \
+            ("medusa.propose.tensor", "tensor")
+        assert set(rep.paths) == {want[0]} and rep.details["returned"] == want[1]
+        assert (rep.calls or 0) > 0 and rep.matches_choice
+        assert rep.pid != record.result.worker_pid
+        pids.add(rep.pid)
+    assert len(pids) == 1
+    comparison = compare_results(medusa_run.results)
+    assert comparison.design == "one-engine" and not comparison.unproven
+    assert not comparison.discarded and comparison.warnings == []
+    tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    assert tput.estimate.test == "paired t (blocks)" and tput.estimate.mde is not None
+    assert "Design: one-engine" in medusa_run.stdout
 
 
 def test_medusa_manifest_fingerprint(medusa_run: CliRun) -> None:
@@ -156,6 +185,7 @@ def test_medusa_manifest_fingerprint(medusa_run: CliRun) -> None:
     assert fp["cpu_count"] >= 1 and fp["compat_id"] and fp["scenario_hash"] == m["scenario_hash"]
     result = medusa_run.results.runs[0].result
     assert result is not None and result.engine_versions["vllm"] == "0.32.0"
+    assert m["plan"]["design"] == "one-engine"
     assert set(result.resolved_models) == {"tiny-llama", "tiny-llama-medusa"}
 
 
@@ -164,21 +194,28 @@ def test_medusa_manifest_fingerprint(medusa_run: CliRun) -> None:
 
 def test_eagle_tp2_runs_and_accepts(eagle_run: CliRun) -> None:
     assert eagle_run.returncode == 0, eagle_run.stderr[-3000:]
-    scenario = _scenario("cpu-eagle-tp2-argmax.yaml")
     passes = passes_frame(eagle_run.results.runs)
-    assert len(passes) == 2 * scenario["repeats"] * scenario["rounds"]
+    assert len(passes) == 2 * 4  # 2 blocks of A B B A
     assert (passes["num_accepted_tokens"] > 0).all()
     requests = requests_frame(eagle_run.results.runs)
     assert (requests["output_tokens"] == 32).all() and requests["error"].isna().all()
 
 
-def test_eagle_tp2_each_rank_ran_its_argmax_path(eagle_run: CliRun) -> None:
-    for variant, path in (("baseline", "eagle.allgather_argmax"),
-                          ("local-argmax", "eagle.local_argmax")):
-        for _, reports in launches_with_reports(eagle_run, variant):
-            assert sorted(r.tp_rank for r in reports) == [0, 1]
-            assert {r.path for r in reports} == {path}
-            assert all(r.matches_choice for r in reports)
+def test_eagle_tp2_switch_ran_both_paths_on_both_ranks(eagle_run: CliRun) -> None:
+    """The same two TP worker processes report the all-gather in baseline passes and the local
+    argmax in local-argmax passes: the switch happened inside them, between passes."""
+    [record] = eagle_run.results.runs
+    assert record.result is not None
+    seen: dict[int, set[str]] = {}
+    for p in record.result.passes:
+        assert p.impl_reports is not None
+        assert sorted(r.tp_rank for r in p.impl_reports) == [0, 1]
+        want = "eagle.allgather_argmax" if p.arm == "baseline" else "eagle.local_argmax"
+        for r in p.impl_reports:
+            assert set(r.paths) == {want} and r.matches_choice, (p.repeat, r)
+            assert r.details["use_local_argmax_reduction"] is (p.arm != "baseline")
+            seen.setdefault(r.pid, set()).add(want)
+    assert len(seen) == 2 and all(len(paths) == 2 for paths in seen.values())
 
 
 def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None:
@@ -186,11 +223,30 @@ def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None
     assert parity is not None and parity.fraction == 1.0
 
 
+def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
+    """A planted wrong path: the switch answers but changes nothing, so optimized passes run
+    the baseline proposer. They are discarded, named, and `run` exits with UNPROVEN."""
+    data = _scenario("cpu-medusa-proposer.yaml")
+    data.pop("precision")
+    data.update(name="noop-switch", repeats=2, warmup=4,
+                env={NOOP_SWITCH_FAULT_ENV: "1"})
+    data["workload"].update(num_prompts=4, max_tokens=16)
+    path = tmp_path / "noop.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = run_cli(path, tmp_path / "results", "noop")
+    assert run.returncode == int(ExitCode.UNPROVEN), run.stderr[-2000:]
+    assert "UNPROVEN" in run.stdout and "ran medusa-proposer:baseline" in run.stdout
+    assert "DISCARDED passes (path not proven): optimized=2" in run.stdout
+    comparison = compare_results(run.results)
+    assert comparison.passes_per_arm == {"baseline": 2}
+
+
 # --- a deliberately broken variant -------------------------------------------------------
 
 
 def test_broken_variant_is_recorded_while_the_other_completes(tmp_path: Path) -> None:
     data = _scenario("cpu-medusa-proposer.yaml")
+    data.pop("precision")
     data["name"] = "broken-variant"
     data["repeats"] = 1
     data["workload"].update(num_prompts=4, max_tokens=16)

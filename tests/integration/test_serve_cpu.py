@@ -1,8 +1,10 @@
 """Serve mode end to end on real vLLM OpenAI servers (tiny local models, CPU).
 
-One session run of the EAGLE TP 2 serve scenario (plus a variant whose server refuses its
-arguments) is shared by most assertions: a server start costs 45-60 s here. A second, TP 1
-scenario is interrupted with SIGINT while its server is starting.
+One session run of the EAGLE TP 2 serve scenario (one server hosting both arms, switched on
+both TP ranks through the server's /collective_rpc) is shared by most assertions: a server
+start costs 45-60 s here. A second run, one server per variant, adds variants whose server
+refuses its arguments or some requests. A third, TP 1 scenario is interrupted with SIGINT
+while its server is starting.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from harness.compare import compare_results
 from harness.metrics import passes_frame, requests_frame
 from harness.store import load_results
 from tests.conftest import ROOT, SCENARIOS
-from tests.integration.test_offline_cpu import CliRun, launches_with_reports, run_cli
+from tests.integration.test_offline_cpu import CliRun, run_cli
 from tests.processes import processes_in, sessions_of
 
 pytestmark = pytest.mark.integration
@@ -39,44 +41,64 @@ def _scenario() -> dict[str, Any]:
     return data
 
 
-@pytest.fixture(scope="session")
-def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    data = _scenario()
-    data["rounds"] = 1  # one launch per variant is enough to check everything below
-    # A server started with an argument vLLM's parser refuses: exits at once, non-zero.
-    data["variants"]["bad-flag"] = {"engine": {"no_such_server_flag": 7}}
-    # A server that answers some requests with errors: longer prompts + max_tokens exceed
-    # its context, and vLLM refuses those requests with HTTP 400.
-    data["variants"]["short-context"] = {"engine": {"max_model_len": 64}}
-    tmp = tmp_path_factory.mktemp("serve")
+def _run_serve(tmp: Path, data: dict[str, Any], run_id: str) -> CliRun:
     path = tmp / "serve.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     # The scenario's prompt file is relative to the scenario: keep it resolvable.
     (tmp / "prompts").symlink_to(SCENARIOS / "prompts")
-    run = run_cli(path, tmp / "results", "serve")
-    return run
+    return run_cli(path, tmp / "results", run_id)
 
 
-def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun) -> None:
-    assert serve_run.returncode == 1, serve_run.stderr[-3000:]  # the bad-flag variant failed
+@pytest.fixture(scope="session")
+def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    """The shipped scenario (one-engine), 2 blocks instead of a precision target."""
+    data = _scenario()
+    data.pop("precision")
+    data["repeats"] = 4
+    return _run_serve(tmp_path_factory.mktemp("serve"), data, "serve")
+
+
+@pytest.fixture(scope="session")
+def faults_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    """One server per variant (engine changes cannot share one): the baseline, a server
+    started with an argument vLLM's parser refuses (exits at once, non-zero), and one that
+    answers some requests with errors (longer prompts + max_tokens exceed its context, and
+    vLLM refuses those requests with HTTP 400)."""
+    data = _scenario()
+    data.pop("precision")
+    data["repeats"] = 2
+    data["variants"] = {
+        "baseline": data["variants"]["baseline"],
+        "bad-flag": {"engine": {"no_such_server_flag": 7}},
+        "short-context": {"engine": {"max_model_len": 64}},
+    }
+    return _run_serve(tmp_path_factory.mktemp("serve-faults"), data, "faults")
+
+
+def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun, faults_run: CliRun) -> None:
+    assert serve_run.returncode == 0, serve_run.stderr[-3000:]
     assert "Traceback" not in serve_run.stderr
     table = (serve_run.results.path / "table.md").read_text()
     for label in PR_ROWS:
         line = next(row for row in table.splitlines() if row.startswith(f"| {label} |"))
         baseline, candidate = line.split("|")[2:4]
         assert float(baseline) > 0 and float(candidate) > 0, line
-    assert "FAILED bad-flag" in serve_run.stdout and "FAILED short-context" in serve_run.stdout
-    summary = json.loads((serve_run.results.path / "summary.json").read_text())
+    assert "Design: one-engine" in table
+    assert faults_run.returncode == 1, faults_run.stderr[-3000:]  # the bad-flag variant failed
+    assert "Traceback" not in faults_run.stderr
+    assert "FAILED bad-flag" in faults_run.stdout and "FAILED short-context" in faults_run.stdout
+    summary = json.loads((faults_run.results.path / "summary.json").read_text())
     assert summary["status"] == "failed"
+    assert summary["comparison"]["design"] == "launch-per-arm"
 
 
 def test_every_streamed_request_is_complete(serve_run: CliRun) -> None:
     scenario = _scenario()
     prompts = (SCENARIOS / scenario["workload"]["path"]).read_text().splitlines()
     good = [r for r in serve_run.results.runs if r.status == "ok"]
-    assert [r.status for r in good] == ["ok", "ok"]
+    assert [r.status for r in good] == ["ok"]
     frame = requests_frame(good)
-    assert len(frame) == 2 * scenario["repeats"] * scenario["workload"]["num_prompts"]  # 1 round
+    assert len(frame) == 8 * scenario["workload"]["num_prompts"]  # 2 blocks of A B B A
     assert frame["error"].isna().all()
     assert (frame["output_tokens"] == scenario["workload"]["max_tokens"]).all()
     for run in good:
@@ -100,11 +122,10 @@ def test_counters_are_per_pass_deltas_that_match_the_stream(serve_run: CliRun) -
     passes = passes_frame(good)
     assert (passes["num_accepted_tokens"] > 0).all()
     assert (passes["num_draft_tokens"] == 3 * passes["num_drafts"]).all()
-    for _, arm in passes.groupby("run_key"):
-        drafts = arm.sort_values("repeat")["num_drafts"].to_numpy()
-        assert len(drafts) == _scenario()["repeats"]
-        # Cumulative counters would grow 2x, 3x, ...; per-pass deltas stay level.
-        assert drafts.max() < 1.3 * drafts.min(), drafts
+    drafts = passes.sort_values("repeat")["num_drafts"].to_numpy()
+    assert len(drafts) == 8
+    # Cumulative counters would grow 2x, 3x, ...; per-pass deltas stay level.
+    assert drafts.max() < 1.3 * drafts.min(), drafts
     for run in good:
         assert run.result is not None
         for p in run.result.passes:
@@ -115,36 +136,48 @@ def test_counters_are_per_pass_deltas_that_match_the_stream(serve_run: CliRun) -
             assert chunks <= len(p.requests) + p.spec_decode.num_drafts
 
 
-def test_serve_swaps_ran_in_both_tp_ranks_and_outputs_match(serve_run: CliRun) -> None:
-    for variant, path in (("baseline", "eagle.allgather_argmax"),
-                          ("local-argmax", "eagle.local_argmax")):
-        for _, reports in launches_with_reports(serve_run, variant):
-            assert sorted(r.tp_rank for r in reports) == [0, 1]
-            assert {r.path for r in reports} == {path}
+def test_serve_switch_ran_both_paths_in_both_tp_ranks(serve_run: CliRun) -> None:
+    """One server: each pass's reports, fetched through /collective_rpc right after it, come
+    from the same two TP worker processes and show the path of the pass's arm."""
+    [record] = serve_run.results.runs
+    assert record.result is not None
+    seen: dict[int, set[str]] = {}
+    for p in record.result.passes:
+        assert p.impl_reports is not None
+        assert sorted(r.tp_rank for r in p.impl_reports) == [0, 1]
+        want = "eagle.allgather_argmax" if p.arm == "baseline" else "eagle.local_argmax"
+        for r in p.impl_reports:
+            assert set(r.paths) == {want} and r.matches_choice and (r.calls or 0) > 0
+            seen.setdefault(r.pid, set()).add(want)
+    assert len(seen) == 2 and all(len(paths) == 2 for paths in seen.values())
     comparison = compare_results(serve_run.results)
+    assert not comparison.unproven and not comparison.discarded
     parity = {c.name: c.parity for c in comparison.candidates}
     local = parity["local-argmax"]
     assert local is not None and local.fraction == 1.0
 
 
-def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun) -> None:
-    for run in serve_run.results.runs:
+def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun,
+                                                         faults_run: CliRun) -> None:
+    runs = serve_run.results.runs + faults_run.results.runs
+    for run in runs:
         assert run.server_log_file is not None
-        assert (serve_run.results.path / run.server_log_file).is_file()
+        folder = serve_run if run in serve_run.results.runs else faults_run
+        assert (folder.results.path / run.server_log_file).is_file()
         if run.status == "ok":
             assert run.result is not None and run.result.server is not None
             server = run.result.server
             assert server.url.startswith("http://127.0.0.1:") and not server.died
             assert server.exit_code == 0  # SIGTERM: vLLM shut its engine down cleanly
             assert server.healthy_after_s is not None and server.healthy_after_s > 0
-    worker_sessions = {r.result.worker_pid for r in serve_run.results.runs
+    worker_sessions = {r.result.worker_pid for r in runs
                        if r.result is not None and r.result.worker_pid is not None}
     assert len(worker_sessions) == 4
     assert processes_in(worker_sessions) == []
 
 
-def test_server_with_a_bad_argument_is_a_failed_launch(serve_run: CliRun) -> None:
-    bad = next(r for r in serve_run.results.runs if r.variant == "bad-flag")
+def test_server_with_a_bad_argument_is_a_failed_launch(faults_run: CliRun) -> None:
+    bad = next(r for r in faults_run.results.runs if r.variant == "bad-flag")
     assert bad.status == "failed" and bad.error is not None
     assert "vLLM server exited with code" in bad.error and "before /health" in bad.error
     assert bad.log_tail is not None and "no_such_server_flag" in bad.log_tail.replace("-", "_")
@@ -152,8 +185,9 @@ def test_server_with_a_bad_argument_is_a_failed_launch(serve_run: CliRun) -> Non
     assert "--no-such-server-flag" in bad.result.server.command
 
 
-def test_requests_the_server_refuses_fail_the_launch_and_are_counted(serve_run: CliRun) -> None:
-    record = next(r for r in serve_run.results.runs if r.variant == "short-context")
+def test_requests_the_server_refuses_fail_the_launch_and_are_counted(
+        faults_run: CliRun) -> None:
+    record = next(r for r in faults_run.results.runs if r.variant == "short-context")
     assert record.status == "failed" and record.result is not None
     requests = [r for p in record.result.passes for r in p.requests]
     failed = [r for r in requests if r.error is not None]
@@ -169,6 +203,7 @@ def test_requests_the_server_refuses_fail_the_launch_and_are_counted(serve_run: 
 
 def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
     data = _scenario()
+    data.pop("precision")
     data.update(name="serve-sigint", tensor_parallel_size=1, repeats=1, warmup=0)
     data["engine"] = {"enforce_eager": True}
     (tmp_path / "prompts").symlink_to(SCENARIOS / "prompts")
@@ -200,7 +235,8 @@ def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> No
     assert processes_in(sessions) == []
     loaded = load_results(results / "r")
     assert loaded.manifest["status"] == "interrupted"
-    assert [(r.run_key, r.status) for r in loaded.runs] == [("baseline.r0", "interrupted")]
+    assert [(r.run_key, r.status) for r in loaded.runs] == [
+        ("baseline+local-argmax.r0", "interrupted")]
     record = loaded.runs[0]
     assert record.server_log_file is not None
     assert (loaded.path / record.server_log_file).read_text().strip()

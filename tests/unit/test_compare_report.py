@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
     runs = []
     order = 0
     for r in range(2):
-        for variant, duration in (("base", 2.0), ("opt", cand_duration)):
+        # The candidate's launches differ a little between rounds: the unit is the launch.
+        for variant, duration in (("base", 2.0), ("opt", cand_duration + 0.01 * r)):
             passes = [simple_pass(k, duration + 0.001 * k,
                                   tokens_offset=cand_tokens_offset if variant == "opt" else 0)
                       for k in range(2)]
@@ -34,13 +36,17 @@ def test_compare_rows_and_parity() -> None:
     rows = {row.key: row for row in cand.rows}
     tput = rows["output_throughput"]
     assert tput.baseline == pytest.approx(5.0, rel=1e-3)
-    assert tput.estimate.delta == pytest.approx(2.0 / 1.9 - 1, rel=1e-2)
-    assert tput.estimate.n_baseline == 4 and tput.estimate.test == "paired t"
+    # Geometric mean of the rounds' ratios, the estimate the interval is centred on.
+    ratios = [2.0005 / 1.9005, 2.0005 / 1.9105]
+    assert tput.estimate.delta == pytest.approx(math.sqrt(ratios[0] * ratios[1]) - 1, rel=1e-3)
+    assert tput.estimate.n_baseline == 4 and tput.estimate.test == "paired t (launches)"
+    assert tput.estimate.units == 2 and tput.estimate.df == 1
     assert tput.estimate.significant and tput.improved is True
-    # Same acceptance in both arms: a zero delta in points, not significant.
-    assert rows["acceptance_rate"].estimate.kind == "points"
-    assert rows["acceptance_rate"].estimate.delta == pytest.approx(0.0)
-    assert not rows["acceptance_rate"].estimate.significant
+    # Same acceptance in every pass of both arms: zero delta in points, and no zero-width
+    # "significant" interval.
+    acc = rows["acceptance_rate"].estimate
+    assert acc.kind == "points" and acc.delta == pytest.approx(0.0)
+    assert not acc.significant and acc.ci_low is None and acc.p_value is None
     assert "acceptance_pos_2" in rows
     assert cand.parity is not None and cand.parity.fraction == 1.0
     assert cand.parity.first_divergence is None and cand.parity.baseline_self_identical == 1.0
@@ -68,7 +74,7 @@ def test_terminal_table_layout() -> None:
     assert any(line.startswith("┌") for line in lines)
     assert any("│ Metric" in line or "Metric" in line and "│" in line for line in lines)
     row = next(line for line in lines if "Output throughput (tok/s)" in line)
-    assert "5.00" in row and "+5.3% [" in row and "*" in row
+    assert "5.00" in row and "+5.0% [" in row and "*" in row
     assert "Acceptance rate (%)" in text and "+0.00pp" in text
     assert "Output parity vs baseline" in text and "100.0% identical" in text
     md = render_markdown(comparison, {"vllm": "0.32.0", "torch": "2.13.0"})
@@ -137,7 +143,10 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     [cand] = comparison.candidates
     assert comparison.baseline == "A:base" and cand.name == "B:opt"
     row = next(r for r in cand.rows if r.key == "output_throughput")
-    assert row.estimate.delta == pytest.approx(2.0 / 1.8 - 1, rel=1e-2)
+    # Launches of two runs share nothing: Welch on launch means, no pairing by round.
+    assert row.estimate.test == "Welch t (launches)"
+    assert row.estimate.delta == pytest.approx(2.0005 / math.sqrt(1.8005 * 1.8105) - 1,
+                                               rel=1e-3)
 
     c = _stored(tmp_path, "c", _runs(), {**fp, "torch": "2.14.0"}, variants)
     with pytest.raises(IncomparableError, match=r"torch \('2.13.0' vs '2.14.0'\)"):

@@ -53,7 +53,16 @@ def test_tp_argmax_choice_sets_the_config_switch(scenario_data: dict[str, Any]) 
         "gather": {"baseline": True, "implementation": "tp-argmax-reduction:baseline"},
         "local": {"implementation": "tp-argmax-reduction:optimized"},
     }
+    scenario_data["design"] = "launch-per-arm"
     plan = expand_plan(parse_scenario(scenario_data))
     flags = {r.variant: r.engine_args["speculative_config"]["use_local_argmax_reduction"]
              for r in plan.runs}
     assert flags == {"gather": False, "local": True}
+    # One engine for both arms starts as the baseline is configured; the arms switch at run
+    # time inside vLLM's processes.
+    scenario_data["design"] = "auto"
+    [shared] = expand_plan(parse_scenario(scenario_data)).runs
+    assert shared.design == "one-engine"
+    assert shared.engine_args["speculative_config"]["use_local_argmax_reduction"] is False
+    assert [a.implementation for a in shared.arms] == ["tp-argmax-reduction:baseline",
+                                                      "tp-argmax-reduction:optimized"]

@@ -1,0 +1,44 @@
+"""Proof that a launch or a pass ran the implementation its arm chose, from vLLM's own reports.
+
+Pure: both the worker (to stop a precision run on valid passes only) and compare.py (to
+discard unproven passes and fail the run) judge the same ImplReports the same way.
+"""
+
+from __future__ import annotations
+
+from harness.catalog import parse_implementation
+from harness.records import ImplReport
+
+
+def proof_problems(reports: list[ImplReport] | None, implementation: str | None, tp_size: int,
+                   harness_pid: int | None) -> list[str]:
+    """Why `reports` do not prove that `implementation` ran in every vLLM process (empty when
+    they do). Missing reports, install errors, another choice, zero calls, a wrong or mixed
+    path, a missing TP rank and a report from the harness's own process each count."""
+    if implementation is None:
+        return []
+    if reports is None:
+        return ["no implementation reports"]
+    name, choice = parse_implementation(implementation)
+    mine = [r for r in reports if r.implementation == name]
+    if not mine:
+        return [f"no vLLM process reported running {implementation}"]
+    problems = []
+    for r in mine:
+        who = f"pid {r.pid}" + (f" (TP rank {r.tp_rank})" if r.tp_rank is not None else "")
+        if harness_pid is not None and r.pid == harness_pid:
+            problems.append(f"{who} is the harness's own worker process, not vLLM's")
+        if r.error:
+            problems.append(f"{who}: {r.error}")
+        elif r.choice != choice:
+            problems.append(f"{who} ran {r.implementation}:{r.choice}")
+        elif not r.paths or not r.calls:
+            problems.append(f"{who}: zero calls")
+        elif r.matches_choice is False:
+            problems.append(f"{who} ran paths {sorted(r.paths)}")
+    if tp_size > 1:
+        ranks = {r.tp_rank for r in mine}
+        missing = sorted(set(range(tp_size)) - ranks)
+        if missing:
+            problems.append(f"no report from TP rank(s) {', '.join(map(str, missing))}")
+    return problems

@@ -1,0 +1,136 @@
+"""Drives a shared (one-engine) launch: which arm runs each pass, the switch between passes,
+and when a precision run stops. No engine imports: the workers pass in how to measure a pass
+and how to switch the implementation inside vLLM's processes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.plan import ArmSpec, RunSpec
+from harness.proof import proof_problems
+from harness.records import ImplReport, PassRecord
+from harness.stats import (
+    PRECISION_LOOK_EVERY,
+    PRECISION_MIN_BLOCKS,
+    arm_delta,
+    precision_reached,
+)
+
+# (pass index, arm, block) -> the measured pass
+MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
+# "name:choice" to activate, or None to keep the active one -> reports of the epoch just ended,
+# one list per vLLM worker process
+SwitchFn = Callable[[str | None], list[list[dict[str, Any]]]]
+
+
+def _reports(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
+    out = []
+    for per_process in raw:
+        for data in per_process or []:
+            known = {k: v for k, v in data.items() if k in ImplReport.model_fields}
+            details = {k: v for k, v in data.items() if k not in ImplReport.model_fields}
+            out.append(ImplReport.model_validate({**known, "details": details}))
+    return out
+
+
+def pass_throughput(p: PassRecord) -> float:
+    """Output tokens per second of one pass, successful requests only."""
+    tokens = sum(r.output_tokens for r in p.requests if r.error is None)
+    return tokens / p.duration_s if p.duration_s > 0 else math.nan
+
+
+def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
+                     harness_pid: int | None) -> tuple[bool, float | None]:
+    """Whether every candidate's output-throughput MDE has reached the target, on the
+    proven passes so far; and the worst MDE (None while not estimable)."""
+    assert run.precision is not None
+    base = next(a for a in run.arms if a.baseline)
+    worst: float | None = 0.0
+    for cand in (a for a in run.arms if not a.baseline):
+        rows = [(pass_throughput(p), p.arm == cand.variant, p.block) for p in passes
+                if p.arm in (base.variant, cand.variant)
+                and not proof_problems(p.impl_reports, _impl(run, p.arm), tp_size, harness_pid)]
+        if not rows:
+            return False, None
+        values, is_cand, block = (np.array(c) for c in zip(*rows, strict=True))
+        zeros = np.zeros(len(values), dtype=int)
+        est = arm_delta(values, is_cand.astype(bool), zeros, zeros, block.astype(int),
+                        "relative", "one-engine")
+        if est.mde is None:
+            return False, None
+        worst = max(worst or 0.0, est.mde)
+        if not precision_reached(est, run.precision.mde):
+            return False, worst
+    return True, worst
+
+
+def _impl(run: RunSpec, variant: str | None) -> str | None:
+    return next((a.implementation for a in run.arms if a.variant == variant), None)
+
+
+def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
+                        deadline_unix: float | None, tp_size: int,
+                        harness_pid: int | None,
+                        log: Callable[[str], None] = print) -> tuple[list[PassRecord], str | None]:
+    """Run balanced blocks of passes, switching the arm before each pass and collecting each
+    pass's reports right after it. Returns the passes and, for precision runs, why it stopped.
+
+    `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
+    """
+    passes: list[PassRecord] = []
+    arms = {a.variant: a for a in run.arms}
+    precision = run.precision
+    stopped: str | None = None
+    block = 0
+    block_seconds: list[float] = []
+    while True:
+        if precision is None:
+            if block >= run.blocks:
+                break
+        else:
+            if block >= run.blocks and block >= PRECISION_MIN_BLOCKS \
+                    and block % PRECISION_LOOK_EVERY == 0:
+                reached, mde = precision_status(run, passes, tp_size, harness_pid)
+                shown = f"±{100 * mde:.2f}%" if mde is not None else "not estimable"
+                log(f"specbench: look after {block} blocks: output-throughput MDE {shown} "
+                    f"(target ±{100 * precision.mde:.2f}%)")
+                if reached:
+                    stopped = (f"target reached: MDE {shown} <= ±{100 * precision.mde:.2f}% "
+                               f"after {block} blocks")
+                    break
+            if block >= precision.max_blocks:
+                stopped = f"max_blocks={precision.max_blocks} reached"
+                break
+            typical = float(np.median(block_seconds[-8:])) if block_seconds else 0.0
+            if deadline_unix is not None and time.time() + typical > deadline_unix:
+                stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
+                break
+        t = time.perf_counter()
+        for name in run.block_order:
+            arm = arms[name]
+            if switch is not None:
+                # The epoch between passes must be empty; what ran before belongs to no pass.
+                switch(arm.implementation)
+            record = measure(len(passes), arm, block)
+            if switch is not None:
+                record.impl_reports = _reports(switch(None))
+            passes.append(record)
+        block_seconds.append(time.perf_counter() - t)
+        block += 1
+    return passes, stopped
+
+
+def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None) -> None:
+    """Warm every arm's code path once, then discard what the warm-up ran."""
+    for arm in run.arms:
+        if switch is not None:
+            switch(arm.implementation)
+        warm()
+    if switch is not None:
+        switch(None)

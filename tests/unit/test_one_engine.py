@@ -1,0 +1,213 @@
+"""The one-engine design without an engine: which scenarios may share one, the plan's balanced
+blocks, the proof each pass must carry, the block loop with its precision stop, and how
+unproven passes are left out of the comparison."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from harness.compare import compare_records
+from harness.errors import ScenarioError
+from harness.plan import ArmSpec, expand_plan
+from harness.proof import proof_problems
+from harness.records import ImplReport, PassRecord
+from harness.report import render_terminal
+from harness.scenario import parse_scenario, with_precision
+from harness.schedule import drive_shared_launch
+from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
+from tests.factory import run, simple_pass
+
+MEDUSA = "medusa-proposer"
+
+
+def report(choice: str, pid: int = 100, rank: int | None = 0, paths: dict[str, int] | None = None,
+           error: str | None = None, calls: int = 10) -> ImplReport:
+    path = "medusa.propose.tolist" if choice == "baseline" else "medusa.propose.tensor"
+    paths = {path: calls} if paths is None else paths
+    return ImplReport(implementation=MEDUSA, choice=choice, path=next(iter(paths), None),
+                      paths=paths, matches_choice=set(paths) <= {path} and bool(paths),
+                      pid=pid, tp_rank=rank, calls=sum(paths.values()), error=error)
+
+
+# -- scenario and plan ---------------------------------------------------------------------
+
+
+def test_choice_only_variants_share_one_engine(scenario_data: dict[str, Any]) -> None:
+    scenario_data["rounds"] = 2
+    scenario_data["repeats"] = 5
+    plan = expand_plan(parse_scenario(scenario_data))
+    assert plan.design == "one-engine" and len(plan.runs) == 2
+    first, second = plan.runs
+    assert first.run_key == "base+opt.r0" and first.blocks == 3  # 5 per arm -> 3 blocks of 2
+    assert first.expected_passes == 12
+    for r in plan.runs:
+        assert sorted(r.block_order) == ["base", "base", "opt", "opt"]
+        assert r.block_order == r.block_order[:2] + r.block_order[:2][::-1]  # A B B A
+    assert [a.variant for a in first.arms] == ["base", "opt"]
+
+
+def test_random_start_differs_between_rounds(scenario_data: dict[str, Any]) -> None:
+    scenario_data["rounds"] = 12
+    starts = {r.block_order[0] for r in expand_plan(parse_scenario(scenario_data)).runs}
+    assert starts == {"base", "opt"}
+
+
+def test_engine_changes_need_their_own_launches(scenario_data: dict[str, Any]) -> None:
+    scenario_data["variants"]["opt"]["engine"] = {"enforce_eager": True}
+    assert expand_plan(parse_scenario(scenario_data)).design == "launch-per-arm"
+    scenario_data["design"] = "one-engine"
+    with pytest.raises(ScenarioError, match="variants.opt.engine changes the engine"):
+        parse_scenario(scenario_data)
+
+
+def test_precision_needs_one_engine_and_one_round(scenario_data: dict[str, Any]) -> None:
+    scenario_data["precision"] = {"mde": 0.01, "budget_s": 300}
+    assert parse_scenario(scenario_data).precision is not None
+    scenario_data["rounds"] = 2
+    with pytest.raises(ScenarioError, match="precision: .*set rounds: 1"):
+        parse_scenario(scenario_data)
+    scenario_data["rounds"] = 1
+    scenario_data["variants"]["opt"]["env"] = {"X": "1"}
+    with pytest.raises(ScenarioError, match="precision: needs the one-engine design"):
+        parse_scenario(scenario_data)
+
+
+def test_cli_precision_override_is_validated(scenario_data: dict[str, Any]) -> None:
+    scenario_data["rounds"] = 3
+    scenario = with_precision(parse_scenario(scenario_data), 0.01, 120.0)
+    assert scenario.precision is not None and scenario.precision.budget_s == 120.0
+    assert scenario.rounds == 1
+    with pytest.raises(ScenarioError, match="mde"):
+        with_precision(parse_scenario(scenario_data), 2.0, None)
+
+
+# -- proof ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reports", "tp", "why"), [
+    ([report("baseline")], 1, None),
+    (None, 1, "no implementation reports"),
+    ([], 1, "no vLLM process reported"),
+    ([report("baseline", pid=7)], 1, "harness's own worker process"),
+    ([report("optimized")], 1, "ran medusa-proposer:optimized"),
+    ([report("baseline", paths={})], 1, "zero calls"),
+    ([report("baseline", paths={"medusa.propose.tolist": 3, "medusa.propose.tensor": 2})], 1,
+     "ran paths"),
+    ([report("baseline", error="ImportError: x")], 1, "ImportError"),
+    ([report("baseline", rank=0)], 2, "no report from TP rank(s) 1"),
+    ([report("baseline", rank=0), report("baseline", pid=101, rank=1)], 2, None),
+])
+def test_proof_problems(reports: list[ImplReport] | None, tp: int, why: str | None) -> None:
+    problems = proof_problems(reports, f"{MEDUSA}:baseline", tp, harness_pid=7)
+    if why is None:
+        assert problems == []
+    else:
+        assert any(why in p for p in problems), problems
+
+
+# -- the block loop ------------------------------------------------------------------------
+
+
+def _shared_spec(scenario_data: dict[str, Any], **precision: Any) -> Any:
+    if precision:
+        scenario_data["precision"] = precision
+    scenario_data["repeats"] = 4
+    return expand_plan(parse_scenario(scenario_data)).runs[0]
+
+
+def test_block_loop_switches_before_and_collects_after_each_pass(
+        scenario_data: dict[str, Any]) -> None:
+    spec = _shared_spec(scenario_data)
+    calls: list[str | None] = []
+    active = {"choice": "baseline"}
+
+    def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+        calls.append(choice)
+        done = [[report(active["choice"]).model_dump()]]
+        if choice:
+            active["choice"] = choice.split(":")[1]
+        return done
+
+    def measure(i: int, arm: ArmSpec, block: int) -> PassRecord:
+        return simple_pass(i, 1.0).model_copy(update={"arm": arm.variant, "block": block})
+
+    passes, stopped = drive_shared_launch(spec, measure, switch, None, 1, 7, log=lambda m: None)
+    assert stopped is None and len(passes) == spec.expected_passes == 8
+    assert [p.arm for p in passes] == spec.block_order * 2
+    assert [p.block for p in passes] == [0] * 4 + [1] * 4
+    # Each pass's reports were taken right after it, under the arm it ran.
+    for p in passes:
+        assert p.impl_reports is not None
+        assert p.impl_reports[0].choice == ("baseline" if p.arm == "base" else "optimized")
+    assert calls[:2] == [spec.arms[[a.variant for a in spec.arms].index(spec.block_order[0])]
+                         .implementation, None]
+
+
+def test_precision_stops_at_target_or_budget(scenario_data: dict[str, Any]) -> None:
+    counter = itertools.count()
+
+    def measure(i: int, arm: ArmSpec, block: int) -> PassRecord:
+        # Tiny alternating noise: the MDE falls below 2% at the first look.
+        duration = 1.0 + 0.001 * (next(counter) % 3)
+        return simple_pass(i, duration).model_copy(update={"arm": arm.variant, "block": block})
+
+    # An A/A of one configuration: nothing to switch, nothing to prove.
+    for variant in scenario_data["variants"].values():
+        variant.pop("implementation")
+    spec = _shared_spec(scenario_data, mde=0.02, budget_s=600)
+    passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
+    first_look = max(PRECISION_MIN_BLOCKS, 2)
+    first_look += -first_look % PRECISION_LOOK_EVERY
+    assert stopped is not None and stopped.startswith("target reached")
+    assert len(passes) == first_look * 4
+    # A spent budget stops before the next block, whatever the precision.
+    spec = _shared_spec(scenario_data, mde=0.0001, budget_s=600)
+    passes, stopped = drive_shared_launch(spec, measure, None, 0.0, 1, 7, log=lambda m: None)
+    assert passes == [] and stopped is not None and "budget" in stopped
+
+
+# -- comparison of a shared launch -----------------------------------------------------------
+
+
+def _shared_run(bad_pass: int | None = None) -> Any:
+    passes = []
+    order = ["base", "opt", "opt", "base"]
+    for block in range(6):
+        for k, arm in enumerate(order):
+            i = 4 * block + k
+            duration = (1.0 if arm == "base" else 0.95) * (1 + 0.01 * ((i * 7) % 5))
+            choice = "baseline" if arm == "base" else "optimized"
+            reps = [report("optimized" if i == bad_pass else choice)]
+            passes.append(simple_pass(i, duration).model_copy(
+                update={"arm": arm, "block": block, "impl_reports": reps}))
+    record = run("base+opt", 0, 0, passes)
+    assert record.result is not None
+    record.result.worker_pid = 7
+    return record
+
+
+def test_shared_launch_is_compared_on_blocks() -> None:
+    impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
+    comparison = compare_records([_shared_run()], "base", ["opt"], "r", "unit", impls,
+                                 design="one-engine")
+    tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    assert tput.estimate.design == "one-engine" and tput.estimate.units == 6
+    assert tput.estimate.test == "paired t (blocks)" and tput.estimate.delta > 0.03
+    assert comparison.passes_per_arm == {"base": 12, "opt": 12} and not comparison.unproven
+    assert comparison.candidates[0].ran == [f"{MEDUSA}:optimized -> medusa.propose.tensor"]
+
+
+def test_unproven_pass_is_discarded_counted_and_named() -> None:
+    impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
+    comparison = compare_records([_shared_run(bad_pass=4)], "base", ["opt"], "r", "unit", impls,
+                                 design="one-engine")
+    assert comparison.discarded == {"base": 1} and comparison.passes_per_arm["base"] == 11
+    assert comparison.unproven and "ran medusa-proposer:optimized" in comparison.unproven[0]
+    tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    # The block keeps its other baseline pass: still a complete block.
+    assert tput.estimate.units == 6 and tput.estimate.n_baseline == 11
+    text = render_terminal(comparison)
+    assert "DISCARDED passes (path not proven): base=1" in text and "UNPROVEN" in text
