@@ -18,16 +18,14 @@ from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
     METRICS,
     MetricDef,
-    itl_samples,
     passes_frame,
     position_metrics,
-    requests_frame,
 )
 from harness.plan import engine_args_for
 from harness.proof import proof_problems
 from harness.records import PassRecord, RunRecord
 from harness.scenario import Scenario, parse_scenario
-from harness.stats import DeltaEstimate, Design, arm_delta, pooled_statistic
+from harness.stats import DeltaEstimate, Design, arm_delta
 from harness.store import RunResults
 
 
@@ -176,8 +174,10 @@ def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | N
 
 
 def _failures(runs: list[RunRecord], variant: str) -> list[str]:
+    """Launches of `variant` that did not complete; a shared launch (named "a+b", which no
+    variant name can contain) is a failure of every arm it hosted."""
     return [f"{r.run_key}: {r.status}: {r.error}" for r in runs
-            if r.variant == variant and r.status != "ok"]
+            if variant in r.variant.split("+") and r.status != "ok"]
 
 
 def _outputs(runs: list[RunRecord], variant: str) -> list[dict[int, list[int]]]:
@@ -216,16 +216,11 @@ def output_parity(runs: list[RunRecord], baseline: str, candidate: str,
     return Parity(compared, identical, first, self_identical, expected)
 
 
-def _request_groups(requests: pd.DataFrame, variant: str, column: str) -> list[np.ndarray]:
-    arm = requests[requests["variant"] == variant]
-    return [g[column].to_numpy(dtype=float) for _, g in arm.groupby(["run_key", "repeat"])]
-
-
-def compare_metric(metric: MetricDef, passes: pd.DataFrame, requests: pd.DataFrame,
-                   itl: pd.DataFrame | None, baseline: str, candidate: str,
+def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candidate: str,
                    design: Design) -> MetricRow | None:
-    """One metric: the arms' values (pooled over their requests for latency statistics, the
-    mean of passes otherwise) and the delta estimated on the design's independent unit."""
+    """One metric: each arm's mean over its passes (a pass is what one `vllm bench` run
+    reports: its throughput, its median TTFT, ...) and the delta estimated on the design's
+    independent unit."""
     if metric.key not in passes:
         return None
     both = passes[passes["variant"].isin([baseline, candidate])]
@@ -239,17 +234,8 @@ def compare_metric(metric: MetricDef, passes: pd.DataFrame, requests: pd.DataFra
                     (both["variant"] == candidate).to_numpy(), both["launch"].to_numpy(),
                     both["round"].to_numpy(), both["block"].fillna(0).to_numpy(),
                     metric.delta, design)
-    if metric.request_column is not None and metric.stat is not None:
-        # ITL pools every gap of a pass (as vLLM's benchmark does), not per-request means.
-        source = itl if metric.request_column == "itl_ms" and itl is not None else requests
-        base_value = pooled_statistic(_request_groups(source, baseline, metric.request_column),
-                                      metric.stat)
-        cand_value = pooled_statistic(_request_groups(source, candidate, metric.request_column),
-                                      metric.stat)
-    else:
-        base_value, cand_value = float(b.mean()), float(c.mean())
-    return MetricRow(metric.key, metric.label, metric.higher_is_better, base_value, cand_value,
-                     est)
+    return MetricRow(metric.key, metric.label, metric.higher_is_better, float(b.mean()),
+                     float(c.mean()), est)
 
 
 def check_comparable(results: list[RunResults], force: bool = False) -> list[str]:
@@ -300,20 +286,12 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         bad.update(found)
         unproven += lines
     passes = passes_frame(runs)
-    requests = requests_frame(runs)
-    itl = itl_samples(runs)
     discarded: dict[str, int] = {}
     if bad and not passes.empty:
-        def proven(frame: pd.DataFrame) -> pd.DataFrame:
-            keys = list(zip(frame["run_key"], frame["repeat"], strict=True))
-            return frame[[k not in bad for k in keys]]
-
-        dropped = passes[[k in bad for k in zip(passes["run_key"], passes["repeat"],
-                                                strict=True)]]
+        unproven_rows = [k in bad for k in zip(passes["run_key"], passes["repeat"], strict=True)]
+        dropped = passes[unproven_rows]
         discarded = {str(k): int(v) for k, v in dropped.groupby("variant").size().items()}
-        passes, requests = proven(passes), proven(requests)
-        itl = proven(itl) if not itl.empty else itl
-    itl_groups = itl if not itl.empty else None
+        passes = passes[[not u for u in unproven_rows]]
     warnings: list[str] = []
     if not passes.empty and passes["workload_hash"].nunique() > 1:
         warnings.append("passes saw different prompts (workload hashes differ): deltas mix "
@@ -335,8 +313,7 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                                ran=_ran(runs, name), failures=_failures(runs, name))
         if cand.status == "ok" and status(baseline) == "ok":
             for metric in metrics:
-                row = compare_metric(metric, passes, requests, itl_groups, baseline, name,
-                                     design)
+                row = compare_metric(metric, passes, baseline, name, design)
                 if row is not None:
                     cand.rows.append(row)
             if greedy:

@@ -93,16 +93,6 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
-def itl_samples(runs: list[RunRecord]) -> pd.DataFrame:
-    """Every inter-token gap (ms) with its run/pass, for ITL means and distributions."""
-    rows = [
-        (run.run_key, p.arm or run.variant, run.round, p.repeat, gap * 1000.0)
-        for run in runs if run.status == "ok" and run.result is not None
-        for p in run.result.passes for r in p.requests for gap in (r.itl_s or [])
-    ]
-    return pd.DataFrame(rows, columns=["run_key", "variant", "round", "repeat", "itl_ms"])
-
-
 def _stat(values: pd.Series, stat: str) -> float:
     values = values.dropna()
     if values.empty:

@@ -48,7 +48,9 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
         text += ci if ci else (" (same in every unit)" if no_spread else " [no CI]")
     if est.significant:
         text += f" {SIGNIFICANT_MARK}"
-    if est.noisy:
+    # Per-pass spread says little when passes pair up inside one engine; the footnote gives
+    # the noise of the unit that matters.
+    if est.noisy and est.design != "one-engine":
         text += " (noisy)"
     return text
 

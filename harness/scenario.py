@@ -66,7 +66,48 @@ class DraftSpec(StrictModel):
             raise ValueError(
                 f"config repeats {sorted(reserved)}: set them as draft fields, not in config"
             )
+        self._check_synthetic()
         return self
+
+    def _check_synthetic(self) -> None:
+        """vLLM 0.32's synthetic rejection sampling, checked here so a mistake costs no engine
+        start: exactly one of per-position rates (non-increasing, in [0, 1], one per draft
+        token) or a mean acceptance length (1 .. k + 1)."""
+        method = self.config.get("rejection_sample_method", "standard")
+        rates = self.config.get("synthetic_acceptance_rates")
+        length = self.config.get("synthetic_acceptance_length")
+        if method not in ("standard", "synthetic", "block"):
+            raise ValueError(f"config.rejection_sample_method: {method!r} is not one of "
+                             "standard, synthetic, block")
+        if method != "synthetic":
+            if rates is not None or length is not None:
+                raise ValueError("config.synthetic_acceptance_*: only with "
+                                 "rejection_sample_method: synthetic")
+            return
+        k = self.num_speculative_tokens
+        if (rates is None) == (length is None):
+            raise ValueError("config: rejection_sample_method: synthetic needs exactly one of "
+                             "synthetic_acceptance_rates or synthetic_acceptance_length")
+        if rates is not None:
+            ok = (isinstance(rates, list) and len(rates) == k
+                  and all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates)
+                  and all(a >= b for a, b in zip(rates, rates[1:], strict=False)))
+            if not ok:
+                raise ValueError(f"config.synthetic_acceptance_rates: needs {k} non-increasing "
+                                 f"numbers in [0, 1] (one per draft position), got {rates!r}")
+        elif not (isinstance(length, (int, float)) and 1 <= length <= k + 1):
+            raise ValueError(f"config.synthetic_acceptance_length: needs a number in [1, {k + 1}]"
+                             f", got {length!r}")
+
+    @property
+    def synthetic_acceptance(self) -> str | None:
+        """How acceptance is fixed when it is synthetic (None: the draft's real acceptance)."""
+        if self.config.get("rejection_sample_method") != "synthetic":
+            return None
+        rates = self.config.get("synthetic_acceptance_rates")
+        if rates is not None:
+            return "per-position rates " + ", ".join(f"{r:g}" for r in rates)
+        return f"mean acceptance length {self.config.get('synthetic_acceptance_length'):g}"
 
 
 class Workload(StrictModel):
@@ -357,6 +398,8 @@ class Scenario(StrictModel):
         v = self.variants[variant]
         if v.expect_identical_outputs is not None:
             return v.expect_identical_outputs
+        if self.draft is not None and self.draft.synthetic_acceptance is not None:
+            return False  # synthetic acceptance draws at random: outputs may differ per pass
         return self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
 
     def describe_setup(self) -> str:
@@ -364,6 +407,10 @@ class Scenario(StrictModel):
         w = self.workload
         per_pass = (f"{w.num_prompts} {w.kind} prompts x {w.max_tokens} tokens per pass, "
                     f"TP {self.tensor_parallel_size}")
+        if self.draft is not None and self.draft.synthetic_acceptance is not None:
+            per_pass += (f"; acceptance SYNTHETIC ({self.draft.synthetic_acceptance}): vLLM's "
+                         "synthetic rejection sampling, alike in every arm, so a throughput "
+                         "delta is the implementation's alone")
         if self.mode == "offline":
             return f"offline: LLM.generate in the worker, batch {self.batch_size}; {per_pass}"
         load = self.serve

@@ -299,20 +299,3 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     return DeltaEstimate(kind, delta, low, high, p, fit.test, _significant(p, low, high), mde,
                          cv_b, cv_c, noisy, nb, nc, fit.note, design, fit.units, fit.df, fit.se,
                          components, dropped)
-
-
-def _stat_rows(matrix: np.ndarray, stat: Stat) -> np.ndarray:
-    """Statistic of each row of a (replicates, samples) matrix, ignoring NaN padding."""
-    if stat == "mean":
-        rows = np.nanmean(matrix, axis=1)
-    elif stat == "median":
-        rows = np.nanmedian(matrix, axis=1)
-    else:
-        rows = np.nanpercentile(matrix, 99, axis=1)
-    return np.asarray(rows, dtype=float)
-
-
-def pooled_statistic(groups: list[np.ndarray], stat: Stat) -> float:
-    """`stat` over the requests of all passes together (a pass's value is its own group)."""
-    pooled = np.concatenate(groups)
-    return float(_stat_rows(pooled[None, :], stat)[0])

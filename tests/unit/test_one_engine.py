@@ -211,3 +211,11 @@ def test_unproven_pass_is_discarded_counted_and_named() -> None:
     assert tput.estimate.units == 6 and tput.estimate.n_baseline == 11
     text = render_terminal(comparison)
     assert "DISCARDED passes (path not proven): base=1" in text and "UNPROVEN" in text
+
+
+def test_a_failed_shared_launch_fails_every_arm() -> None:
+    failed = run("base+opt", 0, 0, [], status="failed")
+    comparison = compare_records([failed], "base", ["opt"], "r", "unit", design="one-engine")
+    assert comparison.baseline_failures == ["base+opt.r0: failed: boom"]
+    assert comparison.candidates[0].failures == ["base+opt.r0: failed: boom"]
+    assert "FAILED base: base+opt.r0" in render_terminal(comparison)

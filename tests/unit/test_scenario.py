@@ -203,3 +203,30 @@ def test_cli_missing_results_folder(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"specbench: error: {tmp_path / 'none'}: no specbench results here (no manifest.json)"]
+
+
+@pytest.mark.parametrize(("config", "error"), [
+    ({"rejection_sample_method": "synthetic"}, "exactly one of"),
+    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.6, 0.1]},
+     "non-increasing"),
+    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.4]},
+     "needs 3"),
+    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 5},
+     r"in \[1, 4\]"),
+    ({"synthetic_acceptance_length": 2}, "only with rejection_sample_method: synthetic"),
+    ({"rejection_sample_method": "magic"}, "not one of"),
+])
+def test_synthetic_acceptance_is_checked_before_launch(scenario_data: dict[str, Any],
+                                                       config: dict[str, Any],
+                                                       error: str) -> None:
+    scenario_data["draft"]["config"] = config
+    with pytest.raises(ScenarioError, match=error):
+        parse_scenario(scenario_data)
+
+
+def test_synthetic_acceptance_is_said_and_relaxes_parity(scenario_data: dict[str, Any]) -> None:
+    scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
+                                        "synthetic_acceptance_rates": [0.6, 0.4, 0.2]}
+    scenario = parse_scenario(scenario_data)
+    assert "acceptance SYNTHETIC (per-position rates 0.6, 0.4, 0.2)" in scenario.describe_setup()
+    assert not scenario.expects_identical_outputs("opt")
