@@ -6,6 +6,7 @@ and how to switch the implementation inside vLLM's processes.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,13 +78,16 @@ def _impl(run: RunSpec, variant: str | None) -> str | None:
 def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
                         deadline_unix: float | None, tp_size: int,
                         harness_pid: int | None,
-                        log: Callable[[str], None] = print) -> tuple[list[PassRecord], str | None]:
+                        log: Callable[[str], None] = print,
+                        passes: list[PassRecord] | None = None,
+                        ) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
-    pass's reports right after it. Returns the passes and, for precision runs, why it stopped.
+    pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
+    failure keeps them) and, for precision runs, why it stopped.
 
     `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
     """
-    passes: list[PassRecord] = []
+    passes = [] if passes is None else passes
     arms = {a.variant: a for a in run.arms}
     precision = run.precision
     stopped: str | None = None
@@ -134,3 +138,27 @@ def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None
         warm()
     if switch is not None:
         switch(None)
+
+
+def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
+                   warm_up: Callable[[], None] | None, switch: SwitchFn,
+                   deadline_unix: float | None, tp_size: int, harness_pid: int,
+                   passes: list[PassRecord]) -> tuple[str | None, float]:
+    """What both workers do between engine start and shutdown, either design: warm up, then
+    measure into `passes`. Returns why a precision run stopped and the warm-up's seconds."""
+    t = time.perf_counter()
+    if run.design != "one-engine":
+        if warm_up is not None:
+            warm_up()
+        warm_s = time.perf_counter() - t
+        for repeat in range(run.repeats):
+            passes.append(measure(repeat, None, None))
+        return None, warm_s
+    swap = switch if any(a.implementation for a in run.arms) else None
+    if warm_up is not None:
+        warm_up_arms(run, warm_up, swap)
+    warm_s = time.perf_counter() - t
+    _, stopped = drive_shared_launch(
+        run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix, tp_size,
+        harness_pid, log=lambda m: print(m, file=sys.stderr, flush=True), passes=passes)
+    return stopped, warm_s

@@ -53,7 +53,7 @@ from harness.records import (
     WorkerResult,
 )
 from harness.scenario import ServeSettings
-from harness.schedule import drive_shared_launch, warm_up_arms
+from harness.schedule import measure_launch
 from harness.workload import Prompt, workload_hash
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -310,30 +310,17 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 block=block,
             )
 
-        t = time.perf_counter()
-        if run.design == "one-engine":
-            def switch(choice: str | None) -> list[list[dict[str, Any]]]:
-                try:
-                    return switch_over_http(base_url, choice)
-                except (OSError, ValueError) as exc:
-                    check_alive("a switch between arms", [])
-                    raise ServerFailed(f"switching arms through {base_url}/collective_rpc "
-                                       f"failed: {type(exc).__name__}: {exc}") from None
+        def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+            try:
+                return switch_over_http(base_url, choice)
+            except (OSError, ValueError) as exc:
+                check_alive("a switch between arms", [])
+                raise ServerFailed(f"switching arms through {base_url}/collective_rpc "
+                                   f"failed: {type(exc).__name__}: {exc}") from None
 
-            swap = switch if any(a.implementation for a in run.arms) else None
-            if warm:
-                warm_up_arms(run, warm_up, swap)
-            timings.warmup_s = time.perf_counter() - t
-            result.passes, result.stopped = drive_shared_launch(
-                run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix,
-                int(engine_args.get("tensor_parallel_size", 1)), os.getpid(),
-                log=lambda m: print(m, file=sys.stderr, flush=True))
-        else:
-            if warm:
-                warm_up()
-                timings.warmup_s = time.perf_counter() - t
-            for repeat in range(run.repeats):
-                result.passes.append(measure(repeat))
+        result.stopped, timings.warmup_s = measure_launch(
+            run, measure, warm_up if warm else None, switch, deadline_unix,
+            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result.passes)
     except ServerFailed as exc:
         server_problem = str(exc)
     finally:

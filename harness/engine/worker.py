@@ -28,7 +28,7 @@ from harness.records import (
     Timings,
     WorkerResult,
 )
-from harness.schedule import drive_shared_launch, warm_up_arms
+from harness.schedule import measure_launch
 from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
 
 SPEC_COUNTERS = {
@@ -218,25 +218,12 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             block=block,
         )
 
-    if run.design == "one-engine":
-        def switch(choice: str | None) -> list[list[dict[str, Any]]]:
-            return list(llm.collective_rpc(SWITCH_RPC, args=(choice or "",)))
+    def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+        return list(llm.collective_rpc(SWITCH_RPC, args=(choice or "",)))
 
-        swap = switch if any(a.implementation for a in run.arms) else None
-        t = time.perf_counter()
-        if warm:
-            warm_up_arms(run, warm_up, swap)
-        timings.warmup_s = time.perf_counter() - t
-        result.passes, result.stopped = drive_shared_launch(
-            run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix,
-            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(),
-            log=lambda m: print(m, file=sys.stderr, flush=True))
-    else:
-        if warm:
-            t = time.perf_counter()
-            warm_up()
-            timings.warmup_s = time.perf_counter() - t
-        result.passes = [measure(repeat) for repeat in range(run.repeats)]
+    result.stopped, timings.warmup_s = measure_launch(
+        run, measure, warm_up if warm else None, switch, deadline_unix,
+        int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result.passes)
 
     t = time.perf_counter()
     llm = None  # the closures above share this cell: drop the engine for them too

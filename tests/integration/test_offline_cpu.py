@@ -201,10 +201,10 @@ def test_eagle_tp2_runs_and_accepts(eagle_run: CliRun) -> None:
     assert (requests["output_tokens"] == 32).all() and requests["error"].isna().all()
 
 
-def test_eagle_tp2_switch_ran_both_paths_on_both_ranks(eagle_run: CliRun) -> None:
+def assert_tp2_switched_in_place(run: CliRun) -> None:
     """The same two TP worker processes report the all-gather in baseline passes and the local
-    argmax in local-argmax passes: the switch happened inside them, between passes."""
-    [record] = eagle_run.results.runs
+    argmax in local-argmax passes, each pass on its own: the switch happened inside them."""
+    [record] = run.results.runs
     assert record.result is not None
     seen: dict[int, set[str]] = {}
     for p in record.result.passes:
@@ -213,9 +213,16 @@ def test_eagle_tp2_switch_ran_both_paths_on_both_ranks(eagle_run: CliRun) -> Non
         want = "eagle.allgather_argmax" if p.arm == "baseline" else "eagle.local_argmax"
         for r in p.impl_reports:
             assert set(r.paths) == {want} and r.matches_choice, (p.repeat, r)
+            assert (r.calls or 0) > 0 and r.pid != record.result.worker_pid
             assert r.details["use_local_argmax_reduction"] is (p.arm != "baseline")
             seen.setdefault(r.pid, set()).add(want)
     assert len(seen) == 2 and all(len(paths) == 2 for paths in seen.values())
+    comparison = compare_results(run.results)
+    assert not comparison.unproven and not comparison.discarded
+
+
+def test_eagle_tp2_switch_ran_both_paths_on_both_ranks(eagle_run: CliRun) -> None:
+    assert_tp2_switched_in_place(eagle_run)
 
 
 def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None:

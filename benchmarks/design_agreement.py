@@ -1,0 +1,79 @@
+"""Do the two designs agree? The same swap measured in one engine (arms switched between passes)
+and in separate launches per arm, one after the other on real vLLM.
+
+    .venv/bin/python benchmarks/design_agreement.py [SCENARIO] [--rounds R] [--repeats N]
+
+Runs SCENARIO as shipped (one-engine), then forced to launch-per-arm with R rounds of N passes
+per launch (no precision target), and prints each design's output-throughput delta with its
+95% interval, and the difference of the two estimates in units of its standard error (|z| < 2
+means they agree within their intervals). A benchmark to run and read, not a CI gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.compare import compare_results  # noqa: E402
+from harness.stats import DeltaEstimate  # noqa: E402
+from harness.store import load_results  # noqa: E402
+
+
+def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
+    path = tmp / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
+                           "--results-dir", str(tmp), "--run-id", run_id], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"{run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    comparison = compare_results(load_results(tmp / run_id))
+    row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    return row.estimate, time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?", type=Path,
+                        default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=6)
+    args = parser.parse_args()
+    shared = yaml.safe_load(args.scenario.read_text())
+    prompts = args.scenario.parent / "prompts"
+    separate = {**shared, "design": "launch-per-arm", "rounds": args.rounds,
+                "repeats": args.repeats}
+    separate.pop("precision", None)
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        if prompts.is_dir():
+            (tmp / "prompts").symlink_to(prompts)
+        for name, data in (("one-engine", shared), ("launch-per-arm", separate)):
+            est, wall = run(data, tmp, name)
+            results[name] = est
+            ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
+                  if est.ci_low is not None and est.ci_high is not None else "no interval")
+            print(f"{name}: {100 * est.delta:+.2f}% {ci} units={est.units} df={est.df} "
+                  f"({est.test}) wall={wall:.0f}s", flush=True)
+    a, b = results["one-engine"], results["launch-per-arm"]
+    if a.se and b.se:
+        z = (math.log1p(a.delta) - math.log1p(b.delta)) / math.hypot(a.se, b.se)
+        print(f"difference of the designs' estimates: z = {z:+.2f} "
+              f"({'agree' if abs(z) < 2 else 'DISAGREE'} within their intervals)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
