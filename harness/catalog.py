@@ -48,6 +48,9 @@ IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes wha
 SWITCH_RPC = "specbench_switch_epoch"
 # Fault injection for tests only: the switch RPC answers but changes nothing.
 NOOP_SWITCH_FAULT_ENV = "SPECBENCH_FAULT_NOOP_SWITCH"
+# Fault injection for tests only: "name:choice:seconds" makes that choice sleep this long on
+# every call inside vLLM (a planted regression for the gate tests).
+SLOW_CHOICE_FAULT_ENV = "SPECBENCH_FAULT_SLOW_CHOICE"
 # Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
 

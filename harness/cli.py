@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,21 @@ CacheOpt = Annotated[
 ]
 
 
+class Inconclusive(str, Enum):
+    """What an undecided gate exits with."""
+
+    inconclusive = "inconclusive"
+    passes = "pass"
+    fails = "fail"
+
+
+InconclusiveOpt = Annotated[
+    Inconclusive, typer.Option(
+        "--inconclusive", help="Exit code when a gated metric is undecided: 8 (inconclusive), "
+        "0 (pass) or 4 (fail)."),
+]
+
+
 def _err(message: str) -> None:
     print(f"specbench: error: {message}", file=sys.stderr)
 
@@ -45,6 +61,10 @@ def run(
         "effect reaches this fraction (0.01 = 1%); one-engine design.")] = None,
     budget: Annotated[float | None, typer.Option(
         help="Wall-clock budget in seconds for --mde (default: the scenario's, or 600).")] = None,
+    gate: Annotated[bool, typer.Option(
+        "--gate", help="Judge the run with the scenario's gates and exit as `specbench gate` "
+        "does.")] = False,
+    inconclusive: InconclusiveOpt = Inconclusive.inconclusive,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.runner import run_plan
@@ -67,6 +87,9 @@ def run(
         _err("vLLM's processes did not prove every launch or pass ran its implementation "
              "(UNPROVEN lines under the table); those passes were left out")
         return int(ExitCode.UNPROVEN)
+    if gate and outcome.exit_code in (ExitCode.OK, ExitCode.RUN_FAILED):
+        return _gate_and_exit(outcome.run_dir, None, None, None, None, None, inconclusive,
+                              False)
     if outcome.exit_code == ExitCode.OK and comparison.parity_violations:
         _err("greedy outputs differ from the baseline where they must not: "
              + ", ".join(comparison.parity_violations))
@@ -74,38 +97,34 @@ def run(
     return int(outcome.exit_code)
 
 
-def write_report(run_dir: Path, echo: bool) -> Any:
-    """Compare a stored run and write table.txt, table.md and summary.json beside it."""
-    from harness.compare import compare_results
-    from harness.report import render_markdown, render_terminal
-    from harness.store import load_results, write_json_atomic, write_text_atomic
+def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | None,
+                   variant: str | None, junit: Path | None, markdown: Path | None,
+                   inconclusive: Inconclusive, force: bool) -> int:
+    """Judge a stored run, write the gate's files, print the decisions, map the verdict."""
+    from harness.outputs import gate_run, write_gate_files
+    from harness.report import render_gate_terminal
 
-    results = load_results(run_dir)
-    comparison = compare_results(results)
-    text = render_terminal(comparison)
-    write_text_atomic(results.path / "table.txt", text)
-    write_text_atomic(results.path / "table.md",
-                      render_markdown(comparison, results.manifest.get("fingerprint")))
-    summary = {"run_id": results.run_id, "status": results.manifest.get("status"),
-               "comparison": comparison.to_dict(),
-               "timings": results.manifest.get("timings")}
-    write_json_atomic(results.path / "summary.json", summary)
-    write_frames(results)
+    comparison, result = gate_run(run_dir, against, baselines_dir, variant, force)
+    files = write_gate_files(run_dir, comparison, result, junit, markdown,
+                             inconclusive_fails=inconclusive == Inconclusive.fails)
+    print(render_gate_terminal(result), end="")
+    print(f"specbench: gate files: {', '.join(str(f) for f in files)}", file=sys.stderr)
+    if result.verdict == "REGRESSION":
+        return int(ExitCode.GATE_FAILED)
+    if result.verdict == "INCONCLUSIVE":
+        return {Inconclusive.passes: 0, Inconclusive.fails: int(ExitCode.GATE_FAILED)}.get(
+            inconclusive, int(ExitCode.INCONCLUSIVE))
+    return 0
+
+
+def write_report(run_dir: Path, echo: bool) -> Any:
+    """Write a stored run's outputs (harness.outputs) and print its table."""
+    from harness.outputs import write_outputs
+
+    comparison, text = write_outputs(run_dir)
     if echo:
         print(text, end="")
     return comparison
-
-
-def write_frames(results: Any) -> None:
-    """Per-pass summaries and per-request rows as Parquet (pandas.read_parquet in one call).
-    Derived from the raw records, which stay the source of truth."""
-    from harness.metrics import passes_frame, requests_frame
-
-    for name, frame in (("passes", passes_frame(results.runs)),
-                        ("requests", requests_frame(results.runs))):
-        tmp = results.path / f".{name}.parquet.tmp"
-        frame.to_parquet(tmp, index=False)
-        tmp.replace(results.path / f"{name}.parquet")
 
 
 @app.command()
@@ -190,6 +209,75 @@ def plan(
         target = mde or (loaded.precision.mde if loaded.precision else 0.01)
         for line in describe(forecast(load_results(resolve_run_dir(from_run)), target)):
             print(f"  {line}")
+    return 0
+
+
+@app.command("gate")
+def gate_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (or results/ for the newest).")],
+    against: Annotated[str | None, typer.Option(
+        help="A saved baseline (name or folder): gate this run's variant against it instead "
+        "of its own candidates against its baseline.")] = None,
+    variant: Annotated[str | None, typer.Option(
+        help="With --against: the variant of RUN_DIR to gate (default: its baseline).")] = None,
+    baselines_dir: Annotated[Path | None, typer.Option(
+        help="Where saved baselines live (default: baselines/).")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the Markdown here.")] = None,
+    inconclusive: InconclusiveOpt = Inconclusive.inconclusive,
+    force: Annotated[bool, typer.Option(
+        help="With --against: gate even if environments or workloads differ.")] = False,
+) -> int:
+    """Decide PASS, REGRESSION or INCONCLUSIVE per gated metric of a stored run."""
+    from harness.store import resolve_run_dir
+
+    return _gate_and_exit(resolve_run_dir(run_dir), against, baselines_dir, variant, junit,
+                          markdown, inconclusive, force)
+
+
+@app.command()
+def calibrate(
+    scenario: ScenarioArg,
+    false_alarm: Annotated[float, typer.Option(
+        min=0.0001, max=0.5, help="Chance that an unchanged candidate is called a REGRESSION.")]
+    = 0.01,
+    results_dir: ResultsOpt = Path("results"),
+    models_cache: CacheOpt = None,
+) -> int:
+    """Run SCENARIO as an A/A (the baseline in both arms) and print a `gates:` block whose
+    tolerances its measured noise supports."""
+    from harness.calibrate import calibrate as run_calibration
+    from harness.calibrate import gates_yaml
+    from harness.scenario import load_scenario
+
+    spec = load_scenario(scenario)
+
+    def progress(message: str) -> None:
+        print(f"specbench: {message}", file=sys.stderr, flush=True)
+
+    run_dir, tolerances = run_calibration(spec, scenario, results_dir, models_cache, progress,
+                                          false_alarm)
+    write_report(run_dir, echo=False)
+    print(gates_yaml(spec, tolerances, false_alarm, run_dir), end="")
+    return 0
+
+
+baseline_app = typer.Typer(no_args_is_help=True, help="Saved reference runs for gates.")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("save")
+def baseline_save(
+    run_dir: Annotated[Path, typer.Argument(help="A complete run folder.")],
+    name: Annotated[str, typer.Option(help="Name of the saved baseline.")],
+    baselines_dir: Annotated[Path | None, typer.Option(
+        help="Where saved baselines live (default: baselines/).")] = None,
+) -> int:
+    """Save a run as a self-contained reference folder (manifest and raw run records)."""
+    from harness.store import DEFAULT_BASELINES, resolve_run_dir, save_baseline
+
+    path = save_baseline(resolve_run_dir(run_dir), name, baselines_dir or DEFAULT_BASELINES)
+    print(f"saved baseline {name!r}: {path}")
     return 0
 
 

@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     INCOMPARABLE = 5  # results whose fingerprints or workloads differ
     PARITY = 6  # greedy outputs differ where the scenario expects them identical
     UNPROVEN = 7  # a launch or pass did not prove that its implementation ran in vLLM
+    INCONCLUSIVE = 8  # a gated metric could not be decided (see --inconclusive)
     INTERRUPTED = 130
 
 

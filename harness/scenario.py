@@ -191,6 +191,51 @@ class Precision(StrictModel):
     )
 
 
+# Tolerances in the bad direction when a scenario has no gates: block: what a spec-decode change
+# must not lose. Relative metrics as fractions, acceptance rates in percentage points.
+DEFAULT_GATE_METRICS: dict[str, float] = {
+    "output_throughput": 0.02,
+    "mean_tpot_ms": 0.03,
+    "acceptance_rate": 1.0,
+    "acceptance_pos_*": 2.0,
+}
+# Metric keys a gate may name (globs allowed: acceptance_pos_* for every draft position).
+GATEABLE_METRICS = (
+    "output_throughput", "total_throughput", "request_throughput", "acceptance_rate",
+    "mean_acceptance_length", "mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms", "mean_e2el_ms",
+    "median_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p99_ttft_ms", "median_e2el_ms",
+    "p99_e2el_ms", "tokens_per_chunk", "acceptance_pos_*",
+)
+
+
+class GateSpec(StrictModel):
+    """Regression gate policies: per metric the tolerance in its bad direction (the metric
+    knows whether higher is better), plus exact checks."""
+
+    metrics: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_GATE_METRICS),
+        description="Metric key (acceptance_pos_* for every position) -> tolerance in the bad "
+        "direction: a fraction for relative metrics (0.02 = 2%), percentage points for "
+        "acceptance rates. Decided on the 95% interval: beyond it REGRESSION, inside PASS.",
+    )
+    output_parity: bool = Field(
+        default=True, description="Greedy outputs must match where the scenario expects them to.",
+    )
+    implementation_proof: bool = Field(
+        default=True, description="Every launch and pass must prove its implementation ran.",
+    )
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, tolerance in value.items():
+            if key not in GATEABLE_METRICS:
+                raise ValueError(f"unknown metric {key!r} (known: {', '.join(GATEABLE_METRICS)})")
+            if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 100):
+                raise ValueError(f"{key}: tolerance must be a number >= 0, got {tolerance!r}")
+        return value
+
+
 class Variant(StrictModel):
     """One arm of the A/B: overrides applied on top of the scenario's common settings."""
 
@@ -289,6 +334,10 @@ class Scenario(StrictModel):
     precision: Precision | None = Field(
         default=None, description="Run until the output-throughput interval is this "
         "precise, within a time budget (one-engine design, one round).",
+    )
+    gates: GateSpec = Field(
+        default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
+        "`run --gate`); defaults suit a spec-decode change.",
     )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
@@ -459,6 +508,16 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def as_aa(scenario: Scenario) -> Scenario:
+    """The A/A version of a scenario: the baseline's exact configuration in both arms ("a" and
+    "a-again"), so any difference the comparison finds is noise."""
+    data = scenario.model_dump(mode="json")
+    arm = {k: v for k, v in data["variants"][scenario.baseline].items() if k != "baseline"}
+    data["name"] = f"{scenario.name}-aa"
+    data["variants"] = {"a": {**arm, "baseline": True}, "a-again": {**arm, "baseline": False}}
+    return parse_scenario(data, f"{scenario.name} (A/A)")
 
 
 def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None,

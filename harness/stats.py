@@ -126,6 +126,24 @@ def blocks_needed(unit_sd: float, target_mde: float, kind: DeltaKind,
     return low
 
 
+def units_for_halfwidth(unit_sd: float, halfwidth: float,
+                        max_units: int = 100_000) -> int | None:
+    """The smallest number of units whose 95% t interval (df = n - 1) is at most `halfwidth`
+    wide on each side, on the analysis scale; None when out of reach."""
+    if not (unit_sd > 0 and halfwidth > 0):
+        return None
+    lo, hi = 2, max_units
+    if _t(hi - 1.0, 1 - ALPHA / 2) * unit_sd / math.sqrt(hi) > halfwidth:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _t(mid - 1.0, 1 - ALPHA / 2) * unit_sd / math.sqrt(mid) <= halfwidth:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def precision_reached(est: DeltaEstimate, target_mde: float) -> bool:
     """The precision-on-demand stopping test: the MDE alone decides, never the estimate."""
     return est.mde is not None and est.mde <= target_mde

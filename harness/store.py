@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,3 +127,39 @@ def load_results(path: str | Path) -> RunResults:
             loc = ".".join(str(p) for p in first["loc"])
             raise ResultsError(f"{file}: invalid run record ({loc}: {first['msg']})") from None
     return RunResults(path=run_dir, manifest=manifest, runs=runs)
+
+
+# Folders a saved baseline keeps: everything a comparison is computed from, nothing derived
+# that can be re-made, no logs or worker scratch.
+BASELINE_KEEP = (MANIFEST, "runs")
+DEFAULT_BASELINES = Path("baselines")
+
+
+def save_baseline(run_dir: Path, name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path:
+    """Copy a run's manifest and raw run records into `baselines_dir/name`: a self-contained
+    results folder (copyable as a CI artifact) that `specbench gate --against` reads."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ResultsError(f"--name {name!r}: use letters, digits, '-', '_' and '.' only")
+    results = load_results(run_dir)
+    if results.manifest.get("status") != "complete":
+        raise ResultsError(f"{results.path}: status {results.manifest.get('status')!r}; only a "
+                           "complete run can be a baseline")
+    target = baselines_dir / name
+    tmp = baselines_dir / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shutil.copy2(results.path / MANIFEST, tmp / MANIFEST)
+    shutil.copytree(results.path / "runs", tmp / "runs")
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.replace(target)
+    return target
+
+
+def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path:
+    """A saved baseline by name, or a path to any results folder."""
+    for candidate in (Path(name), baselines_dir / name):
+        if (candidate / MANIFEST).is_file():
+            return candidate
+    raise ResultsError(f"baseline {name!r}: not found (looked for {name} and "
+                       f"{baselines_dir / name}; save one with `specbench baseline save`)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.records import (
     PassRecord,
     RequestRecord,
@@ -44,3 +46,19 @@ def simple_pass(repeat: int, duration_s: float, scale: float = 1.0,
                             accepted_per_pos=drafts[3]) if drafts else None
     return PassRecord(repeat=repeat, started_unix=0.0, duration_s=duration_s, requests=reqs,
                       spec_decode=sd, workload_hash="w")
+
+
+def stored_run(tmp_path: Path, name: str, runs: list[RunRecord], fingerprint: dict[str, object],
+               variants: dict[str, object], scenario: dict[str, object] | None = None) -> Path:
+    """A results folder holding `runs` under a minimal scenario with `variants`."""
+    from harness.store import save_manifest, save_run_record
+
+    run_dir = tmp_path / name
+    data = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
+            "workload": {"num_prompts": 2, "max_tokens": 5}, "variants": variants,
+            **(scenario or {})}
+    save_manifest(run_dir, {"run_id": name, "status": "complete", "scenario": data,
+                            "fingerprint": fingerprint})
+    for record in runs:
+        save_run_record(run_dir, record)
+    return run_dir

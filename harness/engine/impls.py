@@ -16,7 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import IMPL_REPORT_DIR_ENV, IMPLEMENTATIONS, NOOP_SWITCH_FAULT_ENV
+from harness.catalog import (
+    IMPL_REPORT_DIR_ENV,
+    IMPLEMENTATIONS,
+    NOOP_SWITCH_FAULT_ENV,
+    SLOW_CHOICE_FAULT_ENV,
+)
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.impls")
@@ -212,6 +217,15 @@ def install(implementation: str, choice: str) -> bool:
     return _install_tp_argmax(choice)
 
 
+def _planted_delay(implementation: str) -> None:
+    """The fault seam for gate tests: the choice named in SLOW_CHOICE_FAULT_ENV sleeps."""
+    fault = os.environ.get(SLOW_CHOICE_FAULT_ENV)
+    if fault:
+        name, choice, seconds = fault.split(":")
+        if name == implementation and _active.get(implementation) == choice:
+            time.sleep(float(seconds))
+
+
 def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     """End the current epoch: return, per installed swap, what ran in this process since the
     last call (paths, calls, under which choice), then make `choice` active (None: keep).
@@ -334,6 +348,7 @@ def _install_medusa(choice: str) -> bool:
             out = medusa_propose_tolist(self, *args, **kwargs)
         else:
             out = original(self, *args, **kwargs)  # vLLM's own tensor-returning propose
+        _planted_delay(implementation)
         # The report says what the proposer returned, not which branch was taken.
         path, details = observe_medusa_drafts(out)
         recorder.hit(path, details)

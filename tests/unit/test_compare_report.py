@@ -13,7 +13,7 @@ from harness.errors import IncomparableError, ResultsError
 from harness.records import SCHEMA_VERSION
 from harness.report import render_markdown, render_terminal
 from harness.store import RunResults, load_results, save_manifest, save_run_record
-from tests.factory import run, simple_pass
+from tests.factory import run, simple_pass, stored_run
 
 
 def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
@@ -121,24 +121,13 @@ def test_incomparable_environments_are_refused() -> None:
     assert len(check_comparable([a, b], force=True)) == 2
 
 
-def _stored(tmp_path: Path, name: str, runs: list, fingerprint: dict, variants: dict) -> Path:
-    run_dir = tmp_path / name
-    scenario = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
-                "workload": {"num_prompts": 2, "max_tokens": 5}, "variants": variants}
-    save_manifest(run_dir, {"run_id": name, "status": "complete", "scenario": scenario,
-                            "fingerprint": fingerprint})
-    for record in runs:
-        save_run_record(run_dir, record)
-    return run_dir
-
-
 def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> None:
     from harness.compare import compare_runs
 
     variants = {"base": {"baseline": True}, "opt": {}}
     fp = {"vllm": "0.32.0", "torch": "2.13.0"}
-    a = _stored(tmp_path, "a", _runs(), fp, variants)
-    b = _stored(tmp_path, "b", _runs(cand_duration=1.8), fp, variants)
+    a = stored_run(tmp_path, "a", _runs(), fp, variants)
+    b = stored_run(tmp_path, "b", _runs(cand_duration=1.8), fp, variants)
     comparison = compare_runs(load_results(a), load_results(b), "base", "opt")
     [cand] = comparison.candidates
     assert comparison.baseline == "A:base" and cand.name == "B:opt"
@@ -148,7 +137,7 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     assert row.estimate.delta == pytest.approx(2.0005 / math.sqrt(1.8005 * 1.8105) - 1,
                                                rel=1e-3)
 
-    c = _stored(tmp_path, "c", _runs(), {**fp, "torch": "2.14.0"}, variants)
+    c = stored_run(tmp_path, "c", _runs(), {**fp, "torch": "2.14.0"}, variants)
     with pytest.raises(IncomparableError, match=r"torch \('2.13.0' vs '2.14.0'\)"):
         compare_runs(load_results(a), load_results(c))
     forced = compare_runs(load_results(a), load_results(c), force=True)

@@ -219,3 +219,14 @@ def test_a_failed_shared_launch_fails_every_arm() -> None:
     assert comparison.baseline_failures == ["base+opt.r0: failed: boom"]
     assert comparison.candidates[0].failures == ["base+opt.r0: failed: boom"]
     assert "FAILED base: base+opt.r0" in render_terminal(comparison)
+
+
+def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine(
+        scenario_data: dict[str, Any]) -> None:
+    from harness.errors import HardwareError
+    from harness.runner import check_hardware
+
+    scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
+                                        "synthetic_acceptance_length": 2.0}
+    with pytest.raises(HardwareError, match="Synthetic acceptance not supported with CPU"):
+        check_hardware(parse_scenario(scenario_data))

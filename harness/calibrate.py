@@ -1,0 +1,35 @@
+"""`specbench calibrate`: run a scenario as an A/A on real vLLM and propose gate tolerances
+that its measured noise supports at a chosen false-alarm rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from harness.compare import compare_results
+from harness.gate import propose_tolerances
+from harness.runner import Progress, run_plan
+from harness.scenario import Scenario, as_aa
+from harness.store import load_results
+
+
+def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path,
+              models_cache: Path | None, progress: Progress,
+              false_alarm: float) -> tuple[Path, dict[str, float]]:
+    """Run the scenario's A/A and return its run folder and the proposed tolerances."""
+    aa = as_aa(scenario)
+    outcome = run_plan(aa, scenario_path, results_root, models_cache, progress)
+    comparison = compare_results(load_results(outcome.run_dir))
+    return outcome.run_dir, propose_tolerances(comparison, scenario.gates, false_alarm)
+
+
+def gates_yaml(scenario: Scenario, tolerances: dict[str, float], false_alarm: float,
+               run_dir: Path) -> str:
+    """A `gates:` block to paste into the scenario."""
+    block = {"gates": {"metrics": tolerances, "output_parity": scenario.gates.output_parity,
+                       "implementation_proof": scenario.gates.implementation_proof}}
+    head = (f"# From the A/A run {run_dir}: tolerances an unchanged candidate crosses as a "
+            f"REGRESSION with probability <= {false_alarm:g} at this scenario's precision.\n")
+    return head + str(yaml.safe_dump(block, sort_keys=False))

@@ -1,0 +1,170 @@
+"""Regression gates: per-metric policies in, PASS / REGRESSION / INCONCLUSIVE decisions out.
+
+Pure: a Comparison and a GateSpec give a GateResult; rendering (Markdown, JUnit) lives in
+report.py and exit codes in the CLI. A metric is judged on its 95% interval against its
+tolerance in the bad direction (non-inferiority): the whole interval beyond the tolerance is a
+REGRESSION, the whole interval inside it a PASS, anything else INCONCLUSIVE, with the minimum
+detectable effect and the extra blocks (or rounds) a decision would need.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from harness.compare import Comparison, MetricRow
+from harness.scenario import GateSpec
+from harness.stats import units_for_halfwidth
+
+Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
+
+# summary of GateResult.to_dict(); bump when a reader must know.
+GATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One gated check of one candidate."""
+
+    candidate: str
+    check: str  # metric key, "output_parity" or "implementation_proof"
+    label: str
+    verdict: Verdict
+    reason: str
+    delta: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    tolerance: float | None = None
+    kind: str | None = None  # "relative" or "points"
+    mde: float | None = None
+    more_units: int | None = None  # extra blocks/rounds that would likely decide
+
+
+@dataclass
+class GateResult:
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        verdicts = {d.verdict for d in self.decisions}
+        if "REGRESSION" in verdicts:
+            return "REGRESSION"
+        return "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gate_version": GATE_VERSION, "verdict": self.verdict,
+                "decisions": [asdict(d) for d in self.decisions]}
+
+
+def _fmt(value: float, kind: str) -> str:
+    return f"{100 * value:+.2f}%" if kind == "relative" else f"{value:+.2f}pp"
+
+
+def judge_metric(row: MetricRow, tolerance: float, candidate: str,
+                 unit: str = "blocks") -> Decision:
+    """Non-inferiority of one metric: its interval against `tolerance` in the bad direction
+    (a fraction for relative metrics, percentage points for rates)."""
+    est = row.estimate
+    kind = est.kind
+    sign = 1.0 if row.higher_is_better else -1.0  # "better" is sign * delta > 0
+    base = Decision(candidate, row.key, row.label, "INCONCLUSIVE", "", est.delta, est.ci_low,
+                    est.ci_high, tolerance, kind, est.mde)
+    if est.delta is None or math.isnan(est.delta):
+        return _replace(base, reason=f"no estimate ({est.note or 'no data'})")
+    low, high = est.ci_low, est.ci_high
+    exact = False
+    if low is None or high is None:
+        if est.note and est.note.startswith("no spread"):
+            low = high = est.delta  # identical in every unit: the value is known exactly
+            exact = True
+        else:
+            return _replace(base, reason=f"no interval: {est.note or 'not estimable'}")
+    # The worst and best plausible values, in the "better is positive" orientation.
+    worst = min(sign * low, sign * high)
+    best = max(sign * low, sign * high)
+    bound = f"{_fmt(-sign * tolerance, kind)}"
+    shown = (f"{_fmt(est.delta, kind)} (same in every unit)" if exact
+             else f"{_fmt(est.delta, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}]")
+    if best < -tolerance:
+        return _replace(base, verdict="REGRESSION",
+                        reason=f"{shown}: worse than the tolerance {bound}")
+    if worst >= -tolerance:
+        return _replace(base, verdict="PASS", reason=f"{shown}: within the tolerance {bound}")
+    more = None
+    if est.se is not None and est.components is not None and est.components.unit_sd:
+        # Units that would shrink the interval so it clears the tolerance on the side the
+        # estimate lies on (at the current estimate; an estimate on the line never decides).
+        centre = math.log1p(est.delta) if kind == "relative" else est.delta
+        edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
+        needed = units_for_halfwidth(est.components.unit_sd, abs(centre - edge))
+        if needed is not None:
+            more = max(0, needed - est.units)
+    mde = ""
+    if est.mde is not None:
+        mde = f"; MDE ±{100 * est.mde:.2f}%" if kind == "relative" else f"; MDE ±{est.mde:.2f}pp"
+    extra = f"; about {more} more {unit} would decide" if more is not None else ""
+    return _replace(base, more_units=more,
+                    reason=f"{shown} straddles the tolerance {bound}{mde}{extra}")
+
+
+def _replace(d: Decision, **changes: Any) -> Decision:
+    return Decision(**{**asdict(d), **changes})
+
+
+def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
+    """Every gated check of every candidate."""
+    result = GateResult()
+    unit = "blocks" if comparison.design == "one-engine" else "rounds"
+    for cand in comparison.candidates:
+        if cand.status != "ok":
+            result.decisions.append(Decision(cand.name, "launches", "Launches", "INCONCLUSIVE",
+                                             "no completed launch: nothing to gate"))
+            continue
+        for pattern, tolerance in spec.metrics.items():
+            rows = [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]
+            for row in rows:
+                result.decisions.append(judge_metric(row, tolerance, cand.name, unit))
+        if spec.output_parity and cand.parity is not None and cand.parity.expected:
+            ok = not cand.parity.violated
+            result.decisions.append(Decision(
+                cand.name, "output_parity", "Output parity", "PASS" if ok else "REGRESSION",
+                f"{cand.parity.identical}/{cand.parity.compared} greedy outputs identical"
+                + ("" if ok else f", first divergence at token {cand.parity.first_divergence}")))
+    if spec.implementation_proof and (comparison.baseline_implementation or any(
+            c.implementation for c in comparison.candidates)):
+        ok = not comparison.unproven
+        result.decisions.append(Decision(
+            "*", "implementation_proof", "Implementation proof", "PASS" if ok else "REGRESSION",
+            "every launch and pass proved its implementation ran in vLLM" if ok
+            else "; ".join(comparison.unproven)[:1000]))
+    return result
+
+
+def propose_tolerances(comparison: Comparison, spec: GateSpec,
+                       false_alarm: float) -> dict[str, float]:
+    """Tolerances for the gated metrics of an A/A comparison: the smallest that an A/A run of
+    this precision crosses as a REGRESSION with probability at most `false_alarm`
+    (tolerance = (t_{1-false_alarm} + t_{0.975}) * se), and never below the minimum detectable
+    effect, so that an unchanged candidate usually PASSes. Metrics identical in every unit keep
+    the policy's tolerance."""
+    from scipy import stats as sps
+
+    proposed: dict[str, float] = {}
+    for pattern, current in spec.metrics.items():
+        worst: float | None = None
+        for cand in comparison.candidates:
+            for row in cand.rows:
+                est = row.estimate
+                if not fnmatch.fnmatchcase(row.key, pattern) or est.se is None or est.df is None:
+                    continue
+                if not est.se > 0:
+                    continue
+                scale = (float(sps.t.ppf(1 - false_alarm, est.df))
+                         + float(sps.t.ppf(0.975, est.df))) * est.se
+                tol = math.expm1(scale) if est.kind == "relative" else scale
+                tol = max(tol, est.mde or 0.0)
+                worst = tol if worst is None else max(worst, tol)
+        proposed[pattern] = round(worst, 4) if worst is not None else current
+    return proposed

@@ -1,0 +1,120 @@
+"""A stored run's outputs, derived from its raw records: the comparison as table.txt, table.md
+and a versioned summary.json, and per-pass / per-request Parquet. Library code, so a notebook
+or a CI script writes exactly what `specbench run` and `specbench report` write.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.compare import Comparison, compare_results, compare_runs
+from harness.errors import ResultsError
+from harness.gate import GateResult, judge
+from harness.metrics import passes_frame, requests_frame
+from harness.report import (
+    render_gate_junit,
+    render_gate_markdown,
+    render_markdown,
+    render_terminal,
+)
+from harness.scenario import parse_scenario
+from harness.store import (
+    RunResults,
+    load_results,
+    resolve_baseline,
+    write_json_atomic,
+    write_text_atomic,
+)
+
+# summary.json history (bump when a reader must know; readers refuse newer ones):
+#   1 - first versioned summary: run_id, status, comparison (with design, unit, variance
+#       components, discarded/unproven passes), timings.
+SUMMARY_VERSION = 1
+
+
+def summary(results: RunResults, comparison: Comparison) -> dict[str, Any]:
+    """The machine-readable comparison of a stored run."""
+    return {"summary_version": SUMMARY_VERSION, "run_id": results.run_id,
+            "status": results.manifest.get("status"), "comparison": comparison.to_dict(),
+            "timings": results.manifest.get("timings")}
+
+
+def write_frames(results: RunResults) -> None:
+    """Per-pass summaries and per-request rows as Parquet (pandas.read_parquet in one call).
+    Derived from the raw records, which stay the source of truth."""
+    for name, frame in (("passes", passes_frame(results.runs)),
+                        ("requests", requests_frame(results.runs))):
+        tmp = results.path / f".{name}.parquet.tmp"
+        frame.to_parquet(tmp, index=False)
+        tmp.replace(results.path / f"{name}.parquet")
+
+
+def write_outputs(run_dir: Path) -> tuple[Comparison, str]:
+    """Compare a stored run and write table.txt, table.md, summary.json and the Parquet
+    frames beside it. Returns the comparison and the terminal table."""
+    results = load_results(run_dir)
+    comparison = compare_results(results)
+    text = render_terminal(comparison)
+    write_text_atomic(results.path / "table.txt", text)
+    write_text_atomic(results.path / "table.md",
+                      render_markdown(comparison, results.manifest.get("fingerprint")))
+    write_json_atomic(results.path / "summary.json", summary(results, comparison))
+    write_frames(results)
+    return comparison, text
+
+
+@dataclass
+class GatedRun:
+    """A stored run judged by its scenario's gates, and where the gate's files went."""
+
+    comparison: Comparison
+    result: GateResult
+    files: list[Path]
+
+
+def gate_run(run_dir: Path, against: str | None = None, baselines_dir: Path | None = None,
+             variant: str | None = None, force: bool = False) -> tuple[Comparison, GateResult]:
+    """Judge a stored run with its scenario's gates: its candidates against its baseline, or
+    (`against`) its `variant` (default: its baseline) against a saved reference run's same-named
+    variant (default: the reference's baseline). Refuses incomparable runs, naming the fields."""
+    results = load_results(run_dir)
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    if against is None:
+        comparison = compare_results(results)
+    else:
+        reference = load_results(resolve_baseline(against, *(
+            [baselines_dir] if baselines_dir is not None else [])))
+        ref_scenario = parse_scenario(reference.manifest["scenario"],
+                                      f"{reference.path}/manifest.json")
+        name = variant or scenario.baseline
+        if name not in scenario.variants:
+            raise ResultsError(f"{results.path}: no variant {name!r} to gate")
+        ref_name = name if name in ref_scenario.variants else ref_scenario.baseline
+        comparison = compare_runs(reference, results, ref_name, name, force)
+    return comparison, judge(comparison, scenario.gates)
+
+
+def write_gate_files(run_dir: Path, comparison: Comparison, result: GateResult,
+                     junit: Path | None = None, markdown: Path | None = None,
+                     inconclusive_fails: bool = False) -> list[Path]:
+    """gate.json, gate.md and gate.junit.xml in the run folder (and copies where asked); the
+    Markdown is appended to $GITHUB_STEP_SUMMARY when that is set."""
+    md = render_gate_markdown(result, comparison)
+    xml = render_gate_junit(result, comparison, inconclusive_fails)
+    written = []
+    for path, text in ((run_dir / "gate.md", md), (run_dir / "gate.junit.xml", xml),
+                       (markdown, md), (junit, xml)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, text)
+            written.append(path)
+    write_json_atomic(run_dir / "gate.json", {**result.to_dict(), "run_id": comparison.run_id})
+    written.append(run_dir / "gate.json")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with Path(step_summary).open("a", encoding="utf-8") as out:
+            out.write(md + "\n")
+    return written

@@ -1,0 +1,183 @@
+"""Regression gates without an engine: the three-way decision per metric, the exact checks,
+the CI outputs (Markdown, JUnit, $GITHUB_STEP_SUMMARY), saved baselines and exit codes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.compare import MetricRow, compare_records
+from harness.errors import ExitCode
+from harness.gate import judge, judge_metric, propose_tolerances
+from harness.scenario import GateSpec, parse_scenario
+from harness.stats import DeltaEstimate, VarianceComponents
+from tests.factory import run, simple_pass, stored_run
+
+
+def row(delta: float, low: float | None, high: float | None, higher: bool = True,
+        kind: str = "relative", note: str | None = None, se: float = 0.01) -> MetricRow:
+    est = DeltaEstimate(kind, delta, low, high, 0.5, "paired t (blocks)", False, 0.02,  # type: ignore[arg-type]
+                        None, None, False, 40, 40, note, "one-engine", 40, 39.0, se,
+                        VarianceComponents(None, 0.05, se * math.sqrt(40), None))
+    return MetricRow("output_throughput" if higher else "mean_tpot_ms", "metric", higher, 1.0,
+                     1.0, est)
+
+
+@pytest.mark.parametrize(("delta", "low", "high", "higher", "verdict"), [
+    (-0.001, -0.010, 0.008, True, "PASS"),           # the whole interval above -2%
+    (-0.050, -0.070, -0.030, True, "REGRESSION"),    # the whole interval below -2%
+    (-0.015, -0.030, 0.000, True, "INCONCLUSIVE"),   # straddles -2%
+    (0.010, -0.001, 0.025, False, "PASS"),           # lower is better: below +3%
+    (0.060, 0.040, 0.080, False, "REGRESSION"),      # lower is better: above +3%
+    (0.020, 0.005, 0.035, False, "INCONCLUSIVE"),
+    (0.300, 0.200, 0.400, True, "PASS"),              # a big improvement passes
+])
+def test_three_way_decision(delta: float, low: float, high: float, higher: bool,
+                            verdict: str) -> None:
+    tolerance = 0.02 if higher else 0.03
+    decision = judge_metric(row(delta, low, high, higher), tolerance, "opt")
+    assert decision.verdict == verdict, decision.reason
+    if verdict == "INCONCLUSIVE":
+        assert "MDE ±2.00%" in decision.reason and decision.more_units is not None
+        assert decision.more_units > 0 and "more blocks would decide" in decision.reason
+
+
+def test_points_and_exact_values() -> None:
+    same = row(0.0, None, None, kind="points", note="no spread between units: no interval")
+    decision = judge_metric(same, 1.0, "opt")
+    assert decision.verdict == "PASS" and "same in every unit" in decision.reason
+    lost = row(-1.5, None, None, kind="points", note="no spread between units: no interval")
+    assert judge_metric(lost, 1.0, "opt").verdict == "REGRESSION"
+    unknown = row(0.01, None, None, note="one launch per arm: not estimable (add rounds)")
+    decision = judge_metric(unknown, 0.02, "opt")
+    assert decision.verdict == "INCONCLUSIVE" and "not estimable" in decision.reason
+
+
+def _shared(opt_factor: float, choice: str = "optimized") -> Any:
+    from harness.records import ImplReport
+
+    passes = []
+    for block in range(8):
+        for k, arm in enumerate(["base", "opt", "opt", "base"]):
+            i = 4 * block + k
+            noise = 1 + 0.004 * ((i * 7) % 5)
+            duration = (1.0 if arm == "base" else opt_factor) * noise
+            c = "baseline" if arm == "base" else choice
+            path = "medusa.propose.tolist" if c == "baseline" else "medusa.propose.tensor"
+            rep = ImplReport(implementation="medusa-proposer", choice=c, path=path,
+                             paths={path: 5}, matches_choice=True, pid=100, tp_rank=0, calls=5)
+            passes.append(simple_pass(i, duration).model_copy(
+                update={"arm": arm, "block": block, "impl_reports": [rep]}))
+    record = run("base+opt", 0, 0, passes)
+    assert record.result is not None
+    record.result.worker_pid = 7
+    return record
+
+
+IMPLS = {"base": "medusa-proposer:baseline", "opt": "medusa-proposer:optimized"}
+
+
+def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
+    from harness.report import render_gate_junit, render_gate_markdown
+
+    comparison = compare_records([_shared(1.25)], "base", ["opt"], "r", "unit", IMPLS,
+                                 design="one-engine")
+    result = judge(comparison, GateSpec())
+    by_check = {d.check: d for d in result.decisions}
+    assert by_check["output_throughput"].verdict == "REGRESSION"
+    assert by_check["acceptance_rate"].verdict == "PASS"
+    assert by_check["implementation_proof"].verdict == "PASS"
+    assert result.verdict == "REGRESSION"
+    md = render_gate_markdown(result, comparison)
+    assert "REGRESSION" in md.splitlines()[0]
+    assert next(line for line in md.splitlines() if "Output throughput" in line).count(
+        "REGRESSION") == 1
+    xml = render_gate_junit(result, comparison)
+    assert '<testcase name="output_throughput"' in xml and "<failure" in xml
+    assert "tolerance 2.0%" in xml and "-20.00%" in xml
+
+
+def test_unproven_passes_fail_the_proof_gate() -> None:
+    comparison = compare_records([_shared(1.0, choice="baseline")], "base", ["opt"], "r",
+                                 "unit", IMPLS, design="one-engine")
+    result = judge(comparison, GateSpec(metrics={}))
+    [proof] = [d for d in result.decisions if d.check == "implementation_proof"]
+    assert proof.verdict == "REGRESSION" and "ran medusa-proposer:baseline" in proof.reason
+
+
+def test_gate_policies_are_validated(scenario_data: dict[str, Any]) -> None:
+    from harness.errors import ScenarioError
+
+    scenario_data["gates"] = {"metrics": {"output_throughpt": 0.02}}
+    with pytest.raises(ScenarioError, match="gates.metrics: .*unknown metric 'output_throughpt'"):
+        parse_scenario(scenario_data)
+    scenario_data["gates"] = {"metrics": {"output_throughput": -1}}
+    with pytest.raises(ScenarioError, match="tolerance must be a number >= 0"):
+        parse_scenario(scenario_data)
+    assert parse_scenario({**scenario_data, "gates": {}}).gates.metrics["output_throughput"] \
+        == 0.02
+
+
+def test_proposed_tolerances_cover_the_noise() -> None:
+    comparison = compare_records([_shared(1.0)], "base", ["opt"], "r", "unit", IMPLS,
+                                 design="one-engine")
+    tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    proposed = propose_tolerances(comparison, GateSpec(), 0.01)
+    assert tput.estimate.mde is not None and proposed["output_throughput"] >= tput.estimate.mde
+    assert proposed["acceptance_rate"] == 1.0  # identical in every unit: the policy stays
+
+
+VARIANTS = {"base": {"baseline": True, "implementation": "medusa-proposer:baseline"},
+            "opt": {"implementation": "medusa-proposer:optimized"}}
+FP = {"vllm": "0.32.0", "torch": "2.13.0"}
+
+
+def _folder(tmp_path: Path, name: str, factor: float, fingerprint: dict[str, object] = FP) -> Path:
+    path = stored_run(tmp_path, name, [_shared(factor)], fingerprint, VARIANTS,
+                      {"draft": {"method": "medusa", "model": "tiny-llama-medusa",
+                                 "num_speculative_tokens": 3}})
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["plan"] = {"design": "one-engine"}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def test_cli_gate_exit_codes_and_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    slow = _folder(tmp_path, "slow", 1.25)
+    junit = tmp_path / "out" / "gate.xml"
+    assert main(["gate", str(slow), "--junit", str(junit)]) == ExitCode.GATE_FAILED
+    out = capsys.readouterr().out
+    assert "gate REGRESSION   opt: Output throughput" in out
+    assert "<failure" in junit.read_text() and (slow / "gate.json").is_file()
+    assert json.loads((slow / "gate.json").read_text())["verdict"] == "REGRESSION"
+    assert "### specbench gate: ❌ REGRESSION" in summary.read_text()
+    same = _folder(tmp_path, "same", 1.0)
+    assert main(["gate", str(same)]) == 0
+
+
+def test_saved_baseline_gate_and_refusal(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    reference = _folder(tmp_path, "main-run", 1.0)
+    baselines = tmp_path / "baselines"
+    assert main(["baseline", "save", str(reference), "--name", "main",
+                 "--baselines-dir", str(baselines)]) == 0
+    assert sorted(p.name for p in (baselines / "main").iterdir()) == ["manifest.json", "runs"]
+    pr = _folder(tmp_path, "pr-run", 1.0)
+    assert main(["gate", str(pr), "--against", "main", "--baselines-dir", str(baselines),
+                 "--variant", "opt", "--inconclusive", "pass"]) == 0
+    other = _folder(tmp_path, "other", 1.0, {**FP, "torch": "2.14.0"})
+    capsys.readouterr()
+    assert main(["gate", str(other), "--against", "main", "--baselines-dir",
+                 str(baselines)]) == ExitCode.INCOMPARABLE
+    err = capsys.readouterr().err
+    assert "torch ('2.13.0' vs '2.14.0')" in err and len(err.strip().splitlines()) == 1
+    assert main(["gate", str(pr), "--against", "nope", "--baselines-dir",
+                 str(baselines)]) == ExitCode.USAGE
