@@ -71,8 +71,10 @@ def run(
     from harness.scenario import load_scenario, with_precision
 
     spec = load_scenario(scenario)
-    if mde is not None or budget is not None:
-        spec = with_precision(spec, mde, budget, str(scenario))
+    if mde is not None or budget is not None or (gate and spec.precision is not None):
+        # A gated precision run samples until every gate can decide, not to a fixed MDE.
+        spec = with_precision(spec, mde, budget, str(scenario),
+                              "gates" if gate and mde is None else None)
 
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
@@ -190,9 +192,12 @@ def plan(
     print(f"scenario {expanded.scenario_name} ({expanded.scenario_hash}): baseline "
           f"{expanded.baseline}, candidates {', '.join(expanded.candidates)}")
     print(f"  {loaded.describe_setup()}")
-    print(f"  design: {expanded.design}"
-          + (f"; precision: MDE ±{100 * loaded.precision.mde:g}% within "
-             f"{loaded.precision.budget_s:g} s" if loaded.precision else ""))
+    precision = loaded.precision
+    target = ("" if precision is None else
+              f"; precision: MDE ±{100 * precision.mde:g}%" if precision.mde is not None
+              and precision.until == "mde" else "; precision: until every gate can decide")
+    print(f"  design: {expanded.design}{target}"
+          + (f" within {precision.budget_s:g} s" if precision else ""))
     for r in expanded.runs:
         impl = f" impl={r.implementation}" if r.implementation else ""
         spec = r.engine_args.get("speculative_config")
@@ -206,8 +211,8 @@ def plan(
         from harness.forecast import describe, forecast
         from harness.store import load_results, resolve_run_dir
 
-        target = mde or (loaded.precision.mde if loaded.precision else 0.01)
-        for line in describe(forecast(load_results(resolve_run_dir(from_run)), target)):
+        target_mde = mde or (loaded.precision.mde if loaded.precision else None) or 0.01
+        for line in describe(forecast(load_results(resolve_run_dir(from_run)), target_mde)):
             print(f"  {line}")
     return 0
 

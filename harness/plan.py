@@ -12,6 +12,7 @@ from pydantic import Field
 
 from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
 from harness.scenario import (
+    GateSpec,
     Precision,
     Scenario,
     ServeSettings,
@@ -71,6 +72,9 @@ class RunSpec(StrictModel):
     )
     precision: Precision | None = Field(
         default=None, description="one-engine: add blocks until this precision or budget."
+    )
+    gates: GateSpec | None = Field(
+        default=None, description="precision until: gates: the tolerances the MDEs must reach."
     )
 
     @property
@@ -173,6 +177,8 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None) -> list[Ru
             timeout_s=scenario.timeout_s, mode=scenario.mode, serve=serve, design="one-engine",
             arms=arms, block_order=block_order(scenario, r), blocks=blocks,
             precision=scenario.precision,
+            gates=scenario.gates if scenario.precision and scenario.precision.until == "gates"
+            else None,
         ))
     return runs
 

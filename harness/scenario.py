@@ -178,9 +178,14 @@ class Precision(StrictModel):
     passes until the output-throughput minimum detectable effect reaches `mde`, or the
     budget is spent."""
 
-    mde: float = Field(
-        gt=0, lt=1, description="Target minimum detectable output-throughput effect (80% "
-        "power, 5% two-sided) as a fraction: 0.01 = 1%.",
+    mde: float | None = Field(
+        default=None, gt=0, lt=1, description="until: mde: target minimum detectable "
+        "output-throughput effect (80% power, 5% two-sided) as a fraction: 0.01 = 1%.",
+    )
+    until: Literal["mde", "gates"] = Field(
+        default="mde", description="mde: until the output-throughput MDE reaches `mde`; "
+        "gates: until every gated metric's MDE is at most its gate tolerance, so each gate "
+        "can decide (`run --gate` chooses this).",
     )
     budget_s: float = Field(
         default=600.0, gt=0, description="Wall-clock budget of the whole run (seconds), "
@@ -189,6 +194,12 @@ class Precision(StrictModel):
     max_blocks: int = Field(
         default=2000, ge=2, le=100_000, description="Never run more blocks than this.",
     )
+
+    @model_validator(mode="after")
+    def _target(self) -> Precision:
+        if self.until == "mde" and self.mde is None:
+            raise ValueError("mde: needed with until: mde (or set until: gates)")
+        return self
 
 
 # Tolerances in the bad direction when a scenario has no gates: block: what a spec-decode change
@@ -521,15 +532,16 @@ def as_aa(scenario: Scenario) -> Scenario:
 
 
 def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None,
-                   source: str = "<scenario>") -> Scenario:
-    """The scenario with a precision target from the command line (--mde, --budget),
-    validated like one written in the file."""
+                   source: str = "<scenario>", until: str | None = None) -> Scenario:
+    """The scenario with a precision target from the command line (--mde, --budget; --gate
+    sets until: gates), validated like one written in the file."""
     data = scenario.model_dump(mode="json")
     current = data.get("precision") or {}
-    if mde is None and not current:
+    if mde is None and until is None and not current:
         raise ScenarioError(f"{source}: --budget needs --mde (or precision: in the scenario)")
     data["precision"] = {**current, **({"mde": mde} if mde is not None else {}),
-                         **({"budget_s": budget_s} if budget_s is not None else {})}
+                         **({"budget_s": budget_s} if budget_s is not None else {}),
+                         **({"until": until} if until is not None else {})}
     if data["precision"] and data.get("rounds", 1) != 1 and not current:
         data["rounds"] = 1  # precision adds blocks to one engine instead of rounds
     return parse_scenario(data, f"{source} (with --mde/--budget)")

@@ -5,7 +5,6 @@ and how to switch the implementation inside vLLM's processes.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -14,14 +13,8 @@ from typing import Any
 import numpy as np
 
 from harness.plan import ArmSpec, RunSpec
-from harness.proof import proof_problems
-from harness.records import ImplReport, PassRecord
-from harness.stats import (
-    PRECISION_LOOK_EVERY,
-    PRECISION_MIN_BLOCKS,
-    arm_delta,
-    precision_reached,
-)
+from harness.records import ImplReport, PassRecord, RunRecord, WorkerResult
+from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS, precision_reached
 
 # (pass index, arm, block) -> the measured pass
 MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
@@ -40,39 +33,55 @@ def _reports(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
     return out
 
 
-def pass_throughput(p: PassRecord) -> float:
-    """Output tokens per second of one pass, successful requests only."""
-    tokens = sum(r.output_tokens for r in p.requests if r.error is None)
-    return tokens / p.duration_s if p.duration_s > 0 else math.nan
-
-
 def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
-                     harness_pid: int | None) -> tuple[bool, float | None]:
-    """Whether every candidate's output-throughput MDE has reached the target, on the
-    proven passes so far; and the worst MDE (None while not estimable)."""
+                     harness_pid: int | None) -> tuple[bool, str]:
+    """Whether the precision target is reached on the proven passes so far, compared exactly
+    as the report will compare them; and a few words on where it stands.
+
+    until: mde   - every candidate's output-throughput MDE is at most precision.mde;
+    until: gates - every gated metric's MDE is at most its gate tolerance (a metric identical
+                   in every unit is settled), so each gate can decide with 80% power."""
+    from fnmatch import fnmatchcase
+
+    from harness.compare import compare_records
+
     assert run.precision is not None
     base = next(a for a in run.arms if a.baseline)
-    worst: float | None = 0.0
-    for cand in (a for a in run.arms if not a.baseline):
-        rows = [(pass_throughput(p), p.arm == cand.variant, p.block) for p in passes
-                if p.arm in (base.variant, cand.variant)
-                and not proof_problems(p.impl_reports, _impl(run, p.arm), tp_size, harness_pid)]
-        if not rows:
-            return False, None
-        values, is_cand, block = (np.array(c) for c in zip(*rows, strict=True))
-        zeros = np.zeros(len(values), dtype=int)
-        est = arm_delta(values, is_cand.astype(bool), zeros, zeros, block.astype(int),
-                        "relative", "one-engine")
-        if est.mde is None:
-            return False, None
-        worst = max(worst or 0.0, est.mde)
-        if not precision_reached(est, run.precision.mde):
-            return False, worst
-    return True, worst
-
-
-def _impl(run: RunSpec, variant: str | None) -> str | None:
-    return next((a.implementation for a in run.arms if a.variant == variant), None)
+    record = RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
+                       order=run.order, status="ok", wall_s=0.0,
+                       result=WorkerResult(run_key=run.run_key, status="ok", passes=passes,
+                                           worker_pid=harness_pid))
+    comparison = compare_records(
+        [record], base.variant, [a.variant for a in run.arms if not a.baseline], run.run_key,
+        run.run_key, {a.variant: a.implementation for a in run.arms}, greedy=False,
+        design="one-engine", tp_sizes={a.variant: tp_size for a in run.arms})
+    if run.precision.until == "mde":
+        targets = {"output_throughput": run.precision.mde or 0.0}
+    else:
+        assert run.gates is not None
+        targets = run.gates.metrics
+    open_items: list[str] = []
+    worst: float | None = None
+    for cand in comparison.candidates:
+        for pattern, target in targets.items():
+            rows = [r for r in cand.rows if fnmatchcase(r.key, pattern)]
+            if not rows:
+                open_items.append(f"{cand.name} {pattern}: no data")
+            for row in rows:
+                est = row.estimate
+                if est.mde is None and est.note and est.note.startswith("no spread"):
+                    continue  # identical in every unit: nothing left to estimate
+                if row.key == "output_throughput" and est.mde is not None:
+                    worst = max(worst or 0.0, est.mde)
+                if est.mde is None or not precision_reached(est, target):
+                    open_items.append(f"{cand.name} {row.key}")
+    shown = f"output-throughput MDE ±{100 * worst:.2f}%" if worst is not None else \
+        "output-throughput MDE not estimable yet"
+    if open_items:
+        more = f"; not yet precise: {', '.join(open_items[:4])}" + (
+            f" (+{len(open_items) - 4})" if len(open_items) > 4 else "")
+        return False, shown + more
+    return True, shown
 
 
 def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
@@ -100,13 +109,13 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
         else:
             if block >= run.blocks and block >= PRECISION_MIN_BLOCKS \
                     and block % PRECISION_LOOK_EVERY == 0:
-                reached, mde = precision_status(run, passes, tp_size, harness_pid)
-                shown = f"±{100 * mde:.2f}%" if mde is not None else "not estimable"
-                log(f"specbench: look after {block} blocks: output-throughput MDE {shown} "
-                    f"(target ±{100 * precision.mde:.2f}%)")
+                reached, where = precision_status(run, passes, tp_size, harness_pid)
+                target = (f"MDE <= ±{100 * precision.mde:.2f}%"
+                          if precision.until == "mde" and precision.mde is not None
+                          else "every gated metric's MDE <= its tolerance")
+                log(f"specbench: look after {block} blocks: {where} (target: {target})")
                 if reached:
-                    stopped = (f"target reached: MDE {shown} <= ±{100 * precision.mde:.2f}% "
-                               f"after {block} blocks")
+                    stopped = f"target reached ({target}) after {block} blocks: {where}"
                     break
             if block >= precision.max_blocks:
                 stopped = f"max_blocks={precision.max_blocks} reached"

@@ -230,3 +230,39 @@ def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine(
                                         "synthetic_acceptance_length": 2.0}
     with pytest.raises(HardwareError, match="Synthetic acceptance not supported with CPU"):
         check_hardware(parse_scenario(scenario_data))
+
+
+def test_gated_precision_samples_until_every_gate_can_decide(
+        scenario_data: dict[str, Any]) -> None:
+    for variant in scenario_data["variants"].values():
+        variant.pop("implementation")
+    counter = itertools.count()
+
+    def measure(i: int, arm: ArmSpec, block: int) -> PassRecord:
+        duration = 1.0 + 0.01 * (next(counter) % 3)  # about 1% pass-to-pass noise
+        return simple_pass(i, duration).model_copy(update={"arm": arm.variant, "block": block})
+
+    # Loose tolerances: every gate can decide at the first look.
+    scenario_data["gates"] = {"metrics": {"output_throughput": 0.05, "mean_tpot_ms": 0.05,
+                                          "acceptance_rate": 1.0}}
+    spec = _shared_spec(scenario_data, until="gates", budget_s=600, max_blocks=40)
+    assert spec.gates is not None and spec.precision.mde is None
+    passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
+    assert stopped is not None and stopped.startswith("target reached (every gated metric")
+    first = len(passes) // 4
+    # A tolerance far below the noise keeps it sampling to the block limit.
+    scenario_data["gates"]["metrics"]["output_throughput"] = 0.0001
+    spec = _shared_spec(scenario_data, until="gates", budget_s=600, max_blocks=40)
+    passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
+    assert stopped == "max_blocks=40 reached" and len(passes) // 4 == 40 > first
+
+
+def test_gate_flag_turns_a_precision_run_into_a_gated_one(scenario_data: dict[str, Any]) -> None:
+    scenario_data["precision"] = {"mde": 0.02, "budget_s": 300}
+    scenario = with_precision(parse_scenario(scenario_data), None, None, until="gates")
+    assert scenario.precision is not None and scenario.precision.until == "gates"
+    [shared] = expand_plan(scenario).runs
+    assert shared.gates == scenario.gates
+    scenario_data["precision"] = {"until": "mde"}
+    with pytest.raises(ScenarioError, match="mde: needed with until: mde"):
+        parse_scenario(scenario_data)
