@@ -16,6 +16,8 @@ from harness.store import load_results
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
+# A real one-engine run: EAGLE TP 2, both arms in one engine, 2 blocks of A B B A.
+ONE_ENGINE = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-one-engine-small"
 
 
 @pytest.fixture
@@ -23,6 +25,13 @@ def fixture_copy(tmp_path: Path) -> Path:
     target = tmp_path / FIXTURE.name
     shutil.copytree(FIXTURE, target)
     return target
+
+
+def test_one_engine_fixture_compares_on_blocks() -> None:
+    comparison = compare_results(load_results(ONE_ENGINE))
+    assert comparison.design == "one-engine" and not comparison.unproven
+    tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    assert tput.estimate.units == 2 and tput.estimate.test == "paired t (blocks)"
 
 
 def test_fixture_loads_and_compares() -> None:
@@ -47,10 +56,13 @@ def test_report_command_rerenders(fixture_copy: Path) -> None:
     assert len(pd.read_parquet(fixture_copy / "requests.parquet")) == 4 * 4
 
 
-def test_notebook_executes(fixture_copy: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fixture", [FIXTURE, ONE_ENGINE], ids=["launch-per-arm", "one-engine"])
+def test_notebook_executes(fixture: Path, tmp_path: Path) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    fixture_copy = tmp_path / fixture.name
+    shutil.copytree(fixture, fixture_copy)
     figure = tmp_path / "figure.png"
     nb = nbformat.read(ROOT / "notebooks" / "explore_results.ipynb", as_version=4)
     env_cell = nbformat.v4.new_code_cell(
