@@ -24,10 +24,17 @@ from pydantic import ValidationError
 from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
 from harness.env import cuda_gpus, fingerprint, package_version, usable_cpus
 from harness.errors import ExitCode, HardwareError, ScenarioError
+from harness.lifeline import die_with_parent
 from harness.plan import Plan, RunSpec, expand_plan
 from harness.records import RunRecord, RunStatus, WorkerResult
 from harness.scenario import Scenario, scenario_hash
-from harness.store import new_run_id, save_manifest, save_run_record, write_json_atomic
+from harness.store import (
+    mark_abandoned,
+    new_run_id,
+    save_manifest,
+    save_run_record,
+    write_json_atomic,
+)
 
 WORKER_MODULE = "harness.engine.worker"
 SERVE_WORKER_MODULE = "harness.engine.serve_worker"
@@ -215,7 +222,8 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path,
     start = time.perf_counter()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
         try:
             code = proc.wait(timeout=timeout_s)
             timed_out = False
@@ -380,6 +388,8 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
     check_hardware(scenario)
     check_paths(scenario, base_dir)
     plan = expand_plan(scenario)
+    for line in mark_abandoned(results_root):
+        progress(f"found an abandoned run, now marked so: {line}")
     run_id = run_id or new_run_id(scenario.name)
     run_dir = results_root / run_id
     run_dir.mkdir(parents=True, exist_ok=False)
@@ -389,6 +399,8 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "status": "running",
+        # Lets a later run tell a run whose specbench was killed from one still going.
+        "runner_pid": os.getpid(),
         "created_unix": time.time(),
         "scenario_file": str(scenario_path) if scenario_path else None,
         "scenario": scenario.model_dump(mode="json"),

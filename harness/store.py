@@ -163,3 +163,34 @@ def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path
             return candidate
     raise ResultsError(f"baseline {name!r}: not found (looked for {name} and "
                        f"{baselines_dir / name}; save one with `specbench baseline save`)")
+
+
+def mark_abandoned(results_root: Path) -> list[str]:
+    """Runs under `results_root` still marked running whose specbench process is gone (killed
+    by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which."""
+    found: list[str] = []
+    if not results_root.is_dir():
+        return found
+    for manifest_path in sorted(results_root.glob(f"*/{MANIFEST}")):
+        try:
+            data = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            continue
+        pid = data.get("runner_pid") if isinstance(data, dict) else None
+        if data.get("status") != "running" or not isinstance(pid, int) or _pid_alive(pid):
+            continue
+        data.update(status="abandoned", abandoned_unix=time.time())
+        write_json_atomic(manifest_path, data)
+        found.append(f"{manifest_path.parent.name} (its specbench process {pid} is gone; "
+                     f"{len(data.get('runs') or [])} finished launch(es) kept)")
+    return found
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

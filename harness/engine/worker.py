@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV, SWITCH_RPC
+from harness.lifeline import guard_process_group
 from harness.plan import RunSpec
 from harness.records import (
     ImplReport,
@@ -245,6 +246,7 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
                 extra_paths: tuple[tuple[str, str], ...] = ()) -> int:
     """The worker protocol shared by both modes: read the spec, run, write one WorkerResult
     (also for failures, as data), exit non-zero unless the launch succeeded."""
+    guard_process_group()  # a dead runner, or its cleanup, ends the engine processes too
     spawned = os.environ.get(SPAWNED_ENV)
     startup_s = max(0.0, time.time() - float(spawned)) if spawned else 0.0
     parser = argparse.ArgumentParser(description=__doc__)

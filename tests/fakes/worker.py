@@ -16,8 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from harness.lifeline import guard_process_group
+
 
 def main() -> int:
+    guard_process_group()  # as the real worker does
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)

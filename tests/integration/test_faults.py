@@ -157,3 +157,41 @@ def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> Non
     assert len(sessions) == 4
     time.sleep(0.2)
     assert processes_in(sessions) == []
+
+
+def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """kill -9 of `specbench run` (no handler can run): the kernel tells the worker its
+    parent died, and the worker ends its whole process group, its child included."""
+    scenario = _scenario(tmp_path, {"good": "ok", "stuck": "hang"}, timeout_s=300)
+    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
+           "FAKE_PID_DIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+         str(tmp_path / "results"), "--run-id", "r"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "stuck.r0.pids").exists():
+            assert time.monotonic() < deadline, "the hanging worker never started"
+            time.sleep(0.1)
+        pids = [int(p) for p in (tmp_path / "stuck.r0.pids").read_text().split()]
+        assert all(alive(p) for p in pids)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(alive(p) for p in pids):
+            assert time.monotonic() < deadline, f"left running: {[p for p in pids if alive(p)]}"
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert load_results(tmp_path / "results" / "r").manifest["status"] == "running"
+    # The next run in the same results folder says so and marks it abandoned.
+    again = _scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
+         str(tmp_path / "results"), "--run-id", "r2"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "found an abandoned run, now marked so: r (its specbench process" in rerun.stderr
+    assert load_results(tmp_path / "results" / "r").manifest["status"] == "abandoned"
