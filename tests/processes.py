@@ -50,3 +50,41 @@ def processes_in(sessions: set[int]) -> list[str]:
             if stat is not None and stat[1] in sessions:
                 found.append(f"{proc.name} {stat[0]}")
     return found
+
+
+def kill_once_engine_runs(scenario: Path, results: Path, timeout_s: float = 240) -> set[int]:
+    """Start `specbench run SCENARIO`, SIGKILL it as soon as a vLLM engine core runs in one of
+    its launches' sessions, and return those sessions (for the caller to check they empty)."""
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+         str(results), "--run-id", "killed"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env={**os.environ})
+    sessions: set[int] = set()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not any("EngineCor" in p for p in processes_in(sessions)):  # comm: 15 chars
+            assert proc.poll() is None, "specbench ended before the engine started"
+            assert time.monotonic() < deadline, "the engine never started"
+            time.sleep(0.5)
+            sessions |= sessions_of(results)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return sessions
+
+
+def wait_gone(sessions: set[int], timeout_s: float = 30) -> None:
+    """Assert every process of `sessions` is gone within `timeout_s`."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while processes_in(sessions):
+        assert time.monotonic() < deadline, f"left running: {processes_in(sessions)}"
+        time.sleep(0.5)

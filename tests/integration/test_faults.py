@@ -84,18 +84,30 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
     assert not [p for p in _pids(tmp_path) if alive(p)]
 
 
-def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
+def _start_with_a_hanging_worker(tmp_path: Path) -> subprocess.Popen[str]:
+    """`specbench run` whose second launch hangs; returns once that worker is up."""
     scenario = _scenario(tmp_path, {"good": "ok", "stuck": "hang"}, timeout_s=300)
-    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
-           "FAKE_PID_DIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
          str(tmp_path / "results"), "--run-id", "r"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    deadline = time.monotonic() + 60
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=_fake_env(tmp_path))
+    deadline = time.monotonic() + 120
     while not (tmp_path / "stuck.r0.pids").exists():
-        assert time.monotonic() < deadline, "the hanging worker never started"
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError("the hanging worker never started")
         time.sleep(0.1)
+    return proc
+
+
+def _fake_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
+            "FAKE_PID_DIR": str(tmp_path)}
+
+
+def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
+    proc = _start_with_a_hanging_worker(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -162,18 +174,8 @@ def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> Non
 def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path) -> None:
     """kill -9 of `specbench run` (no handler can run): the kernel tells the worker its
     parent died, and the worker ends its whole process group, its child included."""
-    scenario = _scenario(tmp_path, {"good": "ok", "stuck": "hang"}, timeout_s=300)
-    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
-           "FAKE_PID_DIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "r"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    proc = _start_with_a_hanging_worker(tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "stuck.r0.pids").exists():
-            assert time.monotonic() < deadline, "the hanging worker never started"
-            time.sleep(0.1)
         pids = [int(p) for p in (tmp_path / "stuck.r0.pids").read_text().split()]
         assert all(alive(p) for p in pids)
         proc.kill()
@@ -191,7 +193,8 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path) -> None:
     rerun = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
          str(tmp_path / "results"), "--run-id", "r2"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+        capture_output=True, text=True, cwd=ROOT, env=_fake_env(tmp_path), timeout=300,
+        check=False)
     assert rerun.returncode == 0, rerun.stderr
     assert "found an abandoned run, now marked so: r (its specbench process" in rerun.stderr
     assert load_results(tmp_path / "results" / "r").manifest["status"] == "abandoned"

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,32 +279,11 @@ def test_broken_variant_is_recorded_while_the_other_completes(tmp_path: Path) ->
 def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:
     """kill -9 of `specbench run` once vLLM's engine core runs: the worker, the engine core
     and every process of the launch's session are gone within seconds."""
-    from tests.processes import processes_in, sessions_of
+    from tests.processes import kill_once_engine_runs, wait_gone
 
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")
     data.update(name="sigkill", repeats=200, warmup=4)
     path = tmp_path / "k.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    results = tmp_path / "results"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir", str(results),
-         "--run-id", "k"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env={**os.environ})
-    sessions: set[int] = set()
-    try:
-        deadline = time.monotonic() + 240
-        while not any("EngineCor" in p for p in processes_in(sessions)):  # comm: 15 chars
-            assert proc.poll() is None, "specbench ended before the engine started"
-            assert time.monotonic() < deadline, "the engine never started"
-            time.sleep(0.5)
-            sessions |= sessions_of(results)
-        proc.kill()
-        proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while processes_in(sessions):
-            assert time.monotonic() < deadline, f"left running: {processes_in(sessions)}"
-            time.sleep(0.5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_gone(kill_once_engine_runs(path, tmp_path / "results"))

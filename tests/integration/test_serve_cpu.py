@@ -26,7 +26,7 @@ from harness.metrics import passes_frame, requests_frame
 from harness.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, assert_tp2_switched_in_place, run_cli
-from tests.processes import processes_in, sessions_of
+from tests.processes import kill_once_engine_runs, processes_in, sessions_of, wait_gone
 
 pytestmark = pytest.mark.integration
 
@@ -190,14 +190,20 @@ def test_requests_the_server_refuses_fail_the_launch_and_are_counted(
     assert record.result.server is not None and not record.result.server.died
 
 
-def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
+def _tp1_scenario(tmp_path: Path, name: str) -> Path:
+    """The serve scenario at TP 1, eager, one short pass: a quick server to interrupt."""
     data = _scenario()
     data.pop("precision")
-    data.update(name="serve-sigint", tensor_parallel_size=1, repeats=1, warmup=0)
+    data.update(name=name, tensor_parallel_size=1, repeats=1, warmup=0)
     data["engine"] = {"enforce_eager": True}
     (tmp_path / "prompts").symlink_to(SCENARIOS / "prompts")
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
+    path = _tp1_scenario(tmp_path, "serve-sigint")
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir", str(results),
@@ -271,3 +277,11 @@ def test_request_rate_arrivals_are_vllms_seeded_schedule(monkeypatch: pytest.Mon
     even_gaps = [b - a for a, b in zip(even_times[:-1], even_times[1:], strict=True)]
     spread = max(gaps) - min(gaps)
     assert max(even_gaps) - min(even_gaps) < spread / 5  # high burstiness: nearly even gaps
+
+
+def test_sigkill_of_specbench_stops_the_server_and_its_engine(tmp_path: Path) -> None:
+    """kill -9 of `specbench run` while the server's engine core starts: the API server, its
+    engine core and the worker are all gone within seconds (PR_SET_PDEATHSIG on the worker,
+    which ends its whole process group)."""
+    path = _tp1_scenario(tmp_path, "serve-sigkill")
+    wait_gone(kill_once_engine_runs(path, tmp_path / "results"))
