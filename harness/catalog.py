@@ -13,6 +13,9 @@ BUILTIN_MODELS: dict[str, str] = {
     "tiny-llama-eagle": "EAGLE-1 one-layer draft fitted to tiny-llama's own greedy outputs",
 }
 
+# Vocabulary sizes of the built-in models, so the parent can check prompts before any build.
+BUILTIN_VOCAB_SIZES: dict[str, int] = {"tiny-llama": 1024}
+
 # Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin.
 # name -> {choice -> description}. A variant selects one as "name:choice".
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,11 +22,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
+from harness.catalog import (
+    BUILTIN_MODELS,
+    BUILTIN_VOCAB_SIZES,
+    IMPL_ENV,
+    IMPL_REPORT_DIR_ENV,
+    SPAWNED_ENV,
+)
 from harness.env import cuda_gpus, fingerprint, package_version, usable_cpus
 from harness.errors import ExitCode, HardwareError, ScenarioError
 from harness.lifeline import die_with_parent
-from harness.plan import Plan, RunSpec, expand_plan
+from harness.plan import Plan, RunSpec, engine_args_for, expand_plan
 from harness.records import RunRecord, RunStatus, WorkerResult
 from harness.scenario import Scenario, scenario_hash
 from harness.store import (
@@ -118,6 +125,35 @@ def check_paths(scenario: Scenario, base_dir: Path) -> None:
         path = path if path.is_absolute() else base_dir / path
         if not path.is_file():
             raise ScenarioError(f"workload.path: file not found: {path}")
+
+
+def check_workload(scenario: Scenario, base_dir: Path) -> None:
+    """Read and check the prompts in the parent, before any engine: a malformed, empty,
+    non-UTF-8 or out-of-vocabulary file costs seconds, not a launch per variant; and refuse
+    prompts plus max_tokens that do not fit max_model_len (vLLM would cut outputs short and
+    the throughput would describe other work)."""
+    from harness.workload import load_prompts, model_vocab_size
+
+    vocab: int | None = BUILTIN_VOCAB_SIZES.get(scenario.model)
+    model = Path(scenario.model).expanduser()
+    model = model if model.is_absolute() else base_dir / model
+    if vocab is None and model.is_dir():
+        vocab = model_vocab_size(model)
+    w = scenario.workload
+    if w.kind == "random":
+        longest = w.input_len
+    else:
+        prompts = load_prompts(w, base_dir, vocab)
+        ids = [len(p) for p in prompts if isinstance(p, list)]
+        longest = max(ids) if ids else 0  # text prompts: their token count is the server's
+    for name in scenario.variants:
+        limit = engine_args_for(scenario, name).get("max_model_len")
+        if isinstance(limit, int) and longest + w.max_tokens > limit:
+            where = ("workload.input_len" if w.kind == "random"
+                     else f"the longest prompt in {w.path} ({longest} tokens)")
+            raise ScenarioError(
+                f"{where} + workload.max_tokens = {longest + w.max_tokens} exceeds "
+                f"max_model_len {limit} (variant {name}): vLLM would stop outputs early")
 
 
 def device_env(scenario: Scenario) -> dict[str, str]:
@@ -387,12 +423,25 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
     base_dir = scenario_path.parent.resolve() if scenario_path else Path.cwd()
     check_hardware(scenario)
     check_paths(scenario, base_dir)
+    check_workload(scenario, base_dir)
     plan = expand_plan(scenario)
+    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
+        raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
+                            "'_', '.'), no '/' or '..'")
+    try:
+        results_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ScenarioError(f"--results-dir {results_root}: cannot create it "
+                            f"({exc.strerror})") from None
+    if not os.access(results_root, os.W_OK | os.X_OK):
+        raise ScenarioError(f"--results-dir {results_root}: not writable")
     for line in mark_abandoned(results_root):
         progress(f"found an abandoned run, now marked so: {line}")
     run_id = run_id or new_run_id(scenario.name)
     run_dir = results_root / run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
+    if run_dir.exists():
+        raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
+    run_dir.mkdir(parents=True)
     worker_cmd = worker_cmd or default_worker_cmd(scenario.mode)
     outcome = RunOutcome(run_dir=run_dir)
 

@@ -32,22 +32,48 @@ def random_prompts(num: int, input_len: int, vocab_size: int, seed: int) -> list
     return [row.tolist() for row in ids]
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: "
+                            f"{exc.object[exc.start:exc.start + 1]!r})") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _token_ids(value: list[object], where: str) -> list[int]:
+    """Token ids exactly as written: integers only (no bools, floats or numeric strings)."""
+    for i, token in enumerate(value):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise ScenarioError(f"{where}: prompt_token_ids[{i}] is not an integer "
+                                f"({json.dumps(token)})")
+        if token < 0:
+            raise ScenarioError(f"{where}: prompt_token_ids[{i}] is negative ({token})")
+    return [t for t in value if isinstance(t, int)]
+
+
 def _read_jsonl(path: Path) -> list[Prompt]:
     prompts: list[Prompt] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{path}:{lineno}"
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ScenarioError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            raise ScenarioError(f"{where}: not JSON ({exc.msg})") from None
         if isinstance(item, dict) and isinstance(item.get("prompt"), str):
+            if not item["prompt"].strip():
+                raise ScenarioError(f"{where}: empty prompt")
             prompts.append(item["prompt"])
         elif isinstance(item, dict) and isinstance(item.get("prompt_token_ids"), list):
-            prompts.append([int(t) for t in item["prompt_token_ids"]])
+            if not item["prompt_token_ids"]:
+                raise ScenarioError(f"{where}: empty prompt_token_ids")
+            prompts.append(_token_ids(item["prompt_token_ids"], where))
         else:
             raise ScenarioError(
-                f"{path}:{lineno}: expected an object with 'prompt' (text) or "
+                f"{where}: expected an object with 'prompt' (text) or "
                 "'prompt_token_ids' (list of ints)"
             )
     return prompts
@@ -55,7 +81,7 @@ def _read_jsonl(path: Path) -> list[Prompt]:
 
 def _read_sharegpt(path: Path) -> list[Prompt]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, list):
@@ -85,6 +111,15 @@ def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> 
     if not path.is_file():
         raise ScenarioError(f"workload.path: file not found: {path}")
     prompts = _read_jsonl(path) if workload.kind == "jsonl" else _read_sharegpt(path)
+    if not prompts:
+        what = ("no prompts" if workload.kind == "jsonl"
+                else "no conversation with a non-empty human turn")
+        raise ScenarioError(f"{path}: {what}")
+    if vocab_size is not None:
+        for i, prompt in enumerate(prompts):
+            if isinstance(prompt, list) and max(prompt) >= vocab_size:
+                raise ScenarioError(f"{path}: prompt {i}: token id {max(prompt)} is outside the "
+                                    f"model's vocabulary of {vocab_size}")
     if len(prompts) < workload.num_prompts:
         raise ScenarioError(
             f"workload.num_prompts: {workload.num_prompts} asked, {path} has {len(prompts)}"

@@ -138,7 +138,8 @@ def test_cli_bad_scenario_is_one_line_no_traceback(tmp_path: Path,
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario_data))
     for command in ("run", "plan"):
-        result = _cli(command, str(path))
+        # cwd: where `run` would write results/ by default, so the check below can fail.
+        result = _cli(command, str(path), cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         lines = result.stderr.strip().splitlines()
