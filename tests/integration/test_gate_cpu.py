@@ -27,7 +27,8 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     tmp = tmp_path_factory.mktemp("gate")
     data = yaml.safe_load((SCENARIOS / "cpu-medusa-proposer.yaml").read_text())
     data.pop("precision")
-    data.update(name="gate-planted", repeats=4, warmup=8,
+    # 6 blocks of the three arms (df 5): two blocks (df 1) left even a 70% slowdown undecided.
+    data.update(name="gate-planted", repeats=12, warmup=8,
                 env={SLOW_CHOICE_FAULT_ENV: "medusa-proposer:optimized:0.01"})
     data["workload"].update(num_prompts=8, max_tokens=16)
     data["variants"] = {
