@@ -84,6 +84,13 @@ class ImplReport(Record):
         default_factory=dict, description="Further facts the process reported (tp_size, ...)."
     )
 
+    @classmethod
+    def from_raw(cls, data: dict[str, object]) -> ImplReport:
+        """A report as the plugin wrote it: known keys are fields, the rest are details."""
+        known = {k: v for k, v in data.items() if k in cls.model_fields}
+        details = {k: v for k, v in data.items() if k not in cls.model_fields}
+        return cls.model_validate({**known, "details": details})
+
 
 class PassRecord(Record):
     """One measured pass over the workload inside an engine launch."""

@@ -24,13 +24,7 @@ SwitchFn = Callable[[str | None], list[list[dict[str, Any]]]]
 
 
 def _reports(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
-    out = []
-    for per_process in raw:
-        for data in per_process or []:
-            known = {k: v for k, v in data.items() if k in ImplReport.model_fields}
-            details = {k: v for k, v in data.items() if k not in ImplReport.model_fields}
-            out.append(ImplReport.model_validate({**known, "details": details}))
-    return out
+    return [ImplReport.from_raw(data) for per_process in raw for data in per_process or []]
 
 
 def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,

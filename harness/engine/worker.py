@@ -136,10 +136,8 @@ def read_impl_reports(report_dir: Path) -> list[ImplReport]:
 
     reports = []
     for data in read_raw(report_dir):
-        known = {k: v for k, v in data.items() if k in ImplReport.model_fields}
-        details = {k: v for k, v in data.items() if k not in ImplReport.model_fields}
         try:
-            reports.append(ImplReport.model_validate({**known, "details": details}))
+            reports.append(ImplReport.from_raw(data))
         except ValueError as exc:
             print(f"specbench: unreadable implementation report: {exc}", file=sys.stderr)
     return reports
