@@ -13,8 +13,19 @@ BUILTIN_MODELS: dict[str, str] = {
     "tiny-llama-eagle": "EAGLE-1 one-layer draft fitted to tiny-llama's own greedy outputs",
 }
 
-# Vocabulary sizes of the built-in models, so the parent can check prompts before any build.
-BUILTIN_VOCAB_SIZES: dict[str, int] = {"tiny-llama": 1024}
+# What the parent needs of each built-in model's config.json, so it can check prompts, context
+# length and draft methods before any build (a test holds them to the built configs).
+BUILTIN_CONFIGS: dict[str, dict[str, object]] = {
+    "tiny-llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                   "vocab_size": 1024, "max_position_embeddings": 2048},
+    "tiny-llama-medusa": {"architectures": ["MedusaModel"], "model_type": "medusa",
+                          "vocab_size": 1024, "num_heads": 3},
+    "tiny-llama-eagle": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                         "vocab_size": 1024, "max_position_embeddings": 2048},
+}
+# The built-in target's tokenizer is WordLevel over whitespace-split words: a text prompt has
+# exactly one token per word (before special tokens).
+BUILTIN_WORD_TOKENIZERS = {"tiny-llama"}
 
 # Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin.
 # name -> {choice -> description}. A variant selects one as "name:choice".
@@ -54,6 +65,8 @@ NOOP_SWITCH_FAULT_ENV = "SPECBENCH_FAULT_NOOP_SWITCH"
 # Fault injection for tests only: "name:choice:seconds" makes that choice sleep this long on
 # every call inside vLLM (a planted regression for the gate tests).
 SLOW_CHOICE_FAULT_ENV = "SPECBENCH_FAULT_SLOW_CHOICE"
+# Fault injection for tests only: a port (held by the test) the first server start binds.
+TAKEN_PORT_FAULT_ENV = "SPECBENCH_FAULT_TAKEN_PORT"
 # Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
 

@@ -65,6 +65,9 @@ def run(
         "--gate", help="Judge the run with the scenario's gates and exit as `specbench gate` "
         "does.")] = False,
     inconclusive: InconclusiveOpt = Inconclusive.inconclusive,
+    clean: Annotated[bool, typer.Option(
+        "--clean", help="Stop engine processes that dead runs in the results folder left "
+        "running (they are reported either way).")] = False,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.runner import run_plan
@@ -79,7 +82,8 @@ def run(
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
-    outcome = run_plan(spec, scenario, results_dir, models_cache, progress, run_id=run_id)
+    outcome = run_plan(spec, scenario, results_dir, models_cache, progress, run_id=run_id,
+                       clean=clean)
     comparison = write_report(outcome.run_dir, echo=True)
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:
@@ -182,10 +186,13 @@ def plan(
 ) -> int:
     """Show what `run` would launch, without running anything."""
     from harness.plan import expand_plan
+    from harness.preflight import preflight
     from harness.scenario import load_scenario
 
     loaded = load_scenario(scenario)
     expanded = expand_plan(loaded)
+    # What run would refuse before any engine, hardware aside (plans travel between machines).
+    preflight(loaded, expanded, scenario.parent.resolve(), hardware=False)
     if as_json:
         print(expanded.model_dump_json(indent=2))
         return 0

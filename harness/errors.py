@@ -53,3 +53,10 @@ class IncomparableError(SpecbenchError):
     """Two result sets cannot be compared (fingerprint or workload mismatch)."""
 
     exit_code = ExitCode.INCOMPARABLE
+
+
+class StorageError(SpecbenchError):
+    """The results folder stopped taking writes mid-run (a full disk, a read-only mount): the
+    run stopped, and its manifest says so where it could still be written."""
+
+    exit_code = ExitCode.RUN_FAILED

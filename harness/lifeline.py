@@ -14,9 +14,13 @@ import ctypes
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+# How often the worker's watchdog looks for its parent.
+WATCHDOG_S = 1.0
 
 
 def die_with_parent() -> None:
@@ -31,13 +35,72 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def _end_group(code: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(code)
+
+
 def guard_process_group() -> None:
     """In the worker (a session and group leader): SIGTERM, from the runner's cleanup or from a
-    dead parent, ends the whole group at once, so no engine process is left behind."""
+    dead parent, ends the whole group at once, so no engine process is left behind. A watchdog
+    thread also ends it when the parent is gone without a signal arriving (the death signal is
+    tied to the thread that forked, and is cleared by a set-uid exec)."""
 
     def end_group(signum: int, frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        os._exit(128 + signum)
+        _end_group(128 + signum)
 
     signal.signal(signal.SIGTERM, end_group)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCHDOG_S)
+        _end_group(128 + signal.SIGTERM)
+
+    if parent != 1:
+        threading.Thread(target=watch, name="specbench-parent-watchdog", daemon=True).start()
+
+
+def _boot_time() -> float:
+    from pathlib import Path
+
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def session_processes(sid: int, started_after: float = 0.0) -> list[tuple[int, str]]:
+    """Live processes of session `sid` (a worker leads its own session, which vLLM's engine
+    core, TP workers and API server join) started after `started_after` (unix seconds; guards
+    against a reused pid), as (pid, command name). Linux only; elsewhere nothing is found."""
+    from pathlib import Path
+
+    found: list[tuple[int, str]] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    boot, tick = _boot_time(), os.sysconf("SC_CLK_TCK")
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        if fields[0] == "Z" or int(fields[3]) != sid:
+            continue
+        if boot + int(fields[19]) / tick + 1.0 < started_after:
+            continue
+        found.append((int(entry.name), name))
+    return sorted(found)
+
+
+def kill_processes(pids: list[int]) -> None:
+    """SIGKILL each of `pids` (leftovers of a dead run: nothing of theirs is worth keeping)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)

@@ -130,6 +130,10 @@ class ServerInfo(Record):
     died: bool = Field(
         default=False, description="The server exited on its own before the harness stopped it."
     )
+    port_retries: int = Field(
+        default=0, description="Starts retried on a new port because another process bound "
+        "the chosen one first.",
+    )
 
 
 class Timings(Record):

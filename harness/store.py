@@ -11,6 +11,7 @@ An interrupted run leaves a manifest with status "interrupted" and every finishe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,18 +28,39 @@ from harness.errors import ResultsError
 from harness.records import SCHEMA_VERSION, RunRecord
 
 MANIFEST = "manifest.json"
+# What readers of a manifest rely on, checked on load so a damaged one is one line: the
+# scenario always, the others when present.
+MANIFEST_FIELDS: dict[str, type] = {"scenario": dict, "status": str, "runs": list,
+                                    "plan": dict, "fingerprint": dict}
+MANIFEST_REQUIRED = ("scenario",)
+# Kept free in each run folder while it runs, released when the disk fills, so the manifest
+# can still say how the run ended.
+RESERVE = ".space-reserve"
+RESERVE_BYTES = 1 << 20
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half-written file
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+def reserve_space(run_dir: Path) -> None:
+    (run_dir / RESERVE).write_bytes(b"\0" * RESERVE_BYTES)
+
+
+def release_space(run_dir: Path) -> None:
+    (run_dir / RESERVE).unlink(missing_ok=True)
 
 
 def new_run_id(scenario_name: str) -> str:
@@ -112,16 +134,25 @@ def load_results(path: str | Path) -> RunResults:
     run_dir = resolve_run_dir(Path(path))
     manifest_path = run_dir / MANIFEST
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{manifest_path}: corrupt JSON ({exc.msg})") from None
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise ResultsError(f"{manifest_path}: damaged, not JSON ({why})") from None
+    except OSError as exc:
+        raise ResultsError(f"{manifest_path}: cannot read ({exc.strerror})") from None
     if not isinstance(manifest, dict):
-        raise ResultsError(f"{manifest_path}: expected a JSON object")
+        raise ResultsError(f"{manifest_path}: damaged, expected a JSON object")
     manifest = migrate_manifest(manifest, manifest_path)
+    for key, kind in MANIFEST_FIELDS.items():
+        if (key in manifest or key in MANIFEST_REQUIRED) and not isinstance(manifest.get(key),
+                                                                              kind):
+            raise ResultsError(f"{manifest_path}: damaged, its {key!r} is "
+                               + ("missing" if key not in manifest else
+                                  f"a {type(manifest[key]).__name__}, not a {kind.__name__}"))
     runs = []
     for file in sorted((run_dir / "runs").glob("*.json")):
         try:
-            runs.append(RunRecord.model_validate_json(file.read_text()))
+            runs.append(RunRecord.model_validate_json(file.read_bytes()))
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
@@ -165,9 +196,12 @@ def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path
                        f"{baselines_dir / name}; save one with `specbench baseline save`)")
 
 
-def mark_abandoned(results_root: Path) -> list[str]:
+def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     """Runs under `results_root` still marked running whose specbench process is gone (killed
-    by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which."""
+    by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which, with any of
+    their engine processes still running (stopped when `clean`)."""
+    from harness.lifeline import kill_processes, session_processes
+
     found: list[str] = []
     if not results_root.is_dir():
         return found
@@ -176,13 +210,33 @@ def mark_abandoned(results_root: Path) -> list[str]:
             data = json.loads(manifest_path.read_text())
         except (OSError, ValueError):
             continue
-        pid = data.get("runner_pid") if isinstance(data, dict) else None
-        if data.get("status") != "running" or not isinstance(pid, int) or _pid_alive(pid):
+        if not isinstance(data, dict):
             continue
-        data.update(status="abandoned", abandoned_unix=time.time())
-        write_json_atomic(manifest_path, data)
-        found.append(f"{manifest_path.parent.name} (its specbench process {pid} is gone; "
-                     f"{len(data.get('runs') or [])} finished launch(es) kept)")
+        pid, status = data.get("runner_pid"), data.get("status")
+        dead = isinstance(pid, int) and not _pid_alive(pid)
+        line = None
+        if status == "running" and dead:
+            data.update(status="abandoned", abandoned_unix=time.time())
+            with contextlib.suppress(OSError):  # a full disk: still report it
+                write_json_atomic(manifest_path, data)
+            line = (f"{manifest_path.parent.name} (its specbench process {pid} is gone; "
+                    f"{len(data.get('runs') or [])} finished launch(es) kept), now marked "
+                    "abandoned")
+        flight = data.get("in_flight")
+        if status in ("running", "abandoned") and dead and isinstance(flight, dict) \
+                and isinstance(flight.get("worker_pid"), int):
+            left = session_processes(flight["worker_pid"], float(flight.get("started_unix", 0)))
+            if left:
+                shown = ", ".join(f"{p} {n}" for p, n in left)
+                if clean:
+                    kill_processes([p for p, _ in left])
+                    tail = f"stopped its {len(left)} leftover process(es): {shown}"
+                else:
+                    tail = (f"{len(left)} of its processes still run ({shown}); "
+                            "`specbench run --clean` stops them")
+                line = f"{line}; {tail}" if line else f"{manifest_path.parent.name}: {tail}"
+        if line:
+            found.append(line)
     return found
 
 

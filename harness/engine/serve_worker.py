@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from harness.catalog import SWITCH_RPC
+from harness.catalog import SWITCH_RPC, TAKEN_PORT_FAULT_ENV
 from harness.engine.worker import (
     counter_delta,
     exit_now,
@@ -64,6 +64,8 @@ SERVER_MODULE_ENV = "SPECBENCH_SERVER_MODULE"
 STORE_TRUE_ONLY = {"disable_log_stats", "aggregate_engine_logging", "headless", "grpc",
                    "data_parallel_multi_port_external_lb"}
 STOP_GRACE_S = 30.0
+# Server starts on fresh ports when another process binds the chosen one first.
+PORT_TRIES = 3
 HEALTH_POLL_S = 0.5
 
 
@@ -103,11 +105,29 @@ def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[st
             "--served-model-name", name, *cli_args(engine_args)]
 
 
-def free_port() -> int:
-    """A port nothing listens on now (the server binds it a few seconds later)."""
+def free_port(first: bool = False) -> int:
+    """A port nothing listens on now (the server binds it a few seconds later). Fault seam:
+    the first choice is the port TAKEN_PORT_FAULT_ENV names (a test holds it)."""
+    taken = os.environ.get(TAKEN_PORT_FAULT_ENV)
+    if first and taken:
+        return int(taken)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_was_taken(server: subprocess.Popen[bytes], log: Path, offset: int) -> bool:
+    """Whether the server exited because its port was bound by another process first (what it
+    logged since `offset` says so)."""
+    if server.poll() is None:
+        return False
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace").lower()
+    except OSError:
+        return False
+    return "address already in use" in text
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, timeout_s: float) -> float:
@@ -232,11 +252,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
     name = served_model_name(run.engine_args["model"])
     engine_args, prompts, warm = prepare_launch(run, base_dir, cache_dir, result)
 
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    url = base_url + "/v1/completions"
-    cmd = server_command(engine_args, port, name)
-    info = ServerInfo(url=base_url, command=cmd)
+    info = ServerInfo(url="", command=[])
     result.server = info
     w = run.workload
 
@@ -248,14 +264,35 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 
     server_log.parent.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    with server_log.open("wb") as log:
-        # Same process group as this worker: the runner's group kill reaches the server too.
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=server_env(run))
-    info.pid = server.pid
+    server: subprocess.Popen[bytes] | None = None
     server_problem = None
     try:
-        info.healthy_after_s = wait_healthy(server, base_url, load.startup_timeout_s)
+        for attempt in range(1, PORT_TRIES + 1):
+            # The port is free when chosen; another process may bind it before the server
+            # does. That is retried on a new port, not reported as a server failure.
+            port = free_port(first=attempt == 1)
+            base_url = f"http://127.0.0.1:{port}"
+            cmd = server_command(engine_args, port, name)
+            info.url, info.command = base_url, cmd
+            offset = server_log.stat().st_size if attempt > 1 else 0
+            with server_log.open("ab" if attempt > 1 else "wb") as log:
+                # Same process group as this worker: the runner's group kill reaches it too.
+                server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=server_env(run))
+            info.pid = server.pid
+            try:
+                info.healthy_after_s = wait_healthy(server, base_url, load.startup_timeout_s)
+                break
+            except ServerFailed:
+                if attempt == PORT_TRIES or not port_was_taken(server, server_log, offset):
+                    raise
+                info.port_retries += 1
+                with server_log.open("ab") as log:
+                    log.write(f"--- specbench: port {port} was taken before the server bound "
+                              "it; starting again on another ---\n".encode())
+        url = base_url + "/v1/completions"
+        assert server is not None  # the loop broke out with a healthy server
+        running = server
         timings.engine_start_s = time.perf_counter() - t
         timeout = run.timeout_s
         speculative = "speculative_config" in engine_args
@@ -265,12 +302,12 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 # A dying server closes its sockets a moment before it exits: let it finish
                 # dying, so the failure is told as a death, not only as request errors.
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    server.wait(timeout=1.0)
-            if server.poll() is not None:
-                info.died, info.exit_code = True, server.returncode
+                    running.wait(timeout=1.0)
+            if running.poll() is not None:
+                info.died, info.exit_code = True, running.returncode
                 failed = sum(r.error is not None for r in streamed)
                 raise ServerFailed(f"vLLM server died during {stage} (exit code "
-                                   f"{server.returncode}); {failed} of {len(streamed)} "
+                                   f"{running.returncode}); {failed} of {len(streamed)} "
                                    "requests failed")
 
         def counters() -> dict[str, Any]:
@@ -325,6 +362,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         server_problem = str(exc)
     finally:
         t = time.perf_counter()
+        assert server is not None  # Popen either started one or raised
         died_before_stop = server.poll() is not None
         info.exit_code = stop_server(server)
         info.died = info.died or died_before_stop

@@ -1,8 +1,10 @@
 """Fault-injecting stand-in for harness.engine.worker (selected with SPECBENCH_WORKER_MODULE).
 
 Each variant picks its behaviour with the FAKE_MODE environment variable (set in the
-scenario's variant env): ok, crash, hang, garbage, wrong-key, short. 'ok' writes a small
-well-formed result so the healthy arm of a fault test has something to report; real
+scenario's variant env): ok, crash, hang, garbage, wrong-key, short, fill (writes beside its
+result until the disk is full, then exits), orphan (hangs like 'hang' but without the worker's
+guard: it outlives a killed parent, as a process that lost its death signal would). 'ok' writes
+a small well-formed result so the healthy arm of a fault test has something to report; real
 measurements only ever come from harness.engine.worker.
 """
 
@@ -19,15 +21,25 @@ from pathlib import Path
 from harness.lifeline import guard_process_group
 
 
+def _forget_parent() -> None:
+    """Clear the death signal the runner asked for (PR_SET_PDEATHSIG = 1, signal 0)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)
+
+
 def main() -> int:
-    guard_process_group()  # as the real worker does
+    mode = os.environ.get("FAKE_MODE", "ok")
+    if mode == "orphan":
+        _forget_parent()
+    else:
+        guard_process_group()  # as the real worker does
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     spec = json.loads(args.spec.read_text())
     run = spec["run"]
-    mode = os.environ.get("FAKE_MODE", "ok")
     pid_dir = os.environ.get("FAKE_PID_DIR")
     # Like vLLM's engine core: a child process in the worker's process group.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -37,8 +49,18 @@ def main() -> int:
     if mode == "crash":
         print("Traceback (most recent call last):\nRuntimeError: engine core died", flush=True)
         os._exit(17)
-    if mode == "hang":
+    if mode in ("hang", "orphan"):
         time.sleep(600)
+    if mode == "fill":
+        with (args.out.parent / "filler").open("wb") as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            except OSError as exc:
+                print(f"fake worker: {exc}", flush=True)
+        child.kill()
+        return 1
     if mode == "garbage":
         args.out.write_text("{not json")
         return 0

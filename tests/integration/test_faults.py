@@ -4,9 +4,11 @@ exits non-zero, and no worker process (nor its children) outlives the run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,21 +18,34 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.catalog import TAKEN_PORT_FAULT_ENV
 from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.runner import WORKER_MODULE_ENV
 from harness.store import load_results
 from tests.conftest import ROOT
 from tests.processes import alive, processes_in
 
+# Seconds a fake worker may take: its 'ok' mode needs about one on an idle machine and has
+# needed several on a machine busy with vLLM engines; only the hanging ones should hit it.
+FAKE_TIMEOUT_S = 20
 
-def _scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
-              repeats: int = 2) -> Path:
+
+def _fake_model(tmp_path: Path) -> Path:
+    """A folder that passes the pre-flight model checks (fake workers never load it)."""
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(
+        {"architectures": ["LlamaForCausalLM"], "vocab_size": 100}))
+    (model / "model.safetensors").write_bytes(b"")
+    return model
+
+
+def _scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
+              repeats: int = 2, **extra: Any) -> Path:
     data: dict[str, Any] = {
-        "name": "faults", "model": str(model), "batch_size": 2,
+        "name": "faults", "model": str(_fake_model(tmp_path)), "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
-        "warmup": 0, "repeats": repeats, "timeout_s": timeout_s,
+        "warmup": 0, "repeats": repeats, "timeout_s": timeout_s, **extra,
         "variants": {name: {"baseline": i == 0, "env": {"FAKE_MODE": mode}}
                      for i, (name, mode) in enumerate(modes.items())},
     }
@@ -56,7 +71,7 @@ def _pids(tmp_path: Path) -> list[int]:
     ("mode", "status", "error"),
     [
         ("crash", "failed", "worker exited with code 17"),
-        ("hang", "timeout", "worker exceeded timeout_s=3"),
+        ("hang", "timeout", f"worker exceeded timeout_s={FAKE_TIMEOUT_S}"),
         ("garbage", "failed", "worker wrote an unreadable result"),
         ("wrong-key", "failed", "worker answered for 'someone-else'"),
         ("short", "failed", "worker returned 0 passes, expected 2"),
@@ -64,7 +79,7 @@ def _pids(tmp_path: Path) -> list[int]:
 )
 def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, status: str,
                                                     error: str) -> None:
-    scenario = _scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=3)
+    scenario = _scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=FAKE_TIMEOUT_S)
     result = _run_cli(tmp_path, scenario)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -84,9 +99,9 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
     assert not [p for p in _pids(tmp_path) if alive(p)]
 
 
-def _start_with_a_hanging_worker(tmp_path: Path) -> subprocess.Popen[str]:
+def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subprocess.Popen[str]:
     """`specbench run` whose second launch hangs; returns once that worker is up."""
-    scenario = _scenario(tmp_path, {"good": "ok", "stuck": "hang"}, timeout_s=300)
+    scenario = _scenario(tmp_path, {"good": "ok", "stuck": mode}, timeout_s=300)
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
          str(tmp_path / "results"), "--run-id", "r"],
@@ -108,8 +123,14 @@ def _fake_env(tmp_path: Path) -> dict[str, str]:
 
 def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
     proc = _start_with_a_hanging_worker(tmp_path)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        proc.send_signal(signal.SIGINT)
+        # Bounded: the group kill takes at most KILL_GRACE_S + 5 s; the rest is the report,
+        # given room for a machine busy with other engines.
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     results = load_results(tmp_path / "results" / "r")
@@ -123,9 +144,7 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
 
 
 def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> None:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({"vocab_size": 100}))
+    model = _fake_model(tmp_path)
     modes = {"good": "ok", "no-start": "exit", "errors": "error", "dies": "die"}
     data: dict[str, Any] = {
         "name": "serve-faults", "mode": "serve", "model": str(model), "batch_size": 2,
@@ -196,5 +215,129 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, env=_fake_env(tmp_path), timeout=300,
         check=False)
     assert rerun.returncode == 0, rerun.stderr
-    assert "found an abandoned run, now marked so: r (its specbench process" in rerun.stderr
+    assert "found a dead run: r (its specbench process" in rerun.stderr
+    assert "now marked abandoned" in rerun.stderr and "still run" not in rerun.stderr
     assert load_results(tmp_path / "results" / "r").manifest["status"] == "abandoned"
+
+
+def test_leftovers_of_a_dead_run_are_reported_and_cleaned(tmp_path: Path) -> None:
+    """A worker that lost its death signal outlives a SIGKILLed specbench: the next run names
+    its processes, and `run --clean` stops them."""
+    proc = _start_with_a_hanging_worker(tmp_path, mode="orphan")
+    pids = [int(p) for p in (tmp_path / "stuck.r0.pids").read_text().split()]
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+        time.sleep(2 * 1.0 + 0.5)  # past the watchdog period: these really are left behind
+        assert all(alive(p) for p in pids)
+        again = _scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
+        cmd = [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
+               str(tmp_path / "results")]
+        first = subprocess.run([*cmd, "--run-id", "r2"], capture_output=True, text=True,
+                               cwd=ROOT, env=_fake_env(tmp_path), timeout=300, check=False)
+        assert first.returncode == 0, first.stderr
+        assert "found a dead run: r (its specbench process" in first.stderr
+        assert "2 of its processes still run (" in first.stderr
+        assert "`specbench run --clean` stops them" in first.stderr
+        assert all(alive(p) for p in pids)  # reported, not touched without --clean
+        second = subprocess.run([*cmd, "--run-id", "r3", "--clean"], capture_output=True,
+                                text=True, cwd=ROOT, env=_fake_env(tmp_path), timeout=300,
+                                check=False)
+        assert second.returncode == 0, second.stderr
+        assert "found a dead run: r: stopped its 2 leftover process(es)" in second.stderr
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in pids):
+            assert time.monotonic() < deadline, f"left running: {[p for p in pids if alive(p)]}"
+            time.sleep(0.1)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _small_filesystem(tmp_path: Path, command: list[str], out: Path) -> list[str]:
+    """`command` run with a 4 MiB tmpfs mounted on tmp_path/'small' (a private mount namespace:
+    the file system and its contents vanish when it ends, so the results are copied to
+    `out` first). Skips where this machine allows no mount namespace."""
+    small = tmp_path / "small"
+    small.mkdir()
+    userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    probe = subprocess.run(["unshare", *userns, "--mount", "sh", "-c",
+                            f"mount -t tmpfs -o size=64k tmpfs {small}"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"no size-limited file system here: {probe.stderr.strip()}")
+    script = ('mount -t tmpfs -o size=4m tmpfs "$1" && shift && out="$1" && shift && '
+              '"$@" 2> "$out/stderr"; echo $? > "$out/rc"; cp -a "$(dirname "$out")/small/." '
+              '"$out/copy"')
+    return ["unshare", *userns, "--mount", "sh", "-c", script, "sh", str(small), str(out),
+            *command]
+
+
+def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
+    """The disk fills while a launch runs: the run stops, its records and manifest say so in
+    the space it kept, the CLI prints one line, and no worker process is left."""
+    scenario = _scenario(tmp_path, {"good": "ok", "full": "fill", "after": "ok"},
+                         timeout_s=FAKE_TIMEOUT_S, interleave="sequential")
+    out = tmp_path / "out"
+    (out / "copy").mkdir(parents=True)
+    cmd = _small_filesystem(tmp_path, [
+        sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+        str(tmp_path / "small" / "results"), "--run-id", "r"], out)
+    subprocess.run(cmd, cwd=ROOT, env=_fake_env(tmp_path), timeout=300, check=True)
+    stderr = (out / "stderr").read_text()
+    assert (out / "rc").read_text().strip() == "1", stderr
+    assert "Traceback" not in stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("specbench: error: results folder ") and error.count("\n") == 0
+    assert "No space left on device writing " in error
+    assert "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" \
+        in error
+    run_dir = out / "copy" / "results" / "r"
+    (run_dir / "work" / "full.r0" / "filler").unlink()
+    results = load_results(run_dir)
+    assert results.manifest["status"] == "failed"
+    assert "No space left on device" in results.manifest["error"]
+    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
+                                                             ("full.r0", "failed")]
+    assert not [p for p in _pids(tmp_path) if alive(p)]
+    # Readable afterwards: report renders what was kept.
+    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert report.returncode == 0, report.stderr
+    assert "FAILED full" in report.stdout
+
+
+def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> None:
+    """Another process binds the chosen port first: the server start is retried on another
+    port, the launch succeeds, and the record says so."""
+    data: dict[str, Any] = {
+        "name": "port", "mode": "serve", "model": str(_fake_model(tmp_path)), "batch_size": 2,
+        "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 8},
+        "warmup": 0, "repeats": 1, "timeout_s": 60, "serve": {"startup_timeout_s": 30},
+        "variants": {"a": {"baseline": True}, "b": {"env": {"X": "1"}}},
+    }
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        env = {**os.environ, SERVER_MODULE_ENV: "tests.fakes.server",
+               TAKEN_PORT_FAULT_ENV: str(taken)}
+        result = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
+             str(tmp_path / "results"), "--run-id", "r"],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    for record in load_results(tmp_path / "results" / "r").runs:
+        assert record.status == "ok" and record.result is not None
+        server = record.result.server
+        assert server is not None and server.port_retries == 1
+        assert server.url.startswith("http://127.0.0.1:") and not server.url.endswith(
+            f":{taken}")
+        log = (tmp_path / "results" / "r" / str(record.server_log_file)).read_text()
+        assert "address already in use" in log.lower()
+        assert f"port {taken} was taken before the server bound it" in log

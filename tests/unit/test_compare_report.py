@@ -103,7 +103,7 @@ def test_store_round_trip_and_versions(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="newer than this specbench understands"):
         load_results(run_dir)
     (run_dir / "manifest.json").write_text("{broken")
-    with pytest.raises(ResultsError, match="corrupt JSON"):
+    with pytest.raises(ResultsError, match="damaged, not JSON"):
         load_results(run_dir)
     with pytest.raises(ResultsError, match="no specbench results here"):
         load_results(tmp_path / "nothing")

@@ -224,12 +224,13 @@ def test_a_failed_shared_launch_fails_every_arm() -> None:
 def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine(
         scenario_data: dict[str, Any]) -> None:
     from harness.errors import HardwareError
-    from harness.runner import check_hardware
+    from harness.preflight import check_hardware
 
     scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
                                         "synthetic_acceptance_length": 2.0}
-    with pytest.raises(HardwareError, match="Synthetic acceptance not supported with CPU"):
-        check_hardware(parse_scenario(scenario_data))
+    for launch in expand_plan(parse_scenario(scenario_data)).runs:
+        with pytest.raises(HardwareError, match="Synthetic acceptance not supported with CPU"):
+            check_hardware(launch)
 
 
 def test_gated_precision_samples_until_every_gate_can_decide(

@@ -1,5 +1,6 @@
 """Bad input is refused before any engine starts: one line naming the field or file and line,
-exit 2, no traceback, and no run folder (so no worker was ever launched)."""
+exit 2 (3 for hardware the machine lacks), no traceback, no run folder (so no worker was ever
+launched), and neither vLLM nor torch imported by specbench."""
 
 from __future__ import annotations
 
@@ -38,22 +39,39 @@ FILES: list[tuple[str, bytes, str, str]] = [
 ]
 
 
-def _run(tmp_path: Path, data: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+# The CLI as `specbench` runs it, writing at exit which of vLLM and torch it had imported.
+CLI_WATCHING_IMPORTS = (
+    "import atexit, json, runpy, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(\n"
+    "    sorted(m for m in ('vllm', 'torch') if m in sys.modules))))\n"
+    "runpy.run_module('harness.cli', run_name='__main__')\n"
+)
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir",
-         str(tmp_path / "results"), *extra],
+        [sys.executable, "-c", CLI_WATCHING_IMPORTS, str(tmp_path / "imported.json"), *args],
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
 
 
-def _refused(result: subprocess.CompletedProcess[str], fragment: str, tmp_path: Path) -> None:
-    assert result.returncode == 2, result.stderr
+def _run(tmp_path: Path, data: dict[str, Any], *extra: str,
+         command: str = "run") -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = ["--results-dir", str(tmp_path / "results")] if command == "run" else []
+    return _cli(tmp_path, command, str(path), *results, *extra)
+
+
+def _refused(result: subprocess.CompletedProcess[str], fragment: str, tmp_path: Path,
+             code: int = 2) -> None:
+    assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith("specbench: error: ") and fragment in lines[0], lines[0]
     runs = tmp_path / "results"
     assert not runs.exists() or not any(runs.iterdir())  # no run folder: nothing launched
+    assert json.loads((tmp_path / "imported.json").read_text()) == []  # no vLLM, no torch
 
 
 @pytest.mark.parametrize(("name", "content", "kind", "fragment"), FILES,
@@ -92,10 +110,158 @@ def test_existing_run_id_and_unwritable_results(tmp_path: Path,
     assert "already exists" in result.stderr and "Traceback" not in result.stderr
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    path = tmp_path / "s.yaml"
-    result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir",
-         str(blocker / "results")], capture_output=True, text=True, cwd=ROOT, timeout=120,
-        check=False)
+    result = _cli(tmp_path, "run", str(tmp_path / "s.yaml"), "--results-dir",
+                  str(blocker / "results"))
     assert result.returncode == 2 and "--results-dir" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _folder(tmp_path: Path, name: str, config: dict[str, Any] | str | None,
+            weights: bool = True) -> str:
+    """A local model folder: config.json (a mapping, raw text, or none) and a weights file."""
+    path = tmp_path / name
+    path.mkdir()
+    if config is not None:
+        (path / "config.json").write_text(config if isinstance(config, str)
+                                          else json.dumps(config))
+    if weights:
+        (path / "model.safetensors").write_bytes(b"")
+    return str(path)
+
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1024,
+         "max_position_embeddings": 2048}
+
+
+def _unswapped(data: dict[str, Any], tmp_path: Path) -> None:
+    """Variants that differ by an environment variable, not a Medusa swap (other methods)."""
+    data["variants"] = {"base": {"baseline": True}, "other": {"env": {"X": "1"}}}
+
+
+def _set(path: str, value: Any) -> Any:
+    """A mutator setting a dotted path of the scenario mapping."""
+    def mutate(data: dict[str, Any], tmp_path: Path) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value(tmp_path) if callable(value) else value
+    return mutate
+
+
+def _both(*mutators: Any) -> Any:
+    def mutate(data: dict[str, Any], tmp_path: Path) -> None:
+        for m in mutators:
+            m(data, tmp_path)
+    return mutate
+
+
+def _long_text_prompts(data: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "long.jsonl").write_text(json.dumps({"prompt": " ".join(["w5"] * 600)}) + "\n")
+    data["max_model_len"] = 512
+    data["workload"] = {"kind": "jsonl", "path": "long.jsonl", "num_prompts": 1,
+                        "max_tokens": 16}
+
+
+# (id, mutation, exit code, fragment of the one line, command)
+CASES: list[tuple[str, Any, int, str, str]] = [
+    ("engine-unknown-key", _set("engine", {"zz": 3}), 2,
+     "engine.zz: not an argument of vLLM 0.32.0's EngineArgs", "run"),
+    ("engine-unknown-key-plan", _set("engine", {"zz": 3}), 2,
+     "engine.zz: not an argument of vLLM", "plan"),
+    ("engine-wrong-type", _set("engine", {"enforce_eager": "maybe-not"}), 2,
+     "engine.enforce_eager: expected true or false, got 'maybe-not'", "run"),
+    ("engine-wrong-type-plan", _set("engine", {"enforce_eager": "maybe-not"}), 2,
+     "engine.enforce_eager: expected true or false", "plan"),
+    ("engine-owned-key", _set("engine", {"speculative_config": {}}), 2,
+     "engine.speculative_config: set draft", "run"),
+    ("engine-out-of-range", _set("engine", {"max_model_len": 8}), 2,
+     "engine.max_model_len: 8 is out of range (>= 16)", "run"),
+    ("dtype", _set("dtype", "bf16"), 2, "dtype: 'bf16' is not one vLLM 0.32.0 accepts", "run"),
+    ("variant-engine-typo", _set("variants.opt.engine", {"enforce_eagr": True}), 2,
+     "variants.opt.engine.enforce_eagr: not an argument of vLLM 0.32.0's EngineArgs; did you "
+     "mean 'enforce_eager'?", "run"),
+    ("variant-dtype", _set("variants.opt.engine", {"dtype": "float8"}), 2,
+     "variants.opt.engine.dtype: 'float8' is not one vLLM", "run"),
+    ("variant-tp-beyond-cores", _set("variants.opt.engine", {"tensor_parallel_size": 64}), 3,
+     "tensor_parallel_size: 64 (variant opt) needs 64 CPU cores", "run"),
+    ("draft-config-unknown", _set("draft.config", {"prompt_lookup_maxx": 3}), 2,
+     "draft.config.prompt_lookup_maxx: not an argument of vLLM 0.32.0's SpeculativeConfig",
+     "run"),
+    ("draft-config-internal", _set("draft.config", {"target_model_config": {}}), 2,
+     "draft.config.target_model_config: vLLM fills this", "run"),
+    ("draft-config-type", _set("draft.config", {"disable_padded_drafter_batch": "no"}), 2,
+     "draft.config.disable_padded_drafter_batch: expected true or false", "run"),
+    ("variant-spec-type", _set("variants.opt.speculative_config",
+                               {"num_speculative_tokens": "3"}), 2,
+     "variants.opt.speculative_config.num_speculative_tokens: expected an integer", "run"),
+    ("variant-spec-range", _set("variants.opt.speculative_config",
+                                {"num_speculative_tokens": 0}), 2,
+     "variants.opt.speculative_config.num_speculative_tokens: 0 is out of range", "run"),
+    ("model-no-config", _set("model", lambda t: _folder(t, "m", None)), 2,
+     "has no config.json, so it is not a model folder vLLM can load", "run"),
+    ("model-config-not-json", _set("model", lambda t: _folder(t, "m", "{oops")), 2,
+     "config.json is not readable JSON", "run"),
+    ("model-no-weights", _set("model", lambda t: _folder(t, "m", LLAMA, weights=False)), 2,
+     "has no weights (*.safetensors", "run"),
+    ("model-no-architectures", _set("model", lambda t: _folder(t, "m", {"vocab_size": 9})), 2,
+     "names no architectures", "run"),
+    ("model-missing", _set("model", "no-such-model"), 2,
+     "model: 'no-such-model' is neither a built-in model", "plan"),
+    ("draft-not-medusa", _set("draft.model", "tiny-llama-eagle"), 2,
+     "draft.model: tiny-llama-eagle is a LlamaForCausalLM, not a Medusa head", "run"),
+    ("draft-medusa-for-eagle", _both(_unswapped, _set("draft.method", "eagle")), 2,
+     "draft.model (variant base): tiny-llama-medusa is a Medusa head; method eagle needs a "
+     "causal-LM draft",
+     "run"),
+    ("draft-folder-wrong-kind", _set("draft.model", lambda t: _folder(t, "d", LLAMA)), 2,
+     "is a LlamaForCausalLM, not a Medusa head", "run"),
+    ("draft-vocab-differs", _set("draft.model", lambda t: _folder(
+        t, "d", {"model_type": "medusa", "num_heads": 3, "vocab_size": 32000})), 2,
+     "vocab_size 32000 differs from the target's 1024", "run"),
+    ("medusa-heads", _set("draft.num_speculative_tokens", 5), 2,
+     "num_speculative_tokens: 5 is more than the 3 heads of the Medusa draft", "run"),
+    ("text-prompt-too-long", _long_text_prompts, 2,
+     "(at least 600 tokens) + workload.max_tokens = 616 exceeds max_model_len 512", "run"),
+    ("beyond-max-positions", _set("workload", {"num_prompts": 2, "input_len": 2000,
+                                               "max_tokens": 100}), 2,
+     "= 2100 exceeds the model's max_position_embeddings 2048 (max_model_len unset)", "run"),
+]
+
+
+@pytest.mark.parametrize(("name", "mutate", "code", "fragment", "command"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_bad_scenarios(tmp_path: Path, scenario_data: dict[str, Any], name: str, mutate: Any,
+                       code: int, fragment: str, command: str) -> None:
+    mutate(scenario_data, tmp_path)
+    _refused(_run(tmp_path, scenario_data, command=command), fragment, tmp_path, code)
+
+
+DAMAGE: list[tuple[str, bytes | None, str]] = [
+    ("missing", None, "no specbench results here (no manifest.json)"),
+    ("empty", b"", "manifest.json: damaged, not JSON"),
+    ("truncated", b'{"schema_version": 3, "status": "comp', "manifest.json: damaged, not JSON"),
+    ("binary", b"\xff\xfe\x00garbage", "manifest.json: damaged, not JSON (not UTF-8)"),
+    ("a-list", b"[1, 2]", "manifest.json: damaged, expected a JSON object"),
+    ("no-scenario", b'{"schema_version": 3, "status": "complete", "runs": []}',
+     "manifest.json: damaged, its 'scenario' is missing"),
+    ("scenario-string", b'{"schema_version": 3, "scenario": "x"}',
+     "manifest.json: damaged, its 'scenario' is a str, not a dict"),
+    ("no-version", b'{"scenario": {}}', "no integer schema_version"),
+]
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "gate"])
+@pytest.mark.parametrize(("name", "content", "fragment"), DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_damaged_results_folder_is_one_line(tmp_path: Path, command: str, name: str,
+                                            content: bytes | None, fragment: str) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "runs").mkdir(parents=True)
+    if content is not None:
+        (run_dir / "manifest.json").write_bytes(content)
+    args = [str(run_dir)] * (2 if command == "compare" else 1)
+    result = _cli(tmp_path, command, *args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("specbench: error: ") and fragment in lines[0], lines[0]

