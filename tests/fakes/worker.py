@@ -3,7 +3,9 @@
 Each variant picks its behaviour with the FAKE_MODE environment variable (set in the
 scenario's variant env): ok, crash, hang, garbage, wrong-key, short, fill (writes beside its
 result until the disk is full, then exits), orphan (hangs like 'hang' but without the worker's
-guard: it outlives a killed parent, as a process that lost its death signal would). 'ok' writes
+guard: it outlives a killed parent, as a process that lost its death signal would), watchdog
+(hangs without the death signal but with the guard: only its parent watchdog can end it).
+'ok' writes
 a small well-formed result so the healthy arm of a fault test has something to report; real
 measurements only ever come from harness.engine.worker.
 """
@@ -30,9 +32,9 @@ def _forget_parent() -> None:
 
 def main() -> int:
     mode = os.environ.get("FAKE_MODE", "ok")
-    if mode == "orphan":
+    if mode in ("orphan", "watchdog"):
         _forget_parent()
-    else:
+    if mode != "orphan":
         guard_process_group()  # as the real worker does
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", type=Path, required=True)
@@ -49,7 +51,7 @@ def main() -> int:
     if mode == "crash":
         print("Traceback (most recent call last):\nRuntimeError: engine core died", flush=True)
         os._exit(17)
-    if mode in ("hang", "orphan"):
+    if mode in ("hang", "orphan", "watchdog"):
         time.sleep(600)
     if mode == "fill":
         with (args.out.parent / "filler").open("wb") as filler:

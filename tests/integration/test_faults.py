@@ -190,10 +190,12 @@ def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> Non
     assert processes_in(sessions) == []
 
 
-def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["hang", "watchdog"])
+def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path, mode: str) -> None:
     """kill -9 of `specbench run` (no handler can run): the kernel tells the worker its
-    parent died, and the worker ends its whole process group, its child included."""
-    proc = _start_with_a_hanging_worker(tmp_path)
+    parent died, and the worker ends its whole process group, its child included; a worker
+    that lost that death signal ("watchdog") is ended by its parent watchdog instead."""
+    proc = _start_with_a_hanging_worker(tmp_path, mode)
     try:
         pids = [int(p) for p in (tmp_path / "stuck.r0.pids").read_text().split()]
         assert all(alive(p) for p in pids)
