@@ -281,7 +281,29 @@ def _small_filesystem(tmp_path: Path, command: list[str], out: Path) -> list[str
 def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
     """The disk fills while a launch runs: the run stops, its records and manifest say so in
     the space it kept, the CLI prints one line, and no worker process is left."""
-    scenario = _scenario(tmp_path, {"good": "ok", "full": "fill", "after": "ok"},
+    stderr, run_dir = _on_a_small_filesystem(tmp_path, "fill")
+    error = stderr.strip().splitlines()[-1]
+    assert "No space left on device writing " in error
+    assert "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" \
+        in error
+    (run_dir / "work" / "full.r0" / "filler").unlink()
+    results = load_results(run_dir)
+    assert results.manifest["status"] == "failed"
+    assert "No space left on device" in results.manifest["error"]
+    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
+                                                             ("full.r0", "failed")]
+    # Readable afterwards: report renders what was kept.
+    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert report.returncode == 0, report.stderr
+    assert "FAILED full" in report.stdout
+
+
+def _on_a_small_filesystem(tmp_path: Path, mode: str) -> tuple[str, Path]:
+    """`specbench run` of good, `mode`, after (in that order) with its results on a 4 MiB
+    file system; returns its stderr and a copy of the run folder, after checking the exit
+    code, the single error line and that no worker process is left."""
+    scenario = _scenario(tmp_path, {"good": "ok", "full": mode, "after": "ok"},
                          timeout_s=FAKE_TIMEOUT_S, interleave="sequential")
     out = tmp_path / "out"
     (out / "copy").mkdir(parents=True)
@@ -293,23 +315,9 @@ def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
     assert (out / "rc").read_text().strip() == "1", stderr
     assert "Traceback" not in stderr
     error = stderr.strip().splitlines()[-1]
-    assert error.startswith("specbench: error: results folder ") and error.count("\n") == 0
-    assert "No space left on device writing " in error
-    assert "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" \
-        in error
-    run_dir = out / "copy" / "results" / "r"
-    (run_dir / "work" / "full.r0" / "filler").unlink()
-    results = load_results(run_dir)
-    assert results.manifest["status"] == "failed"
-    assert "No space left on device" in results.manifest["error"]
-    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
-                                                             ("full.r0", "failed")]
+    assert error.startswith("specbench: error: results folder ")
     assert not [p for p in _pids(tmp_path) if alive(p)]
-    # Readable afterwards: report renders what was kept.
-    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
-    assert report.returncode == 0, report.stderr
-    assert "FAILED full" in report.stdout
+    return stderr, out / "copy" / "results" / "r"
 
 
 def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> None:
