@@ -51,6 +51,7 @@ from harness.engine.serve_worker import (  # noqa: E402
     wait_healthy,
 )
 from harness.errors import ScenarioError  # noqa: E402
+from harness.executor import read_tail  # noqa: E402
 from harness.loadgen import (  # noqa: E402
     completion_payload,
     fetch_text,
@@ -58,7 +59,6 @@ from harness.loadgen import (  # noqa: E402
     request_timings,
     run_requests,
 )
-from harness.runner import read_tail  # noqa: E402
 from harness.scenario import Workload  # noqa: E402
 from harness.workload import load_prompts  # noqa: E402
 

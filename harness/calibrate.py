@@ -9,8 +9,10 @@ from pathlib import Path
 import yaml
 
 from harness.compare import compare_results
+from harness.executor import LocalExecutor, Progress
 from harness.gate import propose_tolerances
-from harness.runner import Progress, run_plan
+from harness.plan import expand_plan
+from harness.runner import run_plan
 from harness.scenario import Scenario, as_aa
 from harness.store import load_results
 
@@ -20,7 +22,8 @@ def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path
               false_alarm: float) -> tuple[Path, dict[str, float]]:
     """Run the scenario's A/A and return its run folder and the proposed tolerances."""
     aa = as_aa(scenario)
-    outcome = run_plan(aa, scenario_path, results_root, models_cache, progress)
+    plan = expand_plan(aa, scenario_file=scenario_path)
+    outcome = run_plan(plan, results_root, LocalExecutor(models_cache), progress)
     comparison = compare_results(load_results(outcome.run_dir))
     return outcome.run_dir, propose_tolerances(comparison, scenario.gates, false_alarm)
 

@@ -70,6 +70,8 @@ def run(
         "running (they are reported either way).")] = False,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
+    from harness.executor import LocalExecutor
+    from harness.plan import expand_plan
     from harness.runner import run_plan
     from harness.scenario import load_scenario, with_precision
 
@@ -82,8 +84,8 @@ def run(
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
-    outcome = run_plan(spec, scenario, results_dir, models_cache, progress, run_id=run_id,
-                       clean=clean)
+    outcome = run_plan(expand_plan(spec, scenario_file=scenario), results_dir,
+                       LocalExecutor(models_cache), progress, run_id=run_id, clean=clean)
     comparison = write_report(outcome.run_dir, echo=True)
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:
@@ -190,9 +192,9 @@ def plan(
     from harness.scenario import load_scenario
 
     loaded = load_scenario(scenario)
-    expanded = expand_plan(loaded)
+    expanded = expand_plan(loaded, scenario_file=scenario)
     # What run would refuse before any engine, hardware aside (plans travel between machines).
-    preflight(loaded, expanded, scenario.parent.resolve(), hardware=False)
+    preflight(loaded, expanded, Path(expanded.base_dir), hardware=False)
     if as_json:
         print(expanded.model_dump_json(indent=2))
         return 0
@@ -333,7 +335,7 @@ def models(
         raise SpecbenchError(f"unknown built-in model(s): {', '.join(unknown)} (known: "
                              f"{', '.join(BUILTIN_MODELS)})")
     names = list(BUILTIN_MODELS) if "all" in build else build
-    from harness.runner import models_command
+    from harness.executor import models_command
 
     return subprocess.run(models_command(names, models_cache), check=False).returncode
 

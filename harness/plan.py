@@ -1,11 +1,13 @@
 """Pure expansion of a Scenario into the ordered RunSpecs that will launch, one per process.
 
-No I/O and no engine imports: `specbench plan` and the tests call this on any machine.
+No engine imports and no I/O beyond resolving the base folder: `specbench plan` and the tests
+call this on any machine.
 """
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -84,7 +86,9 @@ class RunSpec(StrictModel):
 
 
 class Plan(StrictModel):
-    """Everything a run will launch, in order."""
+    """Everything a run will launch, in order: the contract the runner and its executor get.
+    Each RunSpec is complete on its own (engine arguments, environment, workload, design);
+    the scenario rides along for the manifest and the comparison (stored there, not here)."""
 
     scenario_name: str
     design: Design = "launch-per-arm"
@@ -92,6 +96,10 @@ class Plan(StrictModel):
     baseline: str
     candidates: list[str]
     runs: list[RunSpec]
+    base_dir: str = Field(default=".", description="Folder that relative paths (workload "
+                          "file, local models) resolve against: the scenario file's.")
+    scenario_file: str | None = Field(default=None, description="The scenario file, if any.")
+    scenario: Scenario = Field(exclude=True, description="The validated scenario.")
 
 
 def engine_args_for(scenario: Scenario, variant_name: str) -> dict[str, Any]:
@@ -183,9 +191,16 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None) -> list[Ru
     return runs
 
 
-def expand_plan(scenario: Scenario) -> Plan:
+def expand_plan(scenario: Scenario, base_dir: Path | None = None,
+                scenario_file: Path | None = None) -> Plan:
     """Scenario -> Plan: one RunSpec per (variant, round) in launch order, or (one-engine
-    design) one shared RunSpec per round."""
+    design) one shared RunSpec per round. Relative paths resolve against `base_dir` (default:
+    the scenario file's folder, else the current one)."""
+    if base_dir is None:
+        base_dir = scenario_file.parent if scenario_file is not None else Path()
+    where = {"base_dir": str(base_dir.resolve()),
+             "scenario_file": str(scenario_file) if scenario_file is not None else None,
+             "scenario": scenario}
     runs = []
     serve = None
     if scenario.mode == "serve":
@@ -196,7 +211,8 @@ def expand_plan(scenario: Scenario) -> Plan:
     if design == "one-engine":
         return Plan(scenario_name=scenario.name, design=design,
                     scenario_hash=scenario_hash(scenario), baseline=scenario.baseline,
-                    candidates=scenario.candidates, runs=_one_engine_runs(scenario, serve))
+                    candidates=scenario.candidates, runs=_one_engine_runs(scenario, serve),
+                    **where)
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
         runs.append(
@@ -224,4 +240,5 @@ def expand_plan(scenario: Scenario) -> Plan:
         baseline=scenario.baseline,
         candidates=scenario.candidates,
         runs=runs,
+        **where,
     )

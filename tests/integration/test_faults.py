@@ -20,7 +20,7 @@ import yaml
 
 from harness.catalog import TAKEN_PORT_FAULT_ENV
 from harness.engine.serve_worker import SERVER_MODULE_ENV
-from harness.runner import WORKER_MODULE_ENV
+from harness.executor import WORKER_MODULE_ENV
 from harness.store import load_results
 from tests.conftest import ROOT
 from tests.processes import alive, processes_in
@@ -121,10 +121,11 @@ def _fake_env(tmp_path: Path) -> dict[str, str]:
             "FAKE_PID_DIR": str(tmp_path)}
 
 
-def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path, sig: int) -> None:
     proc = _start_with_a_hanging_worker(tmp_path)
     try:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         # Bounded: the group kill takes at most KILL_GRACE_S + 5 s; the rest is the report,
         # given room for a machine busy with other engines.
         _, stderr = proc.communicate(timeout=180)
@@ -351,3 +352,31 @@ def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> N
         log = (tmp_path / "results" / "r" / str(record.server_log_file)).read_text()
         assert "address already in use" in log.lower()
         assert f"port {taken} was taken before the server bound it" in log
+
+
+def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner takes a Plan and an executor: an executor that fails on one launch (a lost
+    node, a broken transport) fails that launch as data; the others run and are stored."""
+    from harness.executor import LocalExecutor
+    from harness.plan import RunSpec, expand_plan
+    from harness.runner import run_plan
+    from harness.scenario import load_scenario
+
+    class Flaky(LocalExecutor):
+        def launch(self, run: RunSpec, *args: Any, **kwargs: Any) -> Any:
+            if run.variant == "lost":
+                raise ConnectionError("node went away")
+            return super().launch(run, *args, **kwargs)
+
+    monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
+    path = _scenario(tmp_path, {"good": "ok", "lost": "ok"}, timeout_s=FAKE_TIMEOUT_S)
+    plan = expand_plan(load_scenario(path), scenario_file=path)
+    outcome = run_plan(plan, tmp_path / "results", Flaky(), progress=lambda _: None,
+                       run_id="r")
+    assert int(outcome.exit_code) == 1
+    results = load_results(tmp_path / "results" / "r")
+    assert [(r.variant, r.status, r.error) for r in results.runs] == [
+        ("good", "ok", None),
+        ("lost", "failed", "the executor failed: ConnectionError: node went away")]
+    assert results.manifest["status"] == "failed" and results.manifest["in_flight"] is None

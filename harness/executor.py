@@ -1,0 +1,301 @@
+"""Executors: how one RunSpec becomes a finished launch and its RunRecord.
+
+The runner (harness.runner) walks a Plan and stores what comes back; an executor decides where
+and how each launch runs. LocalExecutor starts one worker process per RunSpec on this machine,
+in its own session tied to specbench's life (harness.lifeline), with a timeout and a
+process-group kill whatever happens; another executor (a Ray cluster) implements the same two
+methods. Neither imports vLLM: the worker does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
+from harness.lifeline import die_with_parent
+from harness.plan import Plan, RunSpec
+from harness.records import RunRecord, RunStatus, WorkerResult
+from harness.store import write_json_atomic
+
+WORKER_MODULE = "harness.engine.worker"
+SERVE_WORKER_MODULE = "harness.engine.serve_worker"
+# The seam for fault injection: tests point this at a worker that crashes, hangs or writes
+# garbage; the real engine worker is the default.
+WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
+MODELS_MODULE = "harness.engine.models"
+LOG_TAIL_LINES = 25
+KILL_GRACE_S = 10.0
+
+Progress = Callable[[str], None]
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the parent while a run was in flight."""
+
+
+class Executor(Protocol):
+    """Where and how the launches of a plan run."""
+
+    def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
+        """Anything every launch needs first (built-in models): (ok, why not, seconds)."""
+        ...
+
+    def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
+               deadline_unix: float | None,
+               on_start: Callable[[int], None] | None) -> RunRecord:
+        """Run one launch to its end (however it ends) and return its record. `on_start`
+        gets the id of the process session that holds the launch's engine processes."""
+        ...
+
+
+def device_env(device: str, tp: int) -> dict[str, str]:
+    """Engine environment the device needs (measured facts in VLLM_ON_CPU.md): on the CPU,
+    one core group per TP rank."""
+    if device != "cpu":
+        return {}
+    env = {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
+    if tp > 1:
+        cpus = sorted(os.sched_getaffinity(0))
+        per = max(1, len(cpus) // tp)
+        groups = [cpus[i * per:(i + 1) * per] for i in range(tp)]
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
+            ",".join(str(c) for c in group) for group in groups
+        )
+    return env
+
+
+def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of a log file (empty if it cannot be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the worker's whole process group (vLLM's engine core and TP workers), then
+    SIGKILL what is left: no engine process may outlive its launch."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        pgid = proc.pid
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not _group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block ends, then raise as they would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            if pending[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Interrupted(signal.Signals(pending[0]).name)
+
+
+def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
+           on_start: Callable[[int], None] | None = None) -> tuple[int | None, float, bool]:
+    """Run `cmd` in its own session with output to `log_path` (`on_start` gets its pid, which
+    is also its session id). Returns (exit code or None on timeout, wall seconds, timed_out)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
+        try:
+            if on_start is not None:
+                on_start(proc.pid)
+            code = proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            code, timed_out = None, True
+        finally:
+            # Also on success: reap anything the worker left in its group. A second Ctrl-C
+            # must not cut this short and leave engine processes behind: it waits its turn.
+            with _signals_deferred():
+                _kill_group(proc)
+    return code, time.perf_counter() - start, timed_out
+
+
+def models_command(names: list[str], models_cache: Path | None) -> list[str]:
+    """The worker-side command that builds built-in models (torch stays out of this process)."""
+    cache = ["--cache-dir", str(models_cache)] if models_cache is not None else []
+    return [sys.executable, "-m", MODELS_MODULE, *cache, *names]
+
+
+def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
+                   progress: Progress) -> tuple[bool, str, float]:
+    """Build missing built-in models once, in a worker-side process, before any launch."""
+    names: list[str] = []
+    for run in plan.runs:
+        spec = run.engine_args.get("speculative_config") or {}
+        for name in (run.engine_args.get("model"), spec.get("model")):
+            if name in BUILTIN_MODELS and name not in names:
+                names.append(name)
+    if not names:
+        return True, "", 0.0
+    progress(f"preparing built-in models: {', '.join(names)}")
+    cmd = models_command(names, models_cache)
+    log = run_dir / "logs" / "models.log"
+    code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
+    if code != 0:
+        why = "timed out" if timed_out else f"exit code {code}"
+        return False, f"building models failed ({why}):\n{read_tail(log)}", wall
+    return True, "", wall
+
+
+def default_worker_cmd(mode: str) -> list[str]:
+    """The worker process of a mode (the fault-injection seam overrides both)."""
+    module = SERVE_WORKER_MODULE if mode == "serve" else WORKER_MODULE
+    return [sys.executable, "-m", os.environ.get(WORKER_MODULE_ENV, module)]
+
+
+def run_logs(run: RunSpec) -> tuple[str, str | None]:
+    """The worker log and (serve mode) the server log, relative to the run folder."""
+    server = f"logs/{run.run_key}.server.log" if run.mode == "serve" else None
+    return f"logs/{run.run_key}.log", server
+
+
+def failure_tail(run_dir: Path, run: RunSpec) -> str:
+    """What a reader needs to see of a failed launch: the worker's log tail and, in serve mode,
+    the server's."""
+    worker_log, server_log = run_logs(run)
+    tail = read_tail(run_dir / worker_log)
+    if server_log is not None and (run_dir / server_log).is_file():
+        tail += f"\n--- {server_log} ---\n" + read_tail(run_dir / server_log)
+    return tail
+
+
+def run_tp(run: RunSpec) -> int:
+    return int(run.engine_args.get("tensor_parallel_size", 1))
+
+
+def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
+            models_cache: Path | None, worker_cmd: list[str],
+            deadline_unix: float | None = None,
+            on_start: Callable[[int], None] | None = None) -> RunRecord:
+    """Launch one worker for `run` and turn however it ended into a RunRecord."""
+    work = run_dir / "work" / run.run_key
+    report_dir = work / "impl"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path = work / "spec.json", work / "result.json"
+    out_path.unlink(missing_ok=True)
+    write_json_atomic(spec_path, {
+        "run": run.model_dump(mode="json"),
+        "base_dir": str(base_dir),
+        "models_cache": str(models_cache) if models_cache else None,
+        "deadline_unix": deadline_unix,
+    })
+    env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
+           IMPL_REPORT_DIR_ENV: str(report_dir)}
+    env.pop(IMPL_ENV, None)
+    if run.implementation:
+        env[IMPL_ENV] = run.implementation
+    log_rel, server_log = run_logs(run)
+    log_path = run_dir / log_rel
+    extra = ["--server-log", str(run_dir / server_log)] if server_log else []
+    env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
+    code, wall, timed_out = launch(
+        [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
+        env, log_path, run.timeout_s, on_start,
+    )
+    base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
+            "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel,
+            "server_log_file": server_log}
+    if timed_out:
+        return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
+                         error=f"worker exceeded timeout_s={run.timeout_s:g}")
+    result: WorkerResult | None = None
+    problem = None
+    try:
+        result = WorkerResult.model_validate_json(out_path.read_text())
+    except FileNotFoundError:
+        problem = "worker wrote no result"
+    except (ValidationError, ValueError) as exc:
+        problem = f"worker wrote an unreadable result ({str(exc).splitlines()[0]})"
+    status: RunStatus
+    if result is not None and result.run_key != run.run_key:
+        problem, result = f"worker answered for {result.run_key!r}, not {run.run_key!r}", None
+    if result is not None and result.status == "ok" and code == 0:
+        got, want = len(result.passes), run.expected_passes
+        # A precision run stops when its target or budget says so, after whole blocks.
+        short = (got == 0 or got % max(1, len(run.block_order)) != 0) if run.precision \
+            else got != want
+        if short:
+            status, problem = "failed", f"worker returned {got} passes, expected {want}"
+        else:
+            status = "ok"
+    else:
+        status = "failed"
+        problem = problem or (result.error if result and result.error else None)
+        problem = problem or f"worker exited with code {code}"
+        if code not in (0, None) and result is None:
+            problem = f"worker exited with code {code}; {problem}"
+    return RunRecord(**base, status=status, error=problem, result=result,
+                     log_tail=failure_tail(run_dir, run) if status != "ok" else None)
+
+
+@dataclass
+class LocalExecutor:
+    """One worker process per launch on this machine (the default)."""
+
+    models_cache: Path | None = None
+    # The fault-injection seam: a worker command instead of harness.engine.(serve_)worker.
+    worker_cmd: list[str] | None = None
+
+    def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
+        return prepare_models(plan, run_dir, self.models_cache, progress)
+
+    def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
+               deadline_unix: float | None,
+               on_start: Callable[[int], None] | None) -> RunRecord:
+        return run_one(run, run_dir, base_dir, self.models_cache,
+                       self.worker_cmd or default_worker_cmd(run.mode), deadline_unix, on_start)
