@@ -5,6 +5,8 @@ Pure data, so the parent can validate a scenario without importing torch or vLLM
 
 from __future__ import annotations
 
+from harness.engine.swaps import SWAPS
+
 # Built-in tiny models, built deterministically by harness.engine.models on first use.
 # name -> what it is (shown by `specbench models`).
 BUILTIN_MODELS: dict[str, str] = {
@@ -27,32 +29,18 @@ BUILTIN_CONFIGS: dict[str, dict[str, object]] = {
 # exactly one token per word (before special tokens).
 BUILTIN_WORD_TOKENIZERS = {"tiny-llama"}
 
-# Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin.
-# name -> {choice -> description}. A variant selects one as "name:choice".
+# Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin, as
+# their registry declares them (harness.engine.swaps: one module per swap; importing it never
+# imports vLLM). name -> {choice -> description}. A variant selects one as "name:choice".
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
-    "medusa-proposer": {
-        "baseline": "pre-optimization MedusaProposer.propose: per-head argmax(...).tolist(), "
-        "Python transpose, returns list[list[int]] (GPU->CPU sync every step)",
-        "optimized": "vLLM 0.32 MedusaProposer.propose: one stacked [batch, heads] tensor "
-        "that stays on the device",
-    },
-    "tp-argmax-reduction": {
-        "baseline": "EAGLE draft argmax after an all-gather of full-vocab logits across TP ranks",
-        "optimized": "speculative_config.use_local_argmax_reduction: local argmax per rank, "
-        "gather (max, index) pairs only",
-    },
-}
-
-# Implementation choices that are (also) a speculative_config switch in vLLM 0.32, and the
-# speculative methods each swap applies to.
+    name: dict(swap.choices) for name, swap in SWAPS.items()}
+# Implementation choices that are (also) a speculative_config switch, and the speculative
+# methods each swap applies to.
 IMPLEMENTATION_CONFIG: dict[tuple[str, str], dict[str, object]] = {
-    ("tp-argmax-reduction", "baseline"): {"use_local_argmax_reduction": False},
-    ("tp-argmax-reduction", "optimized"): {"use_local_argmax_reduction": True},
-}
+    (name, choice): dict(keys) for name, swap in SWAPS.items()
+    for choice, keys in swap.forces.items()}
 IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
-    "medusa-proposer": ("medusa",),
-    "tp-argmax-reduction": ("eagle", "eagle3"),
-}
+    name: swap.methods for name, swap in SWAPS.items()}
 
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"

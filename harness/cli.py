@@ -306,13 +306,26 @@ def schema() -> int:
 
 @app.command()
 def implementations() -> int:
-    """List the implementations a variant can swap inside vLLM's workers."""
-    from harness.catalog import IMPLEMENTATIONS
+    """List the implementations a variant can swap inside vLLM's workers (the registry)."""
+    from harness.engine.swaps import SWAPS
 
-    for name, choices in IMPLEMENTATIONS.items():
-        print(name)
-        for choice, text in choices.items():
-            print(f"  {name}:{choice:<10} {text}")
+    for name, swap in SWAPS.items():
+        print(f"{name}  (methods: {', '.join(swap.methods)}; vLLM {swap.vllm})")
+        for choice, text in swap.choices.items():
+            forced = swap.forces.get(choice)
+            extra = f" [sets {', '.join(f'{k}={v}' for k, v in forced.items())}]" \
+                if forced else ""
+            print(f"  {name}:{choice:<10} {text}{extra}")
+    return 0
+
+
+@app.command()
+def doctor() -> int:
+    """What this machine can run: vLLM, torch, platform, devices, usable methods and swaps."""
+    from harness.doctor import doctor_lines
+
+    for line in doctor_lines():
+        print(line)
     return 0
 
 

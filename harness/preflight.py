@@ -40,11 +40,46 @@ def _who(run: RunSpec) -> str:
     return f" (variant {run.variant})" if run.design == "launch-per-arm" else ""
 
 
+# What a method's absence from a vLLM version means, where known (VLLM_ON_CPU.md).
+METHOD_NOTES = {"medusa": "vLLM 0.33 removed Medusa; 0.32 is the last release with it"}
+
+
+def check_versions(scenario: Scenario) -> None:
+    """The draft method and every swap exist for the installed vLLM: a method its
+    SpeculativeConfig no longer lists, or a swap written against other releases, is refused
+    with the reason (the installers patch vLLM internals of the releases they name)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from harness.engine.swaps import SWAPS
+    from harness.vllm_args import description
+
+    data = description()
+    version = data["vllm_version"]
+    methods = data["speculative_config"].get("method", {}).get("choices")
+    spec_overrides = [("draft.method", scenario.draft.method if scenario.draft else None)] + [
+        (f"variants.{n}.speculative_config.method", v.speculative_config.get("method"))
+        for n, v in scenario.variants.items()]
+    for where, method in spec_overrides:
+        if method is not None and methods is not None and method not in methods:
+            note = METHOD_NOTES.get(method, "its SpeculativeConfig does not list it")
+            raise ScenarioError(f"{where}: {method!r} is not a speculative method of vLLM "
+                                f"{version} ({note})")
+    for name, variant in scenario.variants.items():
+        if variant.implementation is None:
+            continue
+        swap = SWAPS[variant.implementation.partition(":")[0]]
+        if Version(version) not in SpecifierSet(swap.vllm):
+            raise ScenarioError(f"variants.{name}.implementation: {swap.name} patches vLLM "
+                                f"{swap.vllm} internals; this environment has vLLM {version}")
+
+
 def check_engine_keys(scenario: Scenario) -> None:
     """Keys and values against vLLM's own argument lists, named by where the scenario says
     them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx)."""
     from harness.vllm_args import check_keys, check_value, description
 
+    check_versions(scenario)
     data = description()
     check_value("dtype", scenario.dtype, data["engine_args"]["dtype"], data["vllm_version"])
     overrides = [("engine", scenario.engine)] + [

