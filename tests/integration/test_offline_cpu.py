@@ -259,8 +259,9 @@ def test_broken_variant_is_recorded_while_the_other_completes(tmp_path: Path) ->
     data["workload"].update(num_prompts=4, max_tokens=16)
     data["variants"] = {
         "baseline": {"baseline": True},
-        # A real engine failure: vLLM refuses a draft length it cannot have.
-        "broken": {"speculative_config": {"num_speculative_tokens": 0}},
+        # A real engine failure that passes every pre-flight check: vLLM refuses a token
+        # budget per step smaller than the batch (its own scheduler config check).
+        "broken": {"engine": {"max_num_batched_tokens": 4}},
     }
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
