@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.env import fingerprint_differences
+from harness.env import BUILD_FIELDS, MACHINE_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
     METRICS,
@@ -97,6 +97,8 @@ class Comparison:
     # Launches or passes whose implementation was not proven: `run` exits non-zero.
     unproven: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # why precision launches ended
+    # Arm -> the vLLM build it ran under, one line (harness.builds.describe).
+    builds: dict[str, str] = field(default_factory=dict)
 
     @property
     def parity_violations(self) -> list[str]:
@@ -243,10 +245,12 @@ def check_comparable(results: list[RunResults], force: bool = False) -> list[str
     problems = []
     first = results[0]
     for other in results[1:]:
+        # The machine must match; the vLLM build may differ on purpose (two checkouts), and
+        # compare_runs says so under the table.
         diffs = fingerprint_differences(first.manifest.get("fingerprint", {}),
-                                        other.manifest.get("fingerprint", {}))
+                                        other.manifest.get("fingerprint", {}), MACHINE_FIELDS)
         if diffs:
-            problems.append(f"{first.run_id} vs {other.run_id}: environment differs: "
+            problems.append(f"{first.run_id} vs {other.run_id}: machine differs: "
                             + ", ".join(diffs))
         for key in ("mode", "serve"):
             va = first.manifest.get("scenario", {}).get(key)
@@ -348,7 +352,18 @@ def compare_results(results: RunResults) -> Comparison:
         design=run_design(results), tp_sizes=tp_sizes(scenario),
     )
     comparison.setup = scenario.describe_setup()
+    comparison.builds = _builds(results, {n: n for n in scenario.variants})
     return comparison
+
+
+def _builds(results: RunResults, labels: dict[str, str]) -> dict[str, str]:
+    """label -> one line on the build each variant ran under (runs from before builds were
+    recorded have none)."""
+    from harness.builds import describe
+
+    found = results.manifest.get("builds") or {}
+    return {label: describe(found[name]) for name, label in labels.items()
+            if isinstance(found.get(name), dict)}
 
 
 def _launches_of(results: RunResults, variant: str, label: str,
@@ -411,4 +426,10 @@ def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = 
         tp_sizes={label_b: tp_sizes(b_scn)[b_name], label_c: tp_sizes(c_scn)[c_name]},
     )
     comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
+    comparison.builds = {**_builds(b_res, {b_name: label_b}), **_builds(c_res, {c_name: label_c})}
+    builds_differ = fingerprint_differences(base.manifest.get("fingerprint", {}),
+                                            cand.manifest.get("fingerprint", {}), BUILD_FIELDS)
+    if builds_differ:
+        comparison.warnings.append("the builds differ (on purpose, comparing two builds): "
+                                   + ", ".join(builds_differ))
     return comparison

@@ -17,8 +17,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-# Fields that must match for two runs to be compared without --force.
-COMPAT_FIELDS = ("vllm", "torch", "python", "cpu_model", "cpu_count", "gpus", "machine")
+# Fields that identify an environment (compat_id). The machine must match for two runs to be
+# compared without --force; the build may differ on purpose (two vLLM checkouts) and is named.
+MACHINE_FIELDS = ("cpu_model", "cpu_count", "gpus", "machine")
+BUILD_FIELDS = ("vllm", "torch", "python")
+COMPAT_FIELDS = BUILD_FIELDS + MACHINE_FIELDS
 
 
 def package_version(*names: str) -> str | None:
@@ -101,7 +104,8 @@ def compat_id(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(subset, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Names of the compatibility fields whose values differ, as 'field (x vs y)'."""
-    return [f"{key} ({a.get(key)!r} vs {b.get(key)!r})" for key in COMPAT_FIELDS
+def fingerprint_differences(a: dict[str, Any], b: dict[str, Any],
+                            fields: tuple[str, ...] = COMPAT_FIELDS) -> list[str]:
+    """The `fields` whose values differ, as 'field (x vs y)'."""
+    return [f"{key} ({a.get(key)!r} vs {b.get(key)!r})" for key in fields
             if a.get(key) != b.get(key)]

@@ -192,10 +192,13 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     return True, "", wall
 
 
-def default_worker_cmd(mode: str) -> list[str]:
-    """The worker process of a mode (the fault-injection seam overrides both)."""
+def default_worker_cmd(mode: str, python: str | None = None) -> list[str]:
+    """The worker process of a mode under `python`, another vLLM build's interpreter (default:
+    specbench's own). The fault-injection seam overrides the module of both modes."""
+    from harness.builds import interpreter
+
     module = SERVE_WORKER_MODULE if mode == "serve" else WORKER_MODULE
-    return [sys.executable, "-m", os.environ.get(WORKER_MODULE_ENV, module)]
+    return [interpreter(python), "-m", os.environ.get(WORKER_MODULE_ENV, module)]
 
 
 def run_logs(run: RunSpec) -> tuple[str, str | None]:
@@ -298,4 +301,5 @@ class LocalExecutor:
                deadline_unix: float | None,
                on_start: Callable[[int], None] | None) -> RunRecord:
         return run_one(run, run_dir, base_dir, self.models_cache,
-                       self.worker_cmd or default_worker_cmd(run.mode), deadline_unix, on_start)
+                       self.worker_cmd or default_worker_cmd(run.mode, run.python),
+                       deadline_unix, on_start)

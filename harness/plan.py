@@ -78,6 +78,10 @@ class RunSpec(StrictModel):
     gates: GateSpec | None = Field(
         default=None, description="precision until: gates: the tolerances the MDEs must reach."
     )
+    python: str | None = Field(
+        default=None, description="The interpreter (or environment folder) of another vLLM "
+        "build this launch runs under, as an absolute path; None: specbench's own.",
+    )
 
     @property
     def expected_passes(self) -> int:
@@ -167,7 +171,17 @@ def shared_run_key(scenario: Scenario, round_: int) -> str:
     return "+".join(scenario.variants) + f".r{round_}"
 
 
-def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None) -> list[RunSpec]:
+def _python(scenario: Scenario, variant: str, base_dir: Path) -> str | None:
+    """A variant's interpreter as an absolute path (relative ones to the scenario's folder)."""
+    given = scenario.variants[variant].python
+    if given is None:
+        return None
+    path = Path(given).expanduser()
+    return str(path if path.is_absolute() else base_dir / path)
+
+
+def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
+                     base_dir: Path) -> list[RunSpec]:
     base = scenario.baseline
     arms = [ArmSpec(variant=n, baseline=v.baseline, implementation=v.implementation)
             for n, v in scenario.variants.items()]
@@ -187,6 +201,7 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None) -> list[Ru
             precision=scenario.precision,
             gates=scenario.gates if scenario.precision and scenario.precision.until == "gates"
             else None,
+            python=_python(scenario, base, base_dir),
         ))
     return runs
 
@@ -198,7 +213,8 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
     the scenario file's folder, else the current one)."""
     if base_dir is None:
         base_dir = scenario_file.parent if scenario_file is not None else Path()
-    where = {"base_dir": str(base_dir.resolve()),
+    base_dir = base_dir.resolve()
+    where = {"base_dir": str(base_dir),
              "scenario_file": str(scenario_file) if scenario_file is not None else None,
              "scenario": scenario}
     runs = []
@@ -211,8 +227,8 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
     if design == "one-engine":
         return Plan(scenario_name=scenario.name, design=design,
                     scenario_hash=scenario_hash(scenario), baseline=scenario.baseline,
-                    candidates=scenario.candidates, runs=_one_engine_runs(scenario, serve),
-                    **where)
+                    candidates=scenario.candidates,
+                    runs=_one_engine_runs(scenario, serve, base_dir), **where)
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
         runs.append(
@@ -232,6 +248,7 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
                 timeout_s=scenario.timeout_s,
                 mode=scenario.mode,
                 serve=serve,
+                python=_python(scenario, name, base_dir),
             )
         )
     return Plan(

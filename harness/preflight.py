@@ -44,62 +44,63 @@ def _who(run: RunSpec) -> str:
 METHOD_NOTES = {"medusa": "vLLM 0.33 removed Medusa; 0.32 is the last release with it"}
 
 
-def check_versions(scenario: Scenario) -> None:
-    """The draft method and every swap exist for the installed vLLM: a method its
-    SpeculativeConfig no longer lists, or a swap written against other releases, is refused
-    with the reason (the installers patch vLLM internals of the releases they name)."""
+def check_versions(scenario: Scenario, name: str, data: dict[str, Any]) -> None:
+    """The draft method and the swap of variant `name` exist for its vLLM (`data`: that
+    build's argument description): a method its SpeculativeConfig no longer lists, or a swap
+    written against other releases, is refused with the reason (the installers patch vLLM
+    internals of the releases they name)."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
     from harness.engine.swaps import SWAPS
-    from harness.vllm_args import description
 
-    data = description()
     version = data["vllm_version"]
+    variant = scenario.variants[name]
     methods = data["speculative_config"].get("method", {}).get("choices")
-    spec_overrides = [("draft.method", scenario.draft.method if scenario.draft else None)] + [
-        (f"variants.{n}.speculative_config.method", v.speculative_config.get("method"))
-        for n, v in scenario.variants.items()]
-    for where, method in spec_overrides:
+    for where, method in (("draft.method", scenario.draft.method if scenario.draft else None),
+                          (f"variants.{name}.speculative_config.method",
+                           variant.speculative_config.get("method"))):
         if method is not None and methods is not None and method not in methods:
             note = METHOD_NOTES.get(method, "its SpeculativeConfig does not list it")
             raise ScenarioError(f"{where}: {method!r} is not a speculative method of vLLM "
                                 f"{version} ({note})")
-    for name, variant in scenario.variants.items():
-        if variant.implementation is None:
-            continue
+    if variant.implementation is not None:
         swap = SWAPS[variant.implementation.partition(":")[0]]
         if Version(version) not in SpecifierSet(swap.vllm):
             raise ScenarioError(f"variants.{name}.implementation: {swap.name} patches vLLM "
                                 f"{swap.vllm} internals; this environment has vLLM {version}")
 
 
-def check_engine_keys(scenario: Scenario) -> None:
+def check_engine_keys(scenario: Scenario,
+                      descriptions: dict[str, dict[str, Any]] | None = None) -> None:
     """Keys and values against vLLM's own argument lists, named by where the scenario says
-    them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx)."""
+    them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx).
+    Each variant is checked against the vLLM it runs under (`descriptions`: variant -> that
+    build's argument description; default: the installed vLLM's for all)."""
     from harness.vllm_args import check_keys, check_value, description
 
-    check_versions(scenario)
-    data = description()
-    check_value("dtype", scenario.dtype, data["engine_args"]["dtype"], data["vllm_version"])
-    overrides = [("engine", scenario.engine)] + [
-        (f"variants.{name}.engine", v.engine) for name, v in scenario.variants.items()]
-    for where, given in overrides:
-        for key, instead in ENGINE_OWNED.items():
-            if key in given and not (key == "model" and where != "engine"):
-                raise ScenarioError(f"{where}.{key}: set {instead} instead")
-        check_keys(where, given, "engine_args")
-        for key, (low, high) in ENGINE_RANGES.items():
-            value = given.get(key)
-            if isinstance(value, int) and not (low <= value and (high is None or value <= high)):
-                span = f"{low}..{high}" if high is not None else f">= {low}"
-                raise ScenarioError(f"{where}.{key}: {value} is out of range ({span})")
-    if scenario.draft is not None:
-        check_keys("draft.config", scenario.draft.config, "speculative_config")
-    for name, v in scenario.variants.items():
+    for name, variant in scenario.variants.items():
+        data = (descriptions or {}).get(name) or description()
+        version = data["vllm_version"]
+        check_versions(scenario, name, data)
+        check_value("dtype", scenario.dtype, data["engine_args"]["dtype"], version)
+        for where, given in (("engine", scenario.engine),
+                             (f"variants.{name}.engine", variant.engine)):
+            for key, instead in ENGINE_OWNED.items():
+                if key in given and not (key == "model" and where != "engine"):
+                    raise ScenarioError(f"{where}.{key}: set {instead} instead")
+            check_keys(where, given, "engine_args", data)
+            for key, (low, high) in ENGINE_RANGES.items():
+                value = given.get(key)
+                if isinstance(value, int) and not (low <= value
+                                                   and (high is None or value <= high)):
+                    span = f"{low}..{high}" if high is not None else f">= {low}"
+                    raise ScenarioError(f"{where}.{key}: {value} is out of range ({span})")
+        if scenario.draft is not None:
+            check_keys("draft.config", scenario.draft.config, "speculative_config", data)
         where = f"variants.{name}.speculative_config"
-        check_keys(where, v.speculative_config, "speculative_config")
-        k = v.speculative_config.get("num_speculative_tokens")
+        check_keys(where, variant.speculative_config, "speculative_config", data)
+        k = variant.speculative_config.get("num_speculative_tokens")
         if isinstance(k, int) and not 1 <= k <= 32:
             raise ScenarioError(f"{where}.num_speculative_tokens: {k} is out of range (1..32)")
 
@@ -308,12 +309,20 @@ def check_run(run: RunSpec, base_dir: Path, hardware: bool = True,
     check_fit(run, cache[key], target)
 
 
-def preflight(scenario: Scenario, plan: Plan, base_dir: Path, hardware: bool = True) -> None:
+def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
+              hardware: bool = True) -> dict[str, dict[str, Any]]:
     """Every check, scenario-wide then launch by launch; the first problem raises (what the
-    machine lacks first: nothing else matters until it can run at all)."""
+    machine lacks first: nothing else matters until it can run at all). Returns the vLLM build
+    each variant runs under (harness.builds)."""
+    from harness.builds import builds_of
+    from harness.vllm_args import description
+
     for run in plan.runs if hardware else []:
         check_hardware(run)
-    check_engine_keys(scenario)
+    builds = builds_of(plan) if hardware else {}
+    check_engine_keys(scenario, {
+        name: description(build["vllm"], build["python"]) for name, build in builds.items()})
     prompts: dict[tuple[str, str], _Prompts] = {}
     for run in plan.runs:
         check_run(run, base_dir, False, prompts)
+    return builds

@@ -138,7 +138,8 @@ def _units(comparison: Comparison) -> str:
         row = next((r for r in cand.rows if r.key == "output_throughput"), None)
         if row is not None and row.estimate.units:
             kind = "blocks" if comparison.design == "one-engine" else "units"
-            return f", {row.estimate.units} {kind} ({row.estimate.test})"
+            test = f" ({row.estimate.test})" if row.estimate.test else ""
+            return f", {row.estimate.units} {kind}{test}"
     return ""
 
 
@@ -152,6 +153,10 @@ def footnotes(comparison: Comparison) -> list[str]:
                  f"{_units(comparison)}.")
     if comparison.setup:
         notes.append(f"Setup: {comparison.setup}")
+    if comparison.builds and len(set(comparison.builds.values())) == 1:
+        notes.append(f"Build: {next(iter(comparison.builds.values()))}")
+    else:
+        notes.extend(f"Build {name}: {line}" for name, line in comparison.builds.items())
     notes.extend(f"Stopped: {line}" for line in comparison.stopped)
     if comparison.discarded:
         notes.append("DISCARDED passes (path not proven): " + ", ".join(

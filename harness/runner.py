@@ -99,7 +99,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     """
     started = time.perf_counter()
     scenario, base_dir = plan.scenario, Path(plan.base_dir)
-    preflight(scenario, plan, base_dir)
+    builds = preflight(scenario, plan, base_dir)
     executor = executor or LocalExecutor()
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
         raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
@@ -130,6 +130,8 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         "scenario_hash": scenario_hash(scenario),
         "fingerprint": fingerprint(scenario_hash(scenario)),
         "device_env": device_env(scenario.device, scenario.tensor_parallel_size),
+        # The vLLM build each variant ran under (interpreter, version, location, commit).
+        "builds": builds,
         "plan": plan.model_dump(mode="json"),
         "runs": [],
         # The worker whose session a later run checks for leftovers, should this one die.

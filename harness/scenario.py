@@ -268,6 +268,13 @@ class Variant(StrictModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables set in this variant's workers."
     )
+    python: str | None = Field(
+        default=None,
+        description="Another vLLM build for this variant: the Python interpreter (or virtual "
+        "environment folder) its worker and vLLM run under, e.g. a second vLLM checkout "
+        "installed elsewhere; relative to the scenario file. specbench must be installed "
+        "there too (pip install -e <specbench> --no-deps). Default: specbench's own.",
+    )
     expect_identical_outputs: bool | None = Field(
         default=None,
         description="Greedy outputs must equal the baseline's token for token. Default: yes "
@@ -435,6 +442,8 @@ class Scenario(StrictModel):
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
                 return f"variants.{name}.env changes the environment of the engine"
+            if v.python != base.python:
+                return f"variants.{name}.python runs another vLLM build, in its own engine"
             impl = parse_implementation(v.implementation) if v.implementation else None
             forced = IMPLEMENTATION_CONFIG.get(impl, {}) if impl else {}
             extra = sorted(set(v.speculative_config) - set(forced))

