@@ -9,6 +9,7 @@ distinct interpreter is asked once, by a short probe that finds vLLM without imp
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -110,10 +111,34 @@ def check_build(run: RunSpec, where: str) -> dict[str, Any]:
         raise ScenarioError(f"{where}: {python} has no vLLM (import vllm finds nothing)")
     if not build["worker"]:
         raise ScenarioError(f"{where}: {python} cannot import specbench's worker; {fix}")
-    if run.implementation and not build["plugin"]:
+    if run.patch is not None:
+        check_patch_importable(python, run, f"variants.{run.variant}.patch")
+    if (run.implementation or run.patch) and not build["plugin"]:
         raise ScenarioError(f"{where}: {python}'s vLLM would not load specbench's plugin, "
                             f"which the implementation swap needs; {fix}")
     return build
+
+
+FIND_MODULE = r"""
+import importlib.util, sys
+try:
+    found = importlib.util.find_spec(sys.argv[1]) is not None
+except ImportError:
+    found = False
+print(found)
+"""
+
+
+def check_patch_importable(python: str, run: RunSpec, where: str) -> None:
+    """The patch's module is importable where vLLM's processes will look (the current folder,
+    the launch's PYTHONPATH); whether its function exists and runs is the launch's to say."""
+    module = str(run.patch).partition(":")[0]
+    env = {**os.environ, **run.env}
+    out = subprocess.run([python, "-c", FIND_MODULE, module], capture_output=True, text=True,
+                         timeout=60, check=False, env=env)
+    if out.stdout.strip() != "True":
+        raise ScenarioError(f"{where}: module {module!r} is not importable by {python} (from "
+                            f"the current folder {Path.cwd()} and PYTHONPATH)")
 
 
 def builds_of(plan: Plan) -> dict[str, dict[str, Any]]:
@@ -122,6 +147,6 @@ def builds_of(plan: Plan) -> dict[str, dict[str, Any]]:
     for run in plan.runs:
         for name in [a.variant for a in run.arms] or [run.variant]:
             given = plan.scenario.variants[name].python
-            where = f"variants.{name}.python" if given else "python (specbench's own)"
+            where = f"variants.{name}.python" if given else f"variants.{name}.python (default)"
             found.setdefault(name, check_build(run, where))
     return found

@@ -44,6 +44,7 @@ IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
 
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
+PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
 # The vLLM worker method the plugin adds; the worker calls it between passes through
 # collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.
@@ -57,6 +58,14 @@ SLOW_CHOICE_FAULT_ENV = "SPECBENCH_FAULT_SLOW_CHOICE"
 TAKEN_PORT_FAULT_ENV = "SPECBENCH_FAULT_TAKEN_PORT"
 # Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
+
+
+def proof_parts(label: str) -> tuple[str, str]:
+    """(implementation, choice) a report names for a proof label: 'name:choice' of a swap, or
+    'patch:package.module:function' (reports say implementation 'patch', choice the path)."""
+    if label.startswith("patch:"):
+        return "patch", label.removeprefix("patch:")
+    return parse_implementation(label)
 
 
 def parse_implementation(value: str) -> tuple[str, str]:

@@ -346,7 +346,7 @@ def compare_results(results: RunResults) -> Comparison:
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
     comparison = compare_records(
         results.runs, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
-        {n: v.implementation for n, v in scenario.variants.items()},
+        {n: v.proof_label for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
         design=run_design(results), tp_sizes=tp_sizes(scenario),
@@ -420,8 +420,8 @@ def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = 
     runs = _launches_of(b_res, b_name, label_b, 0) + _launches_of(c_res, c_name, label_c, 10_000)
     comparison = compare_records(
         runs, label_b, [label_c], f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name,
-        {label_b: b_scn.variants[b_name].implementation,
-         label_c: c_scn.variants[c_name].implementation},
+        {label_b: b_scn.variants[b_name].proof_label,
+         label_c: c_scn.variants[c_name].proof_label},
         greedy=b_scn.workload.temperature == 0.0, design="launch-per-arm",
         tp_sizes={label_b: tp_sizes(b_scn)[b_name], label_c: tp_sizes(c_scn)[c_name]},
     )

@@ -23,7 +23,13 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from harness.catalog import BUILTIN_MODELS, IMPL_ENV, IMPL_REPORT_DIR_ENV, SPAWNED_ENV
+from harness.catalog import (
+    BUILTIN_MODELS,
+    IMPL_ENV,
+    IMPL_REPORT_DIR_ENV,
+    PATCH_ENV,
+    SPAWNED_ENV,
+)
 from harness.lifeline import die_with_parent
 from harness.plan import Plan, RunSpec
 from harness.records import RunRecord, RunStatus, WorkerResult
@@ -242,6 +248,9 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     env.pop(IMPL_ENV, None)
     if run.implementation:
         env[IMPL_ENV] = run.implementation
+    env.pop(PATCH_ENV, None)
+    if run.patch:
+        env[PATCH_ENV] = run.patch
     log_rel, server_log = run_logs(run)
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []

@@ -78,6 +78,9 @@ class RunSpec(StrictModel):
     gates: GateSpec | None = Field(
         default=None, description="precision until: gates: the tolerances the MDEs must reach."
     )
+    patch: str | None = Field(
+        default=None, description="'package.module:function' installed in vLLM's processes.",
+    )
     python: str | None = Field(
         default=None, description="The interpreter (or environment folder) of another vLLM "
         "build this launch runs under, as an absolute path; None: specbench's own.",
@@ -249,6 +252,7 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
                 mode=scenario.mode,
                 serve=serve,
                 python=_python(scenario, name, base_dir),
+                patch=variant.patch,
             )
         )
     return Plan(

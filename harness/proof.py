@@ -6,7 +6,7 @@ discard unproven passes and fail the run) judge the same ImplReports the same wa
 
 from __future__ import annotations
 
-from harness.catalog import parse_implementation
+from harness.catalog import proof_parts
 from harness.records import ImplReport
 
 
@@ -19,7 +19,7 @@ def proof_problems(reports: list[ImplReport] | None, implementation: str | None,
         return []
     if reports is None:
         return ["no implementation reports"]
-    name, choice = parse_implementation(implementation)
+    name, choice = proof_parts(implementation)
     mine = [r for r in reports if r.implementation == name]
     if not mine:
         return [f"no vLLM process reported running {implementation}"]

@@ -31,6 +31,7 @@ DraftMethod = Literal[
 METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator"}
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_PATCH_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 
 class StrictModel(BaseModel):
@@ -268,6 +269,14 @@ class Variant(StrictModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables set in this variant's workers."
     )
+    patch: str | None = Field(
+        default=None,
+        description="Your own implementation, as 'package.module:function' importable in "
+        "vLLM's processes: the function is called in each of them with a context "
+        "(ctx.hit(path, details) reports what ran, as a built-in swap does) and patches vLLM "
+        "there. A wrong path is refused before launch; an import error or a function that "
+        "raises fails the launch with its reason. Runs in its own engine (launch-per-arm).",
+    )
     python: str | None = Field(
         default=None,
         description="Another vLLM build for this variant: the Python interpreter (or virtual "
@@ -288,6 +297,25 @@ class Variant(StrictModel):
         if value is not None:
             parse_implementation(value)
         return value
+
+    @field_validator("patch")
+    @classmethod
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is not None and not _PATCH_RE.match(value):
+            raise ValueError(f"expected 'package.module:function', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_swap(self) -> Variant:
+        if self.patch is not None and self.implementation is not None:
+            raise ValueError("implementation and patch both swap code: choose one")
+        return self
+
+    @property
+    def proof_label(self) -> str | None:
+        """What this variant's vLLM processes must prove they ran: 'name:choice' of a swap,
+        or 'patch:package.module:function'."""
+        return self.implementation or (f"patch:{self.patch}" if self.patch else None)
 
 
 class Scenario(StrictModel):
@@ -442,6 +470,8 @@ class Scenario(StrictModel):
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
                 return f"variants.{name}.env changes the environment of the engine"
+            if v.patch != base.patch:
+                return f"variants.{name}.patch installs a patch function, in its own engine"
             if v.python != base.python:
                 return f"variants.{name}.python runs another vLLM build, in its own engine"
             impl = parse_implementation(v.implementation) if v.implementation else None

@@ -8,6 +8,7 @@ harness.engine.plugin calls install(); the worker calls read_impl_reports() afte
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import logging
 import os
@@ -25,9 +26,19 @@ logger = logging.getLogger("vllm.specbench.impls")
 PATH_INSTALL_ERROR = "install_error"  # the patch could not be installed in this process
 
 
-def expected_paths(implementation: str, choice: str) -> frozenset[str]:
-    """The code paths whose report proves implementation:choice ran (from its swap record)."""
-    return SWAPS[implementation].proves[choice]
+# A variant's own patch function reports under this implementation name, its import path as
+# the choice; any code path it reports proves it ran.
+PATCH = "patch"
+
+
+def expected_paths(implementation: str, choice: str) -> frozenset[str] | None:
+    """The code paths whose report proves implementation:choice ran (from its swap record;
+    None: any path, a user's patch)."""
+    return None if implementation == PATCH else SWAPS[implementation].proves[choice]
+
+
+def _matches(paths: dict[str, int], expected: frozenset[str] | None) -> bool:
+    return bool(paths) and (expected is None or set(paths) <= expected)
 
 
 # Rewrite a report every this many calls (beyond the first call and any new path), so a live
@@ -142,7 +153,7 @@ class _Recorder:
             "choice": self.choice,
             "path": self.first_path,
             "paths": dict(self.paths),
-            "matches_choice": bool(self.paths) and set(self.paths) <= self.expected,
+            "matches_choice": _matches(self.paths, self.expected),
             "calls": self.calls,
             "pid": os.getpid(),
             "ppid": os.getppid(),
@@ -163,7 +174,7 @@ class _Recorder:
             "choice": choice,
             "path": next(iter(self.epoch_paths), None),
             "paths": dict(self.epoch_paths),
-            "matches_choice": bool(self.epoch_paths) and set(self.epoch_paths) <= expected,
+            "matches_choice": _matches(self.epoch_paths, expected),
             "calls": self.epoch_calls,
             "pid": os.getpid(),
             "ppid": os.getppid(),
@@ -227,6 +238,22 @@ def install(implementation: str, choice: str) -> bool:
     if installed:
         _recorders[implementation] = recorder
     return installed
+
+
+def install_patch(path: str) -> bool:
+    """Import a variant's own 'package.module:function' and call it with its context in this
+    process; False if it was already installed here. Raises what importing or calling it
+    raises (the plugin turns that into a failed launch with the reason)."""
+    if PATCH in _recorders:
+        return False
+    module_name, _, function_name = path.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    _active.setdefault(PATCH, path)
+    recorder = _Recorder(PATCH, path)
+    function(_Context(PATCH, recorder))
+    _recorders[PATCH] = recorder
+    logger.info("specbench: patch %s installed", path)
+    return True
 
 
 def _planted_delay(implementation: str) -> None:

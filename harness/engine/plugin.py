@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any
 
-from harness.catalog import IMPL_ENV, SWITCH_RPC, parse_implementation
+from harness.catalog import IMPL_ENV, PATCH_ENV, SWITCH_RPC, parse_implementation
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")
@@ -27,6 +27,9 @@ def register() -> None:
     is logged and left as a report with "error", and no report of a code path ever appears.
     """
     global _installed
+    patch = os.environ.get(PATCH_ENV, "").strip()
+    if patch:
+        _install_patch(patch)
     value = os.environ.get(IMPL_ENV, "").strip()
     if not value:
         return
@@ -55,6 +58,21 @@ def register() -> None:
         logger.exception("specbench: could not install %s:%s", name, choice)
         impls.write_install_error(name, choice, exc)
     _installed = (name, choice)
+
+
+def _install_patch(path: str) -> None:
+    """A variant's own patch function, in this process. Unlike a built-in swap, a patch that
+    cannot be imported or raises stops this vLLM process with the reason: the launch fails
+    in one line rather than measuring vLLM without the patch."""
+    from harness.engine import impls
+
+    try:
+        if impls.install_patch(path):
+            _add_switch_method()
+    except Exception as exc:
+        impls.write_install_error(impls.PATCH, path, exc)
+        raise RuntimeError(f"specbench: patch {path} failed in vLLM's process "
+                           f"{os.getpid()}: {type(exc).__name__}: {exc}") from exc
 
 
 def _add_switch_method() -> None:

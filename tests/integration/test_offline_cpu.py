@@ -251,23 +251,34 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
 # --- a deliberately broken variant -------------------------------------------------------
 
 
-def test_broken_variant_is_recorded_while_the_other_completes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    """One run, four engines: the baseline; a configuration vLLM refuses at start (no
+    pre-flight check knows it); a variant's own patch by import path (Medusa proposes token
+    0 everywhere); and a patch that raises when vLLM loads it."""
+    tmp = tmp_path_factory.mktemp("own-code")
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")
-    data["name"] = "broken-variant"
-    data["repeats"] = 1
+    data.update(name="own-code", repeats=1, warmup=4)
     data["workload"].update(num_prompts=4, max_tokens=16)
     data["variants"] = {
         "baseline": {"baseline": True},
         # A real engine failure that passes every pre-flight check: vLLM refuses a token
         # budget per step smaller than the batch (its own scheduler config check).
         "broken": {"engine": {"max_num_batched_tokens": 4}},
+        "zeros": {"patch": "tests.patches.medusa_zero_drafts:install"},
+        "patch-raises": {"patch": "tests.patches.medusa_zero_drafts:broken"},
     }
-    path = tmp_path / "broken.yaml"
+    path = tmp / "own-code.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = run_cli(path, tmp_path / "results", "broken")
+    return run_cli(path, tmp / "results", "own-code")
+
+
+def test_broken_variant_is_recorded_while_the_other_completes(
+        failing_and_patched: CliRun) -> None:
+    run = failing_and_patched
     assert run.returncode == 1
-    assert "Traceback" not in run.stderr.split("specbench: [2/2]")[-1]
+    assert "Traceback" not in run.stderr.split("specbench: [4/4]")[-1]
     by_variant = {r.variant: r for r in run.results.runs}
     assert by_variant["baseline"].status == "ok"
     broken = by_variant["broken"]
@@ -275,6 +286,33 @@ def test_broken_variant_is_recorded_while_the_other_completes(tmp_path: Path) ->
     assert broken.exit_code not in (0, None)
     assert "FAILED" in run.stdout and "FAILED broken" in run.stdout
     assert run.results.manifest["status"] == "failed"
+
+
+def test_a_variants_own_patch_runs_inside_vllm(failing_and_patched: CliRun) -> None:
+    """variants.NAME.patch: imported and called in vLLM's processes, reported like a swap,
+    its effect seen in behaviour; a patch that raises fails its launch with the reason."""
+    run = failing_and_patched
+    by_variant = {r.variant: r for r in run.results.runs}
+    zeros = by_variant["zeros"]
+    assert zeros.status == "ok" and zeros.result is not None
+    reports = [r for r in zeros.result.impl_reports or [] if r.implementation == "patch"]
+    assert reports and all(r.choice == "tests.patches.medusa_zero_drafts:install"
+                           and set(r.paths) == {"medusa.propose.zeros"} and r.calls > 0
+                           and r.pid != zeros.result.worker_pid for r in reports)
+    comparison = compare_results(run.results)
+    cand = next(c for c in comparison.candidates if c.name == "zeros")
+    rate = next(r for r in cand.rows if r.key == "acceptance_rate")
+    assert rate.baseline > 20 and rate.candidate < 5  # token 0 is never the target's choice
+    assert cand.parity is not None and cand.parity.fraction == 1.0  # outputs stay greedy
+    assert not comparison.unproven
+    assert ("zeros: implementation patch:tests.patches.medusa_zero_drafts:install; workers "
+            "ran: patch:tests.patches.medusa_zero_drafts:install -> medusa.propose.zeros"
+            ) in run.stdout
+    raises = by_variant["patch-raises"]
+    assert raises.status == "failed" and raises.error is not None
+    assert raises.error.startswith("RuntimeError: specbench: patch "
+                                   "tests.patches.medusa_zero_drafts:broken failed in vLLM's")
+    assert "ValueError: this patch does not know vLLM 0.32's layout" in raises.error
 
 
 def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Patch functions a test variant installs by import path (variants.NAME.patch)."""
