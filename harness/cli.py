@@ -208,7 +208,8 @@ def plan(
     print(f"  design: {expanded.design}{target}"
           + (f" within {precision.budget_s:g} s" if precision else ""))
     for r in expanded.runs:
-        impl = f" impl={r.implementation}" if r.implementation else ""
+        impl = (f" impl={r.implementation}" if r.implementation else "") + (
+            f" patch={r.patch}" if r.patch else "") + (f" python={r.python}" if r.python else "")
         spec = r.engine_args.get("speculative_config")
         spec_text = f" spec={json.dumps(spec, sort_keys=True)}" if spec else ""
         what = (f"{r.blocks} block(s) of {' '.join(r.block_order)}"

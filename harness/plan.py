@@ -31,7 +31,16 @@ class ArmSpec(StrictModel):
 
     variant: str = Field(description="Variant name.")
     baseline: bool = Field(description="Whether this is the baseline variant.")
-    implementation: str | None = Field(description="'name:choice' active while this arm runs.")
+    implementation: str | None = Field(description="What this arm's passes must prove ran: "
+                                        "'name:choice' of a swap, or 'patch:module:function'.")
+    switch: str | None = Field(
+        default=None, description="What the switch makes active for this arm when it differs "
+        "from `implementation` ('patch:on' or 'patch:off' for a switchable patch).",
+    )
+
+    @property
+    def switch_to(self) -> str | None:
+        return self.switch or self.implementation
 
 
 class RunSpec(StrictModel):
@@ -186,7 +195,9 @@ def _python(scenario: Scenario, variant: str, base_dir: Path) -> str | None:
 def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
                      base_dir: Path) -> list[RunSpec]:
     base = scenario.baseline
-    arms = [ArmSpec(variant=n, baseline=v.baseline, implementation=v.implementation)
+    patch = scenario.shared_patch
+    arms = [ArmSpec(variant=n, baseline=v.baseline, implementation=v.proof_label,
+                    switch=(f"patch:{'on' if v.patch else 'off'}" if patch else None))
             for n, v in scenario.variants.items()]
     blocks = -(-scenario.repeats // 2)  # each block runs every arm twice
     runs = []
@@ -205,6 +216,7 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
             gates=scenario.gates if scenario.precision and scenario.precision.until == "gates"
             else None,
             python=_python(scenario, base, base_dir),
+            patch=patch,
         ))
     return runs
 

@@ -277,6 +277,12 @@ class Variant(StrictModel):
         "there. A wrong path is refused before launch; an import error or a function that "
         "raises fails the launch with its reason. Runs in its own engine (launch-per-arm).",
     )
+    switchable: bool = Field(
+        default=False,
+        description="The patch reads ctx.active() on every call ('on' in this variant's "
+        "passes, 'off' in the baseline's), so both arms can share one engine (one-engine "
+        "design) instead of one engine each.",
+    )
     python: str | None = Field(
         default=None,
         description="Another vLLM build for this variant: the Python interpreter (or virtual "
@@ -309,6 +315,8 @@ class Variant(StrictModel):
     def _one_swap(self) -> Variant:
         if self.patch is not None and self.implementation is not None:
             raise ValueError("implementation and patch both swap code: choose one")
+        if self.switchable and self.patch is None:
+            raise ValueError("switchable: applies to a patch; this variant has none")
         return self
 
     @property
@@ -470,8 +478,9 @@ class Scenario(StrictModel):
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
                 return f"variants.{name}.env changes the environment of the engine"
-            if v.patch != base.patch:
-                return f"variants.{name}.patch installs a patch function, in its own engine"
+            if v.patch != base.patch and not self._switchable_patch():
+                return (f"variants.{name}.patch installs a patch function in its own engine "
+                        "(switchable: true shares one, if it reads ctx.active())")
             if v.python != base.python:
                 return f"variants.{name}.python runs another vLLM build, in its own engine"
             impl = parse_implementation(v.implementation) if v.implementation else None
@@ -484,6 +493,22 @@ class Scenario(StrictModel):
                 return (f"variants.{name}.implementation differs from the baseline's in the "
                         "swap itself, not only its choice")
         return None
+
+    def _switchable_patch(self) -> str | None:
+        """The one patch every arm can share an engine with: the baseline has none, and every
+        variant that has one names the same, switchable."""
+        if self.variants[self.baseline].patch is not None:
+            return None
+        patched = [v for v in self.variants.values() if v.patch is not None]
+        if not patched or len({v.patch for v in patched}) > 1 or not all(
+                v.switchable for v in patched):
+            return None
+        return patched[0].patch
+
+    @property
+    def shared_patch(self) -> str | None:
+        """The switchable patch a one-engine launch installs (None when there is none)."""
+        return self._switchable_patch()
 
     @property
     def resolved_design(self) -> Literal["one-engine", "launch-per-arm"]:

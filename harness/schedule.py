@@ -123,7 +123,7 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
             arm = arms[name]
             if switch is not None:
                 # The epoch between passes must be empty; what ran before belongs to no pass.
-                switch(arm.implementation)
+                switch(arm.switch_to)
             record = measure(len(passes), arm, block)
             if switch is not None:
                 record.impl_reports = _reports(switch(None))
@@ -137,7 +137,7 @@ def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None
     """Warm every arm's code path once, then discard what the warm-up ran."""
     for arm in run.arms:
         if switch is not None:
-            switch(arm.implementation)
+            switch(arm.switch_to)
         warm()
     if switch is not None:
         switch(None)
@@ -157,7 +157,7 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
         for repeat in range(run.repeats):
             passes.append(measure(repeat, None, None))
         return None, warm_s
-    swap = switch if any(a.implementation for a in run.arms) else None
+    swap = switch if any(a.switch_to for a in run.arms) else None
     if warm_up is not None:
         warm_up_arms(run, warm_up, swap)
     warm_s = time.perf_counter() - t

@@ -166,6 +166,8 @@ class _Recorder:
     def end_epoch(self) -> dict[str, Any]:
         """What ran since the last switch, under the choice that was active, then reset."""
         choice = _active.get(self.implementation, self.choice)
+        if self.implementation == PATCH:  # a switchable patch: its import path while on
+            choice = self.choice if choice == "on" else "off"
         expected = expected_paths(self.implementation, choice)
         if self.tp_rank is None:
             self.tp_rank = _tp_rank()
@@ -248,7 +250,7 @@ def install_patch(path: str) -> bool:
         return False
     module_name, _, function_name = path.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
-    _active.setdefault(PATCH, path)
+    _active.setdefault(PATCH, "on")
     recorder = _Recorder(PATCH, path)
     function(_Context(PATCH, recorder))
     _recorders[PATCH] = recorder
@@ -275,7 +277,9 @@ def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     reports = [recorder.end_epoch() for recorder in _recorders.values()]
     if choice:
         implementation, _, wanted = choice.partition(":")
-        if implementation not in _recorders or wanted not in SWAPS[implementation].choices:
+        known = ("on", "off") if implementation == PATCH else (
+            SWAPS[implementation].choices if implementation in SWAPS else ())
+        if implementation not in _recorders or wanted not in known:
             raise ValueError(f"specbench: {choice!r} is not installed in this process")
         # The fault seam for tests: a switch that silently does nothing.
         if not os.environ.get(NOOP_SWITCH_FAULT_ENV):

@@ -315,6 +315,38 @@ def test_a_variants_own_patch_runs_inside_vllm(failing_and_patched: CliRun) -> N
     assert "ValueError: this patch does not know vLLM 0.32's layout" in raises.error
 
 
+def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) -> None:
+    """switchable: true: one engine hosts both arms and the patch reads ctx.active() per
+    call, so each pass's reports prove whether the patch ran, and acceptance differs by arm
+    within the same engine."""
+    data = _scenario("cpu-medusa-proposer.yaml")
+    data.pop("precision")
+    data.update(name="switchable-patch", repeats=4, warmup=4)
+    data["workload"].update(num_prompts=4, max_tokens=16)
+    data["variants"] = {
+        "baseline": {"baseline": True},
+        "zeros": {"patch": "tests.patches.medusa_zero_drafts:install", "switchable": True},
+    }
+    path = tmp_path / "switchable.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = run_cli(path, tmp_path / "results", "switchable")
+    assert run.returncode == 0, run.stderr[-3000:]
+    [launch] = run.results.runs
+    assert launch.result is not None and launch.variant == "baseline+zeros"
+    for p in launch.result.passes:
+        reports = [r for r in p.impl_reports or [] if r.implementation == "patch"]
+        assert reports, f"pass {p.repeat} has no patch report"
+        if p.arm == "zeros":
+            assert all(r.choice == "tests.patches.medusa_zero_drafts:install" and r.calls > 0
+                       and set(r.paths) == {"medusa.propose.zeros"} for r in reports)
+        else:
+            assert all(r.choice == "off" and r.calls == 0 for r in reports)
+    comparison = compare_results(run.results)
+    assert comparison.design == "one-engine" and not comparison.unproven
+    rate = next(r for r in comparison.candidates[0].rows if r.key == "acceptance_rate")
+    assert rate.baseline > 20 and rate.candidate < 5
+
+
 def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:
     """kill -9 of `specbench run` once vLLM's engine core runs: the worker, the engine core
     and every process of the launch's session are gone within seconds."""

@@ -1,7 +1,8 @@
 """A variant's own implementation, installed by import path: Medusa proposes token 0 at every
 position. Its effect is visible in behaviour (almost no draft token is accepted, while greedy
 outputs stay identical, as speculative decoding guarantees) and in every engine process's
-report (ctx.hit with what it observed)."""
+report (ctx.hit with what it observed). Switchable: it reads ctx.active() on every call, so
+a baseline and this variant can share one engine."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def install(ctx: Any) -> bool:
     @functools.wraps(original)
     def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
         drafts = original(self, *args, **kwargs)
+        if ctx.active() != "on":  # switchable: the baseline's passes in a shared engine
+            return drafts
         zeros = drafts * 0
         ctx.hit("medusa.propose.zeros", {"shape": list(zeros.shape)})
         return zeros

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.plan import expand_plan, launch_order
 from harness.scenario import parse_scenario
 
@@ -66,3 +68,24 @@ def test_tp_argmax_choice_sets_the_config_switch(scenario_data: dict[str, Any]) 
     assert shared.engine_args["speculative_config"]["use_local_argmax_reduction"] is False
     assert [a.implementation for a in shared.arms] == ["tp-argmax-reduction:baseline",
                                                       "tp-argmax-reduction:optimized"]
+
+
+def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[str, Any]) -> None:
+    from harness.errors import ScenarioError
+
+    scenario_data["variants"] = {"base": {"baseline": True},
+                                 "idea": {"patch": "my_idea:install"}}
+    plan = expand_plan(parse_scenario(scenario_data))
+    assert plan.design == "launch-per-arm"
+    assert [(r.variant, r.patch) for r in plan.runs] == [("base", None),
+                                                        ("idea", "my_idea:install")]
+    scenario_data["variants"]["idea"]["switchable"] = True
+    [shared] = expand_plan(parse_scenario(scenario_data)).runs
+    assert shared.design == "one-engine" and shared.patch == "my_idea:install"
+    arms = {a.variant: (a.implementation, a.switch_to) for a in shared.arms}
+    assert arms == {"base": (None, "patch:off"),
+                    "idea": ("patch:my_idea:install", "patch:on")}
+    scenario_data["variants"]["base"]["switchable"] = True
+    with pytest.raises(ScenarioError, match="switchable: applies to a patch; this variant "
+                       "has none"):
+        parse_scenario(scenario_data)
