@@ -256,22 +256,25 @@ def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     """One run, four engines: the baseline; a configuration vLLM refuses at start (no
     pre-flight check knows it); a variant's own patch by import path (Medusa proposes token
     0 everywhere); and a patch that raises when vLLM loads it."""
-    tmp = tmp_path_factory.mktemp("own-code")
-    data = _scenario("cpu-medusa-proposer.yaml")
-    data.pop("precision")
-    data.update(name="own-code", repeats=1, warmup=4)
-    data["workload"].update(num_prompts=4, max_tokens=16)
-    data["variants"] = {
+    return _short_medusa(tmp_path_factory.mktemp("own-code"), "own-code", 1, {
         "baseline": {"baseline": True},
         # A real engine failure that passes every pre-flight check: vLLM refuses a token
         # budget per step smaller than the batch (its own scheduler config check).
         "broken": {"engine": {"max_num_batched_tokens": 4}},
         "zeros": {"patch": "tests.patches.medusa_zero_drafts:install"},
         "patch-raises": {"patch": "tests.patches.medusa_zero_drafts:broken"},
-    }
-    path = tmp / "own-code.yaml"
+    })
+
+
+def _short_medusa(tmp: Path, name: str, repeats: int, variants: dict[str, Any]) -> CliRun:
+    """The demo's engine with short passes and the given variants, run through the CLI."""
+    data = _scenario("cpu-medusa-proposer.yaml")
+    data.pop("precision")
+    data.update(name=name, repeats=repeats, warmup=4, variants=variants)
+    data["workload"].update(num_prompts=4, max_tokens=16)
+    path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return run_cli(path, tmp / "results", "own-code")
+    return run_cli(path, tmp / "results", name)
 
 
 def test_broken_variant_is_recorded_while_the_other_completes(
@@ -319,17 +322,10 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
     """switchable: true: one engine hosts both arms and the patch reads ctx.active() per
     call, so each pass's reports prove whether the patch ran, and acceptance differs by arm
     within the same engine."""
-    data = _scenario("cpu-medusa-proposer.yaml")
-    data.pop("precision")
-    data.update(name="switchable-patch", repeats=4, warmup=4)
-    data["workload"].update(num_prompts=4, max_tokens=16)
-    data["variants"] = {
+    run = _short_medusa(tmp_path, "switchable", 4, {
         "baseline": {"baseline": True},
         "zeros": {"patch": "tests.patches.medusa_zero_drafts:install", "switchable": True},
-    }
-    path = tmp_path / "switchable.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = run_cli(path, tmp_path / "results", "switchable")
+    })
     assert run.returncode == 0, run.stderr[-3000:]
     [launch] = run.results.runs
     assert launch.result is not None and launch.variant == "baseline+zeros"
