@@ -31,7 +31,7 @@ from harness.catalog import (
     SPAWNED_ENV,
 )
 from harness.lifeline import die_with_parent
-from harness.plan import Plan, RunSpec
+from harness.plan import Plan, RunSpec, WorkerSpec
 from harness.records import RunRecord, RunStatus, WorkerResult
 from harness.store import write_json_atomic
 
@@ -237,12 +237,9 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     report_dir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / "spec.json", work / "result.json"
     out_path.unlink(missing_ok=True)
-    write_json_atomic(spec_path, {
-        "run": run.model_dump(mode="json"),
-        "base_dir": str(base_dir),
-        "models_cache": str(models_cache) if models_cache else None,
-        "deadline_unix": deadline_unix,
-    })
+    write_json_atomic(spec_path, WorkerSpec(
+        run=run, base_dir=str(base_dir), deadline_unix=deadline_unix,
+        models_cache=str(models_cache) if models_cache else None).model_dump(mode="json"))
     env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
     env.pop(IMPL_ENV, None)

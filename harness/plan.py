@@ -101,6 +101,24 @@ class RunSpec(StrictModel):
         return self.blocks * len(self.block_order) if self.design == "one-engine" else self.repeats
 
 
+# WorkerSpec history (a worker refuses a newer one, naming both):
+#   1 - the run, the base folder for relative paths, the built-in models cache, and the wall
+#       clock a precision run must stop by.
+WORKER_SPEC_VERSION = 1
+
+
+class WorkerSpec(StrictModel):
+    """What an executor hands a worker for one launch (spec.json): the worker protocol is
+    this spec in, one WorkerResult out, logs and implementation reports beside it."""
+
+    spec_version: int = Field(default=WORKER_SPEC_VERSION, description="See the history.")
+    run: RunSpec = Field(description="The launch.")
+    base_dir: str = Field(description="Folder relative paths resolve against.")
+    models_cache: str | None = Field(default=None, description="Built-in models cache.")
+    deadline_unix: float | None = Field(
+        default=None, description="Precision runs: no block may start that ends past this.")
+
+
 class Plan(StrictModel):
     """Everything a run will launch, in order: the contract the runner and its executor get.
     Each RunSpec is complete on its own (engine arguments, environment, workload, design);

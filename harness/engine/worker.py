@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV, SWITCH_RPC
 from harness.lifeline import guard_process_group
-from harness.plan import RunSpec
+from harness.plan import WORKER_SPEC_VERSION, RunSpec, WorkerSpec
 from harness.records import (
     ImplReport,
     PassRecord,
@@ -236,8 +236,6 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
 
 
 RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]
-# The runner's spec file carries the precision deadline (wall clock) beside the RunSpec.
-DEADLINE_KEY = "deadline_unix"
 
 
 def worker_main(run_fn: RunFn, argv: list[str] | None = None,
@@ -254,12 +252,22 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
         parser.add_argument(flag, type=Path, required=True, help=help_text)
     args = parser.parse_args(argv)
 
-    spec = json.loads(args.spec.read_text())
-    run = RunSpec.model_validate(spec["run"])
-    base_dir = Path(spec["base_dir"])
-    cache_dir = Path(spec["models_cache"]) if spec.get("models_cache") else None
+    raw = json.loads(args.spec.read_text())
+    if raw.get("spec_version") != WORKER_SPEC_VERSION:
+        # Another specbench wrote it (a variant's environment with an older or newer copy).
+        key = str((raw.get("run") or {}).get("run_key", "?"))
+        result = WorkerResult(run_key=key, status="failed", error=(
+            f"worker spec version {raw.get('spec_version')!r}, but this worker "
+            f"({Path(__file__).resolve().parents[2]}) reads version {WORKER_SPEC_VERSION}: "
+            "install the same specbench in this environment"))
+        write_json_atomic(args.out, result.model_dump(mode="json"))
+        return 1
+    spec = WorkerSpec.model_validate(raw)
+    run = spec.run
+    base_dir = Path(spec.base_dir)
+    cache_dir = Path(spec.models_cache) if spec.models_cache else None
     report_dir = Path(os.environ[IMPL_REPORT_DIR_ENV])
-    args.deadline_unix = spec.get(DEADLINE_KEY)
+    args.deadline_unix = spec.deadline_unix
     try:
         result = run_fn(run, base_dir, cache_dir, report_dir, startup_s, args)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data for the parent

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.plan import expand_plan, launch_order
 from harness.scenario import parse_scenario
+from tests.conftest import ROOT
 
 
 def test_abba_interleaving(scenario_data: dict[str, Any]) -> None:
@@ -89,3 +95,27 @@ def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[st
     with pytest.raises(ScenarioError, match="switchable: applies to a patch; this variant "
                        "has none"):
         parse_scenario(scenario_data)
+
+
+def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
+    """The worker protocol's spec is a model with a version; a worker of another specbench
+    (a variant's environment) answers a spec it cannot read with a failed result that says so."""
+    from harness.plan import WORKER_SPEC_VERSION, WorkerSpec
+    from harness.records import WorkerResult
+
+    [run] = expand_plan(parse_scenario(scenario_data)).runs
+    spec = WorkerSpec(run=run, base_dir=str(tmp_path))
+    assert spec.model_dump(mode="json")["spec_version"] == WORKER_SPEC_VERSION
+    raw = {**spec.model_dump(mode="json"), "spec_version": WORKER_SPEC_VERSION + 1}
+    (tmp_path / "spec.json").write_text(json.dumps(raw))
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.engine.worker", "--spec", str(tmp_path / "spec.json"),
+         "--out", str(out)], env={**os.environ, "SPECBENCH_IMPL_REPORT_DIR": str(tmp_path)},
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    result = WorkerResult.model_validate_json(out.read_text())
+    assert result.run_key == run.run_key and result.status == "failed"
+    assert result.error is not None and result.error.startswith(
+        f"worker spec version {WORKER_SPEC_VERSION + 1}, but this worker")
+    assert "install the same specbench in this environment" in result.error
