@@ -45,6 +45,7 @@ IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
 PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
+PROGRESS_ENV = "SPECBENCH_PROGRESS_FILE"  # where the worker leaves its progress note
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
 # The vLLM worker method the plugin adds; the worker calls it between passes through
 # collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.

@@ -72,6 +72,7 @@ def run(
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.executor import LocalExecutor
     from harness.plan import expand_plan
+    from harness.progress import LaunchView
     from harness.runner import run_plan
     from harness.scenario import load_scenario, with_precision
 
@@ -84,8 +85,13 @@ def run(
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
-    outcome = run_plan(expand_plan(spec, scenario_file=scenario), results_dir,
-                       LocalExecutor(models_cache), progress, run_id=run_id, clean=clean)
+    plan = expand_plan(spec, scenario_file=scenario)
+    view = LaunchView(len(plan.runs))  # the launch in flight: stage, passes, tok/s, ETA
+    try:
+        outcome = run_plan(plan, results_dir, LocalExecutor(models_cache, status=view.tick),
+                           progress, run_id=run_id, clean=clean)
+    finally:
+        view.close()
     comparison = write_report(outcome.run_dir, echo=True)
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:

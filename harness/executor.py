@@ -28,10 +28,12 @@ from harness.catalog import (
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
     PATCH_ENV,
+    PROGRESS_ENV,
     SPAWNED_ENV,
 )
 from harness.lifeline import die_with_parent
 from harness.plan import Plan, RunSpec, WorkerSpec
+from harness.progress import read_progress
 from harness.records import RunRecord, RunStatus, WorkerResult
 from harness.store import write_json_atomic
 
@@ -43,8 +45,11 @@ WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
 MODELS_MODULE = "harness.engine.models"
 LOG_TAIL_LINES = 25
 KILL_GRACE_S = 10.0
+TICK_S = 1.0  # how often a running launch's progress is looked at
 
 Progress = Callable[[str], None]
+# (launch, seconds so far, the worker's progress note or None) -> shown to the user
+Status = Callable[[RunSpec, float, "dict[str, Any] | None"], None]
 
 
 class Interrupted(Exception):
@@ -147,9 +152,11 @@ def _signals_deferred() -> Iterator[None]:
 
 
 def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
-           on_start: Callable[[int], None] | None = None) -> tuple[int | None, float, bool]:
+           on_start: Callable[[int], None] | None = None,
+           on_tick: Callable[[float], None] | None = None) -> tuple[int | None, float, bool]:
     """Run `cmd` in its own session with output to `log_path` (`on_start` gets its pid, which
-    is also its session id). Returns (exit code or None on timeout, wall seconds, timed_out)."""
+    is also its session id; `on_tick` the seconds so far, every TICK_S while it runs).
+    Returns (exit code or None on timeout, wall seconds, timed_out)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log_path.open("wb") as log:
@@ -159,10 +166,20 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float
         try:
             if on_start is not None:
                 on_start(proc.pid)
-            code = proc.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            code, timed_out = None, True
+            deadline = start + timeout_s
+            code, timed_out = None, False
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    timed_out = True
+                    break
+                try:
+                    code = proc.wait(timeout=min(TICK_S, left))
+                    break
+                except subprocess.TimeoutExpired:
+                    if on_tick is not None:
+                        with contextlib.suppress(Exception):  # a display never ends a run
+                            on_tick(time.perf_counter() - start)
         finally:
             # Also on success: reap anything the worker left in its group. A second Ctrl-C
             # must not cut this short and leave engine processes behind: it waits its turn.
@@ -230,7 +247,8 @@ def run_tp(run: RunSpec) -> int:
 def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
             models_cache: Path | None, worker_cmd: list[str],
             deadline_unix: float | None = None,
-            on_start: Callable[[int], None] | None = None) -> RunRecord:
+            on_start: Callable[[int], None] | None = None,
+            show: Status | None = None) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
     work = run_dir / "work" / run.run_key
     report_dir = work / "impl"
@@ -248,6 +266,9 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     env.pop(PATCH_ENV, None)
     if run.patch:
         env[PATCH_ENV] = run.patch
+    progress = work / "progress.json"
+    progress.unlink(missing_ok=True)
+    env[PROGRESS_ENV] = str(progress)
     log_rel, server_log = run_logs(run)
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []
@@ -255,6 +276,7 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
         env, log_path, run.timeout_s, on_start,
+        (lambda elapsed: show(run, elapsed, read_progress(progress))) if show else None,
     )
     base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
             "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel,
@@ -299,6 +321,8 @@ class LocalExecutor:
     models_cache: Path | None = None
     # The fault-injection seam: a worker command instead of harness.engine.(serve_)worker.
     worker_cmd: list[str] | None = None
+    # Shown every second while a launch runs (harness.progress.LaunchView.tick).
+    status: Status | None = None
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         return prepare_models(plan, run_dir, self.models_cache, progress)
@@ -308,4 +332,4 @@ class LocalExecutor:
                on_start: Callable[[int], None] | None) -> RunRecord:
         return run_one(run, run_dir, base_dir, self.models_cache,
                        self.worker_cmd or default_worker_cmd(run.mode, run.python),
-                       deadline_unix, on_start)
+                       deadline_unix, on_start, self.status)

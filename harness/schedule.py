@@ -149,19 +149,36 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
                    passes: list[PassRecord]) -> tuple[str | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `passes`. Returns why a precision run stopped and the warm-up's seconds."""
+    from harness.progress import write_progress
+
+    expected, at_least = run.expected_passes, run.precision is not None
+    write_progress("warming up", passes, expected, at_least, None)
     t = time.perf_counter()
+    since: list[float] = []
+
+    def measured(record: PassRecord) -> PassRecord:
+        """After each pass (appended by the caller): the note the parent shows."""
+        write_progress("measuring", [*passes, record], expected, at_least,
+                       since[0] if since else None)
+        return record
+
+    def timed(repeat: int, variant: str | None, block: int | None) -> PassRecord:
+        if not since:
+            since.append(time.time())
+        return measured(measure(repeat, variant, block))
+
     if run.design != "one-engine":
         if warm_up is not None:
             warm_up()
         warm_s = time.perf_counter() - t
         for repeat in range(run.repeats):
-            passes.append(measure(repeat, None, None))
+            passes.append(timed(repeat, None, None))
         return None, warm_s
     swap = switch if any(a.switch_to for a in run.arms) else None
     if warm_up is not None:
         warm_up_arms(run, warm_up, swap)
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(
-        run, lambda i, arm, block: measure(i, arm.variant, block), swap, deadline_unix, tp_size,
+        run, lambda i, arm, block: timed(i, arm.variant, block), swap, deadline_unix, tp_size,
         harness_pid, log=lambda m: print(m, file=sys.stderr, flush=True), passes=passes)
     return stopped, warm_s

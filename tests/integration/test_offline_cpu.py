@@ -327,6 +327,9 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
         "zeros": {"patch": "tests.patches.medusa_zero_drafts:install", "switchable": True},
     })
     assert run.returncode == 0, run.stderr[-3000:]
+    # Progress from the worker's notes (plain lines: stderr is not a terminal here).
+    assert "baseline+zeros.r0: starting the engine" in run.stderr
+    assert "baseline+zeros.r0: measuring pass " in run.stderr
     [launch] = run.results.runs
     assert launch.result is not None and launch.variant == "baseline+zeros"
     for p in launch.result.passes:

@@ -1,0 +1,60 @@
+"""Progress while a run is in flight: the worker's note, how the parent words it, and plain
+lines that stay few in CI logs (stage changes, then every 30 s)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.catalog import PROGRESS_ENV
+from harness.plan import expand_plan
+from harness.progress import LaunchView, describe, read_progress, write_progress
+from harness.records import PassRecord, RequestRecord
+from harness.scenario import parse_scenario
+
+
+def _pass(i: int) -> PassRecord:
+    requests = [RequestRecord(index=j, prompt_tokens=8, output_tokens=32, ttft_s=0.01,
+                              e2el_s=0.1, finish_reason="length", output_token_ids=[1])
+                for j in range(4)]
+    return PassRecord(repeat=i, started_unix=0.0, duration_s=0.5, requests=requests,
+                      spec_decode=None, workload_hash="w")
+
+
+def test_worker_note_and_its_wording(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     scenario_data: dict[str, Any]) -> None:
+    [run] = expand_plan(parse_scenario(scenario_data)).runs
+    note_file = tmp_path / "progress.json"
+    write_progress("measuring", [_pass(0)], 8, False, 100.0)  # no PROGRESS_ENV: nothing
+    assert not note_file.exists()
+    monkeypatch.setenv(PROGRESS_ENV, str(note_file))
+    write_progress("warming up", [], 8, False, None)
+    note = read_progress(note_file)
+    assert note is not None
+    assert describe(run, 3, 12.0, note) == f"[1/3] {run.run_key}: warming up, 12s"
+    assert describe(run, 3, 2.0, None) == f"[1/3] {run.run_key}: starting the engine, 2s"
+    write_progress("measuring", [_pass(0), _pass(1)], 8, True, 100.0)
+    note = read_progress(note_file)
+    assert note is not None and note["requests"] == 8 and note["tokens_per_s"] == 256.0
+    # Two passes in 10 s: six more take about 30 s; a precision run says "at least".
+    assert describe(run, 3, 75.0, note, now=110.0) == (
+        f"[1/3] {run.run_key}: measuring pass 2/>=8, 8 requests, 256 tok/s, 1m15s, "
+        "ETA 30s at least")
+
+
+def test_plain_lines_on_stage_changes_and_every_30_s(scenario_data: dict[str, Any]) -> None:
+    [run] = expand_plan(parse_scenario(scenario_data)).runs
+    out = io.StringIO()
+    view = LaunchView(1, stream=out, live=False, plain_every_s=30.0)
+    note = {"stage": "measuring", "passes": 1, "expected": 8, "requests": 4}
+    for elapsed in range(10):  # ten ticks, one stage: one line
+        view.tick(run, float(elapsed), note if elapsed >= 5 else None)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "starting the engine" in lines[0] and "measuring" in lines[1]
+    view._last_plain = (run.run_key, "measuring", -1e9)  # 30 s later
+    view.tick(run, 40.0, note)
+    assert len(out.getvalue().splitlines()) == 3
+    view.close()
