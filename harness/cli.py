@@ -92,7 +92,8 @@ def run(
                            progress, run_id=run_id, clean=clean)
     finally:
         view.close()
-    comparison = write_report(outcome.run_dir, echo=True)
+    # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
+    comparison = write_report(outcome.run_dir, echo=True, figures=not outcome.interrupted)
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:
         _err("some launches failed; see the table's FAILED notes and the logs in "
@@ -131,11 +132,11 @@ def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | Non
     return 0
 
 
-def write_report(run_dir: Path, echo: bool) -> Any:
+def write_report(run_dir: Path, echo: bool, html: bool = False, figures: bool = True) -> Any:
     """Write a stored run's outputs (harness.outputs) and print its table."""
     from harness.outputs import write_outputs
 
-    comparison, text = write_outputs(run_dir)
+    comparison, text = write_outputs(run_dir, html, figures)
     if echo:
         print(text, end="")
     return comparison
@@ -145,14 +146,19 @@ def write_report(run_dir: Path, echo: bool) -> Any:
 def report(
     results: Annotated[Path, typer.Argument(help="A run folder (or results/ for the newest).")],
     markdown: Annotated[bool, typer.Option(help="Print the Markdown copy instead.")] = False,
+    html: Annotated[bool, typer.Option(
+        "--html", help="Also write report.html: one self-contained page with the tables, "
+        "figures, builds, fingerprint and scenario.")] = False,
 ) -> int:
-    """Re-render the comparison of a stored run from its raw records."""
+    """Re-render the comparison of a stored run from its raw records (tables, figures)."""
     from harness.store import resolve_run_dir
 
     run_dir = resolve_run_dir(results)
-    write_report(run_dir, echo=not markdown)
+    write_report(run_dir, echo=not markdown, html=html)
     if markdown:
         print((run_dir / "table.md").read_text(), end="")
+    if html:
+        print(f"specbench: report: {run_dir / 'report.html'}", file=sys.stderr)
     return 0
 
 

@@ -1,17 +1,20 @@
 """A stored run's outputs, derived from its raw records: the comparison as table.txt, table.md
-and a versioned summary.json, and per-pass / per-request Parquet. Library code, so a notebook
-or a CI script writes exactly what `specbench run` and `specbench report` write.
+and a versioned summary.json, per-pass / per-request Parquet, figures (and report.html).
+Library code, so a notebook or a CI script writes exactly what `specbench run` and
+`specbench report` write.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.compare import Comparison, compare_results, compare_runs
 from harness.errors import ResultsError
+from harness.figures import html_report, markdown_links, write_figures
 from harness.gate import GateResult, judge
 from harness.metrics import passes_frame, requests_frame
 from harness.report import (
@@ -52,17 +55,31 @@ def write_frames(results: RunResults) -> None:
         tmp.replace(results.path / f"{name}.parquet")
 
 
-def write_outputs(run_dir: Path) -> tuple[Comparison, str]:
-    """Compare a stored run and write table.txt, table.md, summary.json and the Parquet
-    frames beside it. Returns the comparison and the terminal table."""
+def write_outputs(run_dir: Path, html: bool = False,
+                  figures: bool = True) -> tuple[Comparison, str]:
+    """Compare a stored run and write table.txt, table.md (linking the figures),
+    summary.json, the Parquet frames and figures/*.png|svg beside it; with `html`, also the
+    self-contained report.html (`figures=False`: no figures, as after Ctrl-C, when a prompt
+    exit matters more; `specbench report` draws them later). Returns the comparison and the
+    terminal table."""
     results = load_results(run_dir)
     comparison = compare_results(results)
     text = render_terminal(comparison)
     write_text_atomic(results.path / "table.txt", text)
-    write_text_atomic(results.path / "table.md",
-                      render_markdown(comparison, results.manifest.get("fingerprint")))
     write_json_atomic(results.path / "summary.json", summary(results, comparison))
     write_frames(results)
+    pngs: list[Path] = []
+    if figures or html:
+        try:
+            pngs = write_figures(results)
+        except Exception as exc:  # a figure must never cost the tables
+            print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+    write_text_atomic(results.path / "table.md",
+                      render_markdown(comparison, results.manifest.get("fingerprint"))
+                      + markdown_links(pngs, results.path))
+    if html:
+        write_text_atomic(results.path / "report.html", html_report(results, text, pngs))
     return comparison, text
 
 

@@ -56,6 +56,29 @@ def test_report_command_rerenders(fixture_copy: Path) -> None:
     assert len(pd.read_parquet(fixture_copy / "requests.parquet")) == 4 * 4
 
 
+def test_report_html_and_figures(tmp_path: Path) -> None:
+    """`report --html`: figures as PNG and SVG, linked from table.md, embedded in one page
+    with the comparison, builds, fingerprint and scenario."""
+    run_dir = tmp_path / ONE_ENGINE.name
+    shutil.copytree(ONE_ENGINE, run_dir)
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
+                             "--html"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    names = ["acceptance_per_position", "latency_cdf", "throughput_over_time"]
+    for name in names:
+        for suffix in ("png", "svg"):
+            path = run_dir / "figures" / f"{name}.{suffix}"
+            assert path.is_file() and path.stat().st_size > 5000, path
+        assert (run_dir / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f"![{name}](figures/{name}.png)" in (run_dir / "table.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "Output throughput (tok/s)" in page and "Environment fingerprint" in page
+    assert "cpu-eagle-tp2-argmax" in page and "tp-argmax-reduction:optimized" in page
+    assert f"report: {run_dir / 'report.html'}" in result.stderr
+
+
 @pytest.mark.parametrize("fixture", [FIXTURE, ONE_ENGINE], ids=["launch-per-arm", "one-engine"])
 def test_notebook_executes(fixture: Path, tmp_path: Path) -> None:
     import nbformat
