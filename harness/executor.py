@@ -260,12 +260,10 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         models_cache=str(models_cache) if models_cache else None).model_dump(mode="json"))
     env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
-    env.pop(IMPL_ENV, None)
-    if run.implementation:
-        env[IMPL_ENV] = run.implementation
-    env.pop(PATCH_ENV, None)
-    if run.patch:
-        env[PATCH_ENV] = run.patch
+    for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch)):
+        env.pop(key, None)  # never inherited from the parent's environment
+        if value:
+            env[key] = value
     progress = work / "progress.json"
     progress.unlink(missing_ok=True)
     env[PROGRESS_ENV] = str(progress)

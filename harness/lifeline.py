@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -62,6 +63,7 @@ def guard_process_group() -> None:
         threading.Thread(target=watch, name="specbench-parent-watchdog", daemon=True).start()
 
 
+@functools.cache
 def _boot_time() -> float:
     from pathlib import Path
 
@@ -71,31 +73,36 @@ def _boot_time() -> float:
     return 0.0
 
 
+def proc_stat(pid: int | str) -> tuple[str, int, float] | None:
+    """(command name, session id, start time in unix seconds) of a live, non-zombie process;
+    None when it is gone (or this is not Linux)."""
+    from pathlib import Path
+
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return name, int(fields[3]), _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
 def session_processes(sid: int, started_after: float = 0.0) -> list[tuple[int, str]]:
     """Live processes of session `sid` (a worker leads its own session, which vLLM's engine
     core, TP workers and API server join) started after `started_after` (unix seconds; guards
     against a reused pid), as (pid, command name). Linux only; elsewhere nothing is found."""
     from pathlib import Path
 
-    found: list[tuple[int, str]] = []
     proc = Path("/proc")
     if not proc.is_dir():
-        return found
-    boot, tick = _boot_time(), os.sysconf("SC_CLK_TCK")
+        return []
+    found = []
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
-        if fields[0] == "Z" or int(fields[3]) != sid:
-            continue
-        if boot + int(fields[19]) / tick + 1.0 < started_after:
-            continue
-        found.append((int(entry.name), name))
+        stat = proc_stat(entry.name) if entry.name.isdigit() else None
+        if stat is not None and stat[1] == sid and stat[2] + 1.0 >= started_after:
+            found.append((int(entry.name), stat[0]))
     return sorted(found)
 
 

@@ -287,15 +287,10 @@ def check_fit(run: RunSpec, prompts: _Prompts, target: dict[str, Any] | None) ->
                             f"{what}{_who(run)}: vLLM would stop outputs early")
 
 
-def check_run(run: RunSpec, base_dir: Path, hardware: bool = True,
+def check_run(run: RunSpec, base_dir: Path,
               prompts: dict[tuple[str, str], _Prompts] | None = None) -> None:
-    """One RunSpec on its own, as it will launch: hardware, models, draft, workload."""
-    if hardware:
-        check_hardware(run)
-    if run.workload.path is not None:
-        path = resolve_path(run.workload.path, base_dir)
-        if not path.is_file():
-            raise ScenarioError(f"workload.path: file not found: {path}")
+    """One RunSpec on its own, as it will launch: models, draft, workload (its hardware:
+    check_hardware; a missing workload file: load_prompts says so)."""
     model = str(run.engine_args["model"])
     where = f"model{_who(run)}"
     target = model_config(model, where, base_dir, run.device, target=True)
@@ -324,5 +319,5 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
         name: description(build["vllm"], build["python"]) for name, build in builds.items()})
     prompts: dict[tuple[str, str], _Prompts] = {}
     for run in plan.runs:
-        check_run(run, base_dir, False, prompts)
+        check_run(run, base_dir, prompts)
     return builds

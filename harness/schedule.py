@@ -154,18 +154,15 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     expected, at_least = run.expected_passes, run.precision is not None
     write_progress("warming up", passes, expected, at_least, None)
     t = time.perf_counter()
-    since: list[float] = []
-
-    def measured(record: PassRecord) -> PassRecord:
-        """After each pass (appended by the caller): the note the parent shows."""
-        write_progress("measuring", [*passes, record], expected, at_least,
-                       since[0] if since else None)
-        return record
+    since: float | None = None
 
     def timed(repeat: int, variant: str | None, block: int | None) -> PassRecord:
-        if not since:
-            since.append(time.time())
-        return measured(measure(repeat, variant, block))
+        """A pass, then the note the parent shows (the caller appends the pass)."""
+        nonlocal since
+        since = since or time.time()
+        record = measure(repeat, variant, block)
+        write_progress("measuring", [*passes, record], expected, at_least, since)
+        return record
 
     if run.design != "one-engine":
         if warm_up is not None:

@@ -106,9 +106,10 @@ def check_value(where: str, value: Any, spec: dict[str, Any], version: str) -> N
     choices = spec.get("choices")
     if choices is None or value is None:
         return
-    folded = {str(c).lower() for c in choices}
-    if (str(value).lower() if isinstance(value, str) else value) not in (
-            folded if isinstance(value, str) else set(choices)):
+    # Strings compare as vLLM reads them, case-insensitively ("BFloat16", enum names).
+    known = (value.lower() in {str(c).lower() for c in choices} if isinstance(value, str)
+             else value in choices)
+    if not known:
         shown = ", ".join(str(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
         raise ScenarioError(f"{where}: {value!r} is not one vLLM {version} accepts ({shown})")
 

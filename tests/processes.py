@@ -5,21 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-def _stat(pid: str) -> tuple[str, int] | None:
-    """(command name, session id) of a live, non-zombie process."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    name = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
-    return None if fields[0] == "Z" else (name, int(fields[3]))
+from harness.lifeline import proc_stat, session_processes
 
 
 def alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie is dead for our purpose)."""
-    return _stat(str(pid)) is not None
+    return proc_stat(pid) is not None
 
 
 def sessions_of(path: Path) -> set[int]:
@@ -35,7 +26,7 @@ def sessions_of(path: Path) -> set[int]:
             blob = (proc / "environ").read_bytes()
         except OSError:
             continue
-        stat = _stat(proc.name)
+        stat = proc_stat(proc.name)
         if needle in blob and stat is not None and stat[1] != os.getsid(0):
             found.add(stat[1])
     return found
@@ -43,13 +34,7 @@ def sessions_of(path: Path) -> set[int]:
 
 def processes_in(sessions: set[int]) -> list[str]:
     """Live processes in any of `sessions`, as 'pid name'."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            stat = _stat(proc.name)
-            if stat is not None and stat[1] in sessions:
-                found.append(f"{proc.name} {stat[0]}")
-    return found
+    return [f"{pid} {name}" for sid in sessions for pid, name in session_processes(sid)]
 
 
 def kill_once_engine_runs(scenario: Path, results: Path, timeout_s: float = 240) -> set[int]:
