@@ -14,6 +14,18 @@ BUILTIN_MODELS: dict[str, str] = {
     "tiny-llama-medusa": "3 Medusa heads fitted to tiny-llama's own greedy outputs",
     "tiny-llama-eagle": "EAGLE-1 one-layer draft fitted to tiny-llama's own greedy outputs",
 }
+# Large-vocabulary twins of the pair above, for work whose cost grows with the vocabulary (the
+# EAGLE draft's full-vocab logits and their all-gather across TP ranks): tiny-llama padded to
+# the size, the extra tokens' output rows scaled down so greedy outputs stay among the first
+# 1024 tokens (prompts of the built-in words keep the drafts' acceptance), and the EAGLE draft
+# unchanged but for its config (vLLM shares the target's embedding and lm_head with it).
+VOCAB_TWINS: dict[str, int] = {"8k": 8192, "32k": 32768, "128k": 131072}
+for _tag, _size in VOCAB_TWINS.items():
+    BUILTIN_MODELS[f"tiny-llama-{_tag}"] = (
+        f"tiny-llama with its vocabulary padded to {_size} (the extra tokens' output rows "
+        "scaled down 10x: greedy outputs stay among the first 1024)")
+    BUILTIN_MODELS[f"tiny-llama-{_tag}-eagle"] = (
+        f"tiny-llama-eagle for tiny-llama-{_tag} (same weights; embedding and lm_head shared)")
 
 # What the parent needs of each built-in model's config.json, so it can check prompts, context
 # length and draft methods before any build (a test holds them to the built configs).
@@ -25,9 +37,13 @@ BUILTIN_CONFIGS: dict[str, dict[str, object]] = {
     "tiny-llama-eagle": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                          "vocab_size": 1024, "max_position_embeddings": 2048},
 }
-# The built-in target's tokenizer is WordLevel over whitespace-split words: a text prompt has
+for _tag, _size in VOCAB_TWINS.items():
+    BUILTIN_CONFIGS[f"tiny-llama-{_tag}"] = {**BUILTIN_CONFIGS["tiny-llama"], "vocab_size": _size}
+    BUILTIN_CONFIGS[f"tiny-llama-{_tag}-eagle"] = {**BUILTIN_CONFIGS["tiny-llama-eagle"],
+                                                   "vocab_size": _size}
+# The built-in targets' tokenizers are WordLevel over whitespace-split words: a text prompt has
 # exactly one token per word (before special tokens).
-BUILTIN_WORD_TOKENIZERS = {"tiny-llama"}
+BUILTIN_WORD_TOKENIZERS = {"tiny-llama", *(f"tiny-llama-{tag}" for tag in VOCAB_TWINS)}
 
 # Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin, as
 # their registry declares them (harness.engine.swaps: one module per swap; importing it never

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_MODELS
+from harness.catalog import BUILTIN_MODELS, VOCAB_TWINS
 
 # Bump on any change to how a model is built that the parameters below do not capture.
 RECIPE_VERSION = "1"
@@ -104,6 +104,14 @@ _DEPENDS: dict[str, str | None] = {
     "tiny-llama-medusa": TARGET,
     "tiny-llama-eagle": TARGET,
 }
+# Vocabulary twins (catalog.VOCAB_TWINS): built from the pair above by padding, no refit.
+_PAD_OUTPUT_SCALE = 0.1  # extra tokens' lm_head rows: a tenth of init_std
+for _tag, _size in VOCAB_TWINS.items():
+    _PARAMS[f"tiny-llama-{_tag}"] = {"vocab_size": _size, "output_scale": _PAD_OUTPUT_SCALE,
+                                     "seed": 4321}
+    _DEPENDS[f"tiny-llama-{_tag}"] = TARGET
+    _PARAMS[f"tiny-llama-{_tag}-eagle"] = {"vocab_size": _size, "from": "tiny-llama-eagle"}
+    _DEPENDS[f"tiny-llama-{_tag}-eagle"] = f"tiny-llama-{_tag}"
 
 
 def _check(name: str) -> None:
@@ -121,6 +129,8 @@ def _key(name: str) -> str:
         "name": name,
         "params": _PARAMS[name],
         "target": _key(dep) if dep else None,
+        # A twin built from another model changes with it.
+        **({"from": _key(_PARAMS[name]["from"])} if "from" in _PARAMS[name] else {}),
     }
     blob = json.dumps(payload, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:10]
@@ -380,10 +390,53 @@ def _build_eagle(out: Path, root: Path, log: Callable[[str], None],
                                        "fit_seconds": round(fit_s, 2)}}
 
 
+def _build_padded_target(size: int) -> Builder:
+    def build(out: Path, root: Path, log: Callable[[str], None],
+              cache: dict[str, Any]) -> dict[str, Any]:
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        p = _PARAMS[f"tiny-llama-{_tag_of(size)}"]
+        source = model_dir(TARGET, root)
+        weights = load_file(str(source / "model.safetensors"))
+        gen = torch.Generator().manual_seed(int(p["seed"]))
+        for name, std in (("model.embed_tokens.weight", _TARGET_PARAMS["embed_std"]),
+                          ("lm_head.weight", _TARGET_PARAMS["init_std"] * p["output_scale"])):
+            have = weights[name]
+            extra = torch.randn((size - have.shape[0], have.shape[1]), generator=gen) * std
+            weights[name] = torch.cat([have, extra]).contiguous()
+        save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+        config = json.loads((source / "config.json").read_text())
+        (out / "config.json").write_text(json.dumps({**config, "vocab_size": size}, indent=2))
+        _write_tokenizer(out, {**_TARGET_PARAMS, "vocab_size": size})
+        log(f"  tiny-llama-{_tag_of(size)}: vocabulary {size}")
+        return {"seed": p["seed"]}
+    return build
+
+
+def _build_padded_eagle(size: int) -> Builder:
+    def build(out: Path, root: Path, log: Callable[[str], None],
+              cache: dict[str, Any]) -> dict[str, Any]:
+        _ensure_one("tiny-llama-eagle", root, log, False, cache)
+        source = model_dir("tiny-llama-eagle", root)
+        shutil.copy2(source / "model.safetensors", out / "model.safetensors")
+        config = json.loads((source / "config.json").read_text())
+        (out / "config.json").write_text(json.dumps({**config, "vocab_size": size}, indent=2))
+        return {"from": str(source)}
+    return build
+
+
+def _tag_of(size: int) -> str:
+    return next(tag for tag, s in VOCAB_TWINS.items() if s == size)
+
+
 _BUILDERS: dict[str, Builder] = {
     TARGET: _build_target,
     "tiny-llama-medusa": _build_medusa,
     "tiny-llama-eagle": _build_eagle,
+    **{f"tiny-llama-{tag}": _build_padded_target(size) for tag, size in VOCAB_TWINS.items()},
+    **{f"tiny-llama-{tag}-eagle": _build_padded_eagle(size)
+       for tag, size in VOCAB_TWINS.items()},
 }
 
 
