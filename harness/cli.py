@@ -52,7 +52,9 @@ def _err(message: str) -> None:
 
 @app.command()
 def run(
-    scenario: ScenarioArg,
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML file (with --resume: optional, the run's own by default).",
+        show_default=False)] = None,
     results_dir: ResultsOpt = Path("results"),
     models_cache: CacheOpt = None,
     run_id: Annotated[str | None, typer.Option(help="Name of the run folder.")] = None,
@@ -68,6 +70,10 @@ def run(
     clean: Annotated[bool, typer.Option(
         "--clean", help="Stop engine processes that dead runs in the results folder left "
         "running (they are reported either way).")] = False,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Finish an interrupted or failed run (its folder): launches that "
+        "completed are kept, the rest run; refused when the scenario or the environment "
+        "changed.", show_default=False)] = None,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.executor import LocalExecutor
@@ -76,8 +82,17 @@ def run(
     from harness.runner import run_plan
     from harness.scenario import load_scenario, with_precision
 
-    spec = load_scenario(scenario)
-    if mde is not None or budget is not None or (gate and spec.precision is not None):
+    if resume is not None:
+        scenario, spec, base_dir = _resumed_scenario(resume, scenario, run_id, mde, budget)
+    elif scenario is None:
+        raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
+    else:
+        spec, base_dir = load_scenario(scenario), None
+    if gate and spec.sweep is not None:
+        raise SpecbenchError(f"{scenario}: --gate judges one A/B; this scenario is a sweep "
+                             "(gate a scenario without sweep:, e.g. the cell you ship)")
+    if resume is None and (mde is not None or budget is not None
+                           or (gate and spec.precision is not None)):
         # A gated precision run samples until every gate can decide, not to a fixed MDE.
         spec = with_precision(spec, mde, budget, str(scenario),
                               "gates" if gate and mde is None else None)
@@ -85,11 +100,14 @@ def run(
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
-    plan = expand_plan(spec, scenario_file=scenario)
+    from harness.store import resolve_run_dir
+
+    plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario)
     view = LaunchView(len(plan.runs))  # the launch in flight: stage, passes, tok/s, ETA
     try:
         outcome = run_plan(plan, results_dir, LocalExecutor(models_cache, status=view.tick),
-                           progress, run_id=run_id, clean=clean)
+                           progress, run_id=run_id, clean=clean,
+                           resume=None if resume is None else resolve_run_dir(resume))
     finally:
         view.close()
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
@@ -110,6 +128,39 @@ def run(
              + ", ".join(comparison.parity_violations))
         return int(ExitCode.PARITY)
     return int(outcome.exit_code)
+
+
+def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
+                      mde: float | None, budget: float | None,
+                      ) -> tuple[Path | None, Any, Path | None]:
+    """The scenario a resumed run continues: the file given, else the run's own file if it is
+    still there, else the copy in its manifest (the runner checks that it is unchanged)."""
+    from harness.scenario import load_scenario, parse_scenario
+    from harness.store import load_results
+
+    if run_id is not None or mde is not None or budget is not None:
+        raise SpecbenchError("--resume continues a run as it was planned: drop --run-id, --mde "
+                             "and --budget")
+    results = load_results(resume)
+    if scenario is None:
+        stored = results.manifest.get("scenario_file")
+        if stored and Path(stored).is_file():
+            scenario = Path(stored)
+    if scenario is not None:
+        loaded = load_scenario(scenario)
+        precision = results.manifest["scenario"].get("precision")
+        if precision and loaded.precision is None or (
+                precision and loaded.precision is not None
+                and loaded.precision.model_dump(mode="json") != precision):
+            # A run started with --mde/--budget/--gate keeps the precision it was given.
+            data = loaded.model_dump(mode="json")
+            data.update(precision=precision, rounds=results.manifest["scenario"].get("rounds"))
+            loaded = parse_scenario(data, str(scenario))
+        return scenario, loaded, None
+    # Relative paths resolve where they did when the run started.
+    base = results.manifest.get("plan", {}).get("base_dir")
+    return None, parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json"), \
+        Path(base) if isinstance(base, str) else None
 
 
 def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | None,
@@ -197,8 +248,11 @@ def plan(
         "minimum detectable effect needs, from its noise and timings.")] = None,
     mde: Annotated[float | None, typer.Option(
         help="Target MDE for --from (default: the scenario's precision.mde, or 0.01).")] = None,
+    results_dir: ResultsOpt = Path("results"),
 ) -> int:
-    """Show what `run` would launch, without running anything."""
+    """Show what `run` would launch (a sweep: its cells), and how long it will take, timed
+    from a stored run (--from, else the newest run of this scenario in --results-dir);
+    nothing runs."""
     from harness.plan import expand_plan
     from harness.preflight import preflight
     from harness.scenario import load_scenario
@@ -218,7 +272,14 @@ def plan(
               f"; precision: MDE ±{100 * precision.mde:g}%" if precision.mde is not None
               and precision.until == "mde" else "; precision: until every gate can decide")
     print(f"  design: {expanded.design}{target}"
-          + (f" within {precision.budget_s:g} s" if precision else ""))
+          + (f" within {precision.budget_s:g} s" + (" per cell" if expanded.cells else "")
+             if precision else ""))
+    if expanded.cells:
+        axes = loaded.sweep.paths if loaded.sweep else []
+        print(f"  sweep: {len(expanded.cells)} cells over {', '.join(axes)}; launches in an "
+              "order that spreads drift (the cells shuffled anew each round)")
+        for cell in expanded.cells:
+            print(f"    {cell.id}: {cell.label}")
     for r in expanded.runs:
         impl = (f" impl={r.implementation}" if r.implementation else "") + (
             f" patch={r.patch}" if r.patch else "") + (f" python={r.python}" if r.python else "")
@@ -229,12 +290,21 @@ def plan(
                 if r.design == "one-engine" else f"{r.repeats} pass(es)")
         print(f"  {r.order + 1:>3}. {r.run_key:<24} {what} x "
               f"{r.workload.num_prompts} prompts{impl}{spec_text}")
-    if from_run is not None:
+    from harness.forecast import describe_wall, estimate_wall, newest_run_of
+    from harness.store import load_results, resolve_run_dir
+
+    stored = (load_results(resolve_run_dir(from_run)) if from_run is not None
+              else newest_run_of(results_dir, loaded.name))
+    if stored is None:
+        print(f"  wall time: unknown until a run of {loaded.name} exists to time it from "
+              f"(none in {results_dir}; or give --from RUN)")
+    else:
+        print(f"  {describe_wall(estimate_wall(expanded, stored))}")
+    if from_run is not None and stored is not None and not expanded.cells:
         from harness.forecast import describe, forecast
-        from harness.store import load_results, resolve_run_dir
 
         target_mde = mde or (loaded.precision.mde if loaded.precision else None) or 0.01
-        for line in describe(forecast(load_results(resolve_run_dir(from_run)), target_mde)):
+        for line in describe(forecast(stored, target_mde)):
             print(f"  {line}")
     return 0
 
@@ -278,6 +348,9 @@ def calibrate(
     from harness.scenario import load_scenario
 
     spec = load_scenario(scenario)
+    if spec.sweep is not None:
+        raise SpecbenchError(f"{scenario}: calibrate runs one A/A; this scenario is a sweep "
+                             "(calibrate a scenario without sweep:)")
 
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)

@@ -24,7 +24,7 @@ from harness.metrics import (
 from harness.plan import engine_args_for
 from harness.proof import proof_problems
 from harness.records import PassRecord, RunRecord
-from harness.scenario import Scenario, parse_scenario
+from harness.scenario import Scenario, parse_scenario, sweep_cells
 from harness.stats import DeltaEstimate, Design, arm_delta
 from harness.store import RunResults
 
@@ -341,17 +341,28 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         design=design, discarded=discarded, unproven=unproven, stopped=stopped)
 
 
-def compare_results(results: RunResults) -> Comparison:
-    """Compare the variants of one results folder, as its scenario declared them."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
+                     design: Design) -> Comparison:
+    """Compare the variants of `scenario` (a whole run, or one sweep cell) over `runs`."""
     comparison = compare_records(
-        results.runs, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
+        runs, scenario.baseline, scenario.candidates, run_id, scenario.name,
         {n: v.proof_label for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
-        design=run_design(results), tp_sizes=tp_sizes(scenario),
+        design=design, tp_sizes=tp_sizes(scenario),
     )
     comparison.setup = scenario.describe_setup()
+    return comparison
+
+
+def compare_results(results: RunResults) -> Comparison:
+    """Compare the variants of one results folder, as its scenario declared them (a sweep:
+    see compare_sweep, one comparison per cell)."""
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    if scenario.sweep is not None:
+        raise ResultsError(f"{results.path}: a sweep of {len(sweep_cells(scenario))} cells; "
+                           "compare it with compare_sweep (one comparison per cell)")
+    comparison = compare_scenario(results.runs, scenario, results.run_id, run_design(results))
     comparison.builds = _builds(results, {n: n for n in scenario.variants})
     return comparison
 
@@ -403,6 +414,10 @@ def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = 
 
     Refuses (IncomparableError) when the environments or workloads differ, unless forced.
     """
+    for results in (base, cand):
+        if results.manifest.get("scenario", {}).get("sweep"):
+            raise ResultsError(f"{results.path}: a sweep; compare runs of one A/B (its "
+                               "cells are compared with each other in its own report)")
     problems = check_comparable([base, cand], force)
     chosen = []
     for results, variant in ((base, base_variant), (cand, cand_variant)):

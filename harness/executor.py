@@ -276,8 +276,7 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         env, log_path, run.timeout_s, on_start,
         (lambda elapsed: show(run, elapsed, read_progress(progress))) if show else None,
     )
-    base = {"run_key": run.run_key, "variant": run.variant, "round": run.round,
-            "order": run.order, "exit_code": code, "wall_s": wall, "log_file": log_rel,
+    base = {**run.record_fields(), "exit_code": code, "wall_s": wall, "log_file": log_rel,
             "server_log_file": server_log}
     if timed_out:
         return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),

@@ -23,6 +23,7 @@ import yaml
 
 from harness.metrics import passes_frame, requests_frame
 from harness.store import RunResults
+from harness.sweep import SweepComparison
 
 FIGURE_DIR = "figures"
 
@@ -41,14 +42,30 @@ def _variants(frame: pd.DataFrame, baseline: str) -> list[str]:
 
 
 def throughput_over_time(passes: pd.DataFrame, baseline: str, title: str) -> Any:
+    """Output throughput of every pass against the time it started, one series per variant.
+    In a sweep, each pass is shown relative to its cell's median (cells differ in level) and
+    the cells' stretches of time are marked, so drift across the run stays visible."""
     fig, (ax,) = _figure(8, 3.6)
     start = float(passes["started_unix"].min())
+    sweep = "cell" in passes and passes["cell"].notna().any()
+    values = passes["output_throughput"].astype(float)
+    if sweep:
+        values = values / passes.groupby("cell")["output_throughput"].transform("median")
+        for i, (cell, rows) in enumerate(passes.groupby("cell")):
+            left = float(rows["started_unix"].min()) - start
+            right = float((rows["started_unix"] + rows["duration_s"]).max()) - start
+            if i % 2 == 0:
+                ax.axvspan(left, right, color="grey", alpha=0.08, lw=0)
+            ax.annotate(str(cell), ((left + right) / 2, 1.0), xycoords=("data", "axes fraction"),
+                        ha="center", va="bottom", fontsize=7, color="grey")
     for name in _variants(passes, baseline):
-        rows = passes[passes["variant"] == name].sort_values("started_unix")
-        ax.plot(rows["started_unix"] - start, rows["output_throughput"], marker="o", ms=3,
-                lw=0.8, label=name)
+        mask = passes["variant"] == name
+        rows = passes[mask].assign(y=values[mask]).sort_values("started_unix")
+        ax.plot(rows["started_unix"] - start, rows["y"], marker="o", ms=3,
+                lw=0 if sweep else 0.8, label=name)
     ax.set(title=f"{title}: output throughput per pass over the run",
-           xlabel="seconds since the first measured pass", ylabel="output tokens/s")
+           xlabel="seconds since the first measured pass",
+           ylabel="relative to its cell's median" if sweep else "output tokens/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -114,12 +131,13 @@ def run_figures(results: RunResults) -> dict[str, Any]:
     return {name: fig for name, fig in figures.items() if fig is not None}
 
 
-def write_figures(results: RunResults) -> list[Path]:
+def write_figures(results: RunResults, sweep: SweepComparison | None = None) -> list[Path]:
     """PNG and SVG of every figure under the run folder's figures/; the PNG paths."""
     out = results.path / FIGURE_DIR
     out.mkdir(exist_ok=True)
     written = []
-    for name, fig in run_figures(results).items():
+    figures = sweep_figures(results, sweep) if sweep is not None else run_figures(results)
+    for name, fig in figures.items():
         for suffix in ("png", "svg"):
             tmp = out / f".{name}.tmp.{suffix}"
             fig.savefig(tmp, format=suffix)
@@ -166,3 +184,177 @@ def html_report(results: RunResults, table: str, pngs: list[Path]) -> str:
         "figcaption{color:#555;font-size:12px}</style></head><body>\n"
         f"<h1>{esc(str(manifest['scenario'].get('name')))}: {esc(results.run_id)}</h1>\n"
         f"<p>status: {esc(str(manifest.get('status')))}</p>\n{body}\n</body></html>\n")
+
+
+# -- sweeps ----------------------------------------------------------------------------------
+
+def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) -> Any | None:
+    """The candidates' delta (with its 95% interval as a band) against one swept field, one
+    line per combination of the other fields, zero marked, and each break-even with its
+    interval."""
+    frame = sweep.frame()
+    if frame.empty or axis not in frame:
+        return None
+    rows = frame[frame["metric"] == metric]
+    if rows.empty:
+        return None
+    linked = next((set(group) for group in _linked_groups(sweep) if axis in group), {axis})
+    others = [a for a in sweep.axes if a not in linked]
+    numeric = pd.api.types.is_numeric_dtype(rows[axis])
+    relative = bool((rows["kind"] == "relative").all())
+    scale = 100.0 if relative else 1.0
+    fig, (ax,) = _figure(8, 4.2)
+    groups = rows.groupby(["candidate", *others], sort=False, dropna=False) if others else \
+        rows.groupby(["candidate"], sort=False)
+    for key, line in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        line = line.sort_values(axis) if numeric else line
+        x = line[axis].to_numpy() if numeric else np.arange(len(line))
+        y = line["delta"].to_numpy(dtype=float) * scale
+        lo = line["ci_low"].to_numpy(dtype=float) * scale
+        hi = line["ci_high"].to_numpy(dtype=float) * scale
+        name = ", ".join([str(key[0])] + [f"{o}={v}" for o, v in zip(others, key[1:],
+                                                                     strict=True)])
+        (drawn,) = ax.plot(x, y, marker="o", ms=4, label=name)
+        ax.fill_between(x, lo, hi, alpha=0.18, color=drawn.get_color(), lw=0)
+        sig = line["significant"].to_numpy(dtype=bool)
+        ax.plot(x[sig], y[sig], ls="none", marker="o", ms=7, mfc="none",
+                color=drawn.get_color())
+        if not numeric:
+            ax.set_xticks(x, [str(v) for v in line[axis]])
+        for b in sweep.break_even:
+            if b.axis != axis or b.metric != metric or b.crossing is None \
+                    or b.candidate != key[0] or any(
+                        b.others.get(o) != v for o, v in zip(others, key[1:], strict=True)):
+                continue
+            c = b.crossing
+            if c.ci_low is not None and c.ci_high is not None:
+                left = c.ci_low if np.isfinite(c.ci_low) else float(np.min(x))
+                right = c.ci_high if np.isfinite(c.ci_high) else float(np.max(x))
+                ax.axvspan(left, right, color=drawn.get_color(), alpha=0.08)
+            if c.estimate is not None:
+                ax.axvline(c.estimate, color=drawn.get_color(), ls="--", lw=1)
+                ax.annotate(f"break-even ≈ {c.estimate:.3g}", (c.estimate, 0),
+                            xytext=(4, 6), textcoords="offset points", fontsize=8,
+                            color=drawn.get_color())
+    ax.axhline(0, color="black", lw=0.8)
+    if numeric and (rows[axis] > 0).all() and rows[axis].max() >= 4 * rows[axis].min():
+        ax.set_xscale("log", base=2)
+        ticks = sorted(rows[axis].unique())
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    label = rows["metric_label"].iloc[0]
+    ax.set(title=f"{title}: {label}, candidate vs baseline", xlabel=axis,
+           ylabel="delta (%)" if relative else "delta (points)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="band: 95% interval; circled: significant",
+              title_fontsize=7)
+    return fig
+
+
+def _linked_groups(sweep: SweepComparison) -> list[list[str]]:
+    """Fields that vary together: the same number of distinct combinations as each alone."""
+    groups: list[list[str]] = []
+    values = [{a: c.values.get(a) for a in sweep.axes} for c in sweep.cells]
+    for a in sweep.axes:
+        for group in groups:
+            pairs = {(repr(v[group[0]]), repr(v[a])) for v in values}
+            if len(pairs) == len({repr(v[a]) for v in values}) == len(
+                    {repr(v[group[0]]) for v in values}):
+                group.append(a)
+                break
+        else:
+            groups.append([a])
+    return groups
+
+
+def per_cell_grid(n: int, cols: int = 3) -> tuple[int, int]:
+    cols = min(cols, n)
+    return -(-n // cols), cols
+
+
+def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame,
+                      kind: str, title: str) -> Any | None:
+    """Small multiples, one panel per cell: TPOT CDFs per variant ('latency_cdf') or
+    acceptance per position per variant ('acceptance_per_position')."""
+    from matplotlib.figure import Figure
+
+    cells = [c for c in sweep.cells if (passes.get("cell") == c.id).any()] \
+        if not passes.empty else []
+    if not cells:
+        return None
+    rows_n, cols = per_cell_grid(len(cells))
+    fig = Figure(figsize=(4 * cols, 2.8 * rows_n), dpi=110, layout="constrained")
+    axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
+    drew = False
+    for ax, cell in zip(axes, cells, strict=False):
+        base = cell.comparison.baseline
+        if kind == "latency_cdf":
+            column = "itl_ms" if "itl_ms" in requests and requests["itl_ms"].notna().any() \
+                else "tpot_ms"
+            mine = requests[requests["cell"] == cell.id]
+            for name in _variants(mine, base):
+                values = np.sort(mine.loc[mine["variant"] == name, column].dropna()
+                                 .to_numpy(dtype=float))
+                if values.size:
+                    drew = True
+                    ax.step(values, np.arange(1, values.size + 1) / values.size, where="post",
+                            label=name)
+            ax.set(xlabel=f"{'mean ITL' if column == 'itl_ms' else 'TPOT'} (ms)",
+                   ylim=(0, 1.02))
+        else:
+            mine = passes[passes["cell"] == cell.id]
+            columns = sorted((c for c in mine.columns if c.startswith("acceptance_pos_")
+                              and mine[c].notna().any()), key=lambda c: int(c.rsplit("_")[-1]))
+            names = _variants(mine, base)
+            width = 0.8 / max(1, len(names))
+            x = np.arange(len(columns))
+            for i, name in enumerate(names):
+                means = mine.loc[mine["variant"] == name, columns].mean().to_numpy(dtype=float)
+                if means.size:
+                    drew = True
+                    ax.bar(x + i * width - 0.4 + width / 2, means, width, label=name)
+            ax.set_xticks(x, [c.rsplit("_", 1)[1] for c in columns])
+            ax.set(xlabel="draft position", ylim=(0, 105))
+        ax.set_title(f"{cell.id}: {cell.label}", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(cells):]:
+        ax.set_visible(False)
+    if not drew:
+        return None
+    axes[0].legend(fontsize=7)
+    what = ("latency CDF per request" if kind == "latency_cdf"
+            else "acceptance per draft position (%, mean over passes)")
+    fig.suptitle(f"{title}: {what}, per cell")
+    return fig
+
+
+def sweep_figures(results: RunResults, sweep: SweepComparison) -> dict[str, Any]:
+    """name -> Figure for a sweep: delta vs each numeric swept field (the break-even axis
+    first), per-cell latency CDFs and acceptance, throughput per pass over the run."""
+    title = sweep.scenario
+    passes, requests = passes_frame(results.runs), requests_frame(results.runs)
+    makers: dict[str, Callable[[], Any]] = {}
+    metric = next((b.metric for b in sweep.break_even), "output_throughput")
+    first = [b.axis for b in sweep.break_even][:1]
+    # One figure per field that varies on its own (linked fields share theirs).
+    groups = [g for g in _linked_groups(sweep) if not set(g) & set(first)]
+    for axis in first + [g[0] for g in groups]:
+        makers[f"delta_vs_{_file_name(axis)}"] = _delta_maker(sweep, axis, metric, title)
+    if not passes.empty:
+        baseline = sweep.cells[0].comparison.baseline
+        makers["throughput_over_time"] = lambda: throughput_over_time(passes, baseline, title)
+        makers["latency_cdf"] = lambda: sweep_cell_figure(sweep, passes, requests,
+                                                          "latency_cdf", title)
+        makers["acceptance_per_position"] = lambda: sweep_cell_figure(
+            sweep, passes, requests, "acceptance_per_position", title)
+    figures = {name: make() for name, make in makers.items()}
+    return {name: fig for name, fig in figures.items() if fig is not None}
+
+
+def _delta_maker(sweep: SweepComparison, axis: str, metric: str,
+                 title: str) -> Callable[[], Any]:
+    return lambda: delta_vs_axis(sweep, axis, metric, title)
+
+
+def _file_name(path: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in path)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from harness.compare import compare_results
 from harness.errors import ResultsError
-from harness.metrics import passes_frame
-from harness.stats import blocks_needed
+from harness.plan import Plan, RunSpec
 from harness.store import RunResults
 
 
@@ -36,6 +35,10 @@ class Forecast:
 def forecast(results: RunResults, target_mde: float) -> Forecast:
     """Blocks (one-engine) or rounds (launch-per-arm) needed for `target_mde`, and the wall
     time, from the stored run's output-throughput unit noise and its launches' timings."""
+    from harness.compare import compare_results
+    from harness.metrics import passes_frame
+    from harness.stats import blocks_needed
+
     comparison = compare_results(results)
     rows = [r for c in comparison.candidates for r in c.rows if r.key == "output_throughput"]
     if not rows:
@@ -90,3 +93,98 @@ def describe(f: Forecast) -> list[str]:
     lines.append(f"MDE ±{100 * f.target_mde:.2f}% needs {f.units_needed} {f.unit}s: about "
                  f"{math.ceil(f.wall_s / 60)} min ({per})")
     return lines
+
+
+@dataclass(frozen=True)
+class WallEstimate:
+    """How long a plan's launches will take, timed from a stored run's launches and passes."""
+
+    run_id: str
+    launches: int
+    low_s: float  # every launch at its planned (or, with precision, its minimum) passes
+    high_s: float  # precision launches at their budget
+    overhead_s: float  # per launch: start-up, engine start, warm-up, shutdown
+    matched: int  # launches timed from passes of the same cell/settings in the stored run
+    seconds_per_token: float  # the stored run's median pass time per output token
+
+
+def _tokens(run: RunSpec) -> int:
+    return run.workload.num_prompts * run.workload.max_tokens
+
+
+def _settings(run: RunSpec) -> str:
+    """What decides a pass's speed: engine arguments and workload (not names or order)."""
+    import json
+
+    return json.dumps([run.engine_args, run.workload.model_dump(mode="json"), run.mode,
+                       run.serve.model_dump(mode="json") if run.serve else None],
+                      sort_keys=True, default=str)
+
+
+def estimate_wall(plan: Plan, stored: RunResults) -> WallEstimate:
+    """Wall time of `plan` from `stored`: per launch, the stored launches' median overhead plus
+    the passes it will run at the speed the stored run measured for the same settings (a
+    sweep's cells match cell by cell), else at the stored run's median speed per token."""
+    ok = [r for r in stored.runs if r.status == "ok" and r.result is not None
+          and r.result.passes]
+    if not ok:
+        raise ResultsError(f"{stored.path}: no completed launch to time a plan from")
+    overhead = float(np.median([r.wall_s - r.result.timings.measure_s for r in ok
+                                if r.result is not None]))
+    stored_plan = {r["run_key"]: r for r in stored.manifest.get("plan", {}).get("runs", [])
+                   if isinstance(r, dict)}
+    per_token: dict[str, list[float]] = {}
+    every: list[float] = []
+    for r in ok:
+        assert r.result is not None
+        spec = stored_plan.get(r.run_key)
+        key = _settings(RunSpec.model_validate(spec)) if spec else None
+        for p in r.result.passes:
+            tokens = sum(q.output_tokens for q in p.requests) or 1
+            every.append(p.duration_s / tokens)
+            if key is not None:
+                per_token.setdefault(key, []).append(p.duration_s / tokens)
+    typical = float(np.median(every))
+    low = high = 0.0
+    matched = 0
+    for run in plan.runs:
+        found = per_token.get(_settings(run))
+        matched += found is not None
+        pass_s = (float(np.median(found)) if found else typical) * _tokens(run)
+        low += overhead + run.expected_passes * pass_s
+        high += (max(run.precision.budget_s, overhead + run.expected_passes * pass_s)
+                 if run.precision is not None else overhead + run.expected_passes * pass_s)
+    return WallEstimate(stored.run_id, len(plan.runs), low, high, overhead, matched, typical)
+
+
+def describe_wall(e: WallEstimate) -> str:
+    span = (f"about {_minutes(e.low_s)}" if e.high_s - e.low_s < 1 else
+            f"{_minutes(e.low_s)} to {_minutes(e.high_s)} (precision launches stop between "
+            "their minimum blocks and their budget)")
+    return (f"wall time: {span} for {e.launches} launch(es), timed from run {e.run_id}: "
+            f"{e.overhead_s:.0f} s per launch to start and stop, passes at its measured speed "
+            f"({e.matched} of {e.launches} launch(es) matched to the same settings, the rest at "
+            f"its median {1000 * e.seconds_per_token:.2f} ms per output token)")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def newest_run_of(results_root: Path, scenario_name: str) -> RunResults | None:
+    """The newest stored run of a scenario (by name) with a completed launch, if any."""
+    from harness.store import MANIFEST, load_results
+
+    if not results_root.is_dir():
+        return None
+    found = sorted((p for p in results_root.glob(f"{scenario_name}-*/{MANIFEST}")),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for manifest in found:
+        try:
+            results = load_results(manifest.parent)
+        except ResultsError:
+            continue
+        if any(r.status == "ok" and r.result is not None and r.result.passes
+               for r in results.runs):
+            return results
+    return None

@@ -77,6 +77,7 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
                 itl = r.itl_s
                 rows.append({
                     "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
+                    "cell": run.cell,
                     "repeat": p.repeat, "index": r.index,
                     "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
                     "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
@@ -128,6 +129,7 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
             }
             row: dict[str, object] = {
                 "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
+                "cell": run.cell,
                 # The launch (engine process) and, in a shared launch, the balanced block.
                 "order": run.order, "launch": run.order, "block": p.block,
                 "repeat": p.repeat, "started_unix": p.started_unix,

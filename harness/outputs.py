@@ -21,6 +21,8 @@ from harness.report import (
     render_gate_junit,
     render_gate_markdown,
     render_markdown,
+    render_sweep_markdown,
+    render_sweep_terminal,
     render_terminal,
 )
 from harness.scenario import parse_scenario
@@ -31,17 +33,21 @@ from harness.store import (
     write_json_atomic,
     write_text_atomic,
 )
+from harness.sweep import SweepComparison, compare_sweep, is_sweep
 
 # summary.json history (bump when a reader must know; readers refuse newer ones):
 #   1 - first versioned summary: run_id, status, comparison (with design, unit, variance
 #       components, discarded/unproven passes), timings.
-SUMMARY_VERSION = 1
+#   2 - sweeps: "sweep" (cells, each with its comparison, and the break-even lines) in place
+#       of "comparison"; runs without a sweep are unchanged.
+SUMMARY_VERSION = 2
 
 
-def summary(results: RunResults, comparison: Comparison) -> dict[str, Any]:
-    """The machine-readable comparison of a stored run."""
+def summary(results: RunResults, comparison: Comparison | SweepComparison) -> dict[str, Any]:
+    """The machine-readable comparison of a stored run (of each cell, for a sweep)."""
+    key = "sweep" if isinstance(comparison, SweepComparison) else "comparison"
     return {"summary_version": SUMMARY_VERSION, "run_id": results.run_id,
-            "status": results.manifest.get("status"), "comparison": comparison.to_dict(),
+            "status": results.manifest.get("status"), key: comparison.to_dict(),
             "timings": results.manifest.get("timings")}
 
 
@@ -56,28 +62,37 @@ def write_frames(results: RunResults) -> None:
 
 
 def write_outputs(run_dir: Path, html: bool = False,
-                  figures: bool = True) -> tuple[Comparison, str]:
+                  figures: bool = True) -> tuple[Comparison | SweepComparison, str]:
     """Compare a stored run and write table.txt, table.md (linking the figures),
     summary.json, the Parquet frames and figures/*.png|svg beside it; with `html`, also the
     self-contained report.html (`figures=False`: no figures, as after Ctrl-C, when a prompt
     exit matters more; `specbench report` draws them later). Returns the comparison and the
-    terminal table."""
+    terminal table. A sweep gets its summary table, break-even and one table per cell, the
+    tidy sweep.parquet and its own figures."""
     results = load_results(run_dir)
-    comparison = compare_results(results)
-    text = render_terminal(comparison)
+    fingerprint = results.manifest.get("fingerprint")
+    sweep = compare_sweep(results) if is_sweep(results) else None
+    single = compare_results(results) if sweep is None else None
+    comparison: Comparison | SweepComparison = sweep or single  # type: ignore[assignment]
+    text = (render_sweep_terminal(sweep) if sweep is not None
+            else render_terminal(single))  # type: ignore[arg-type]
     write_text_atomic(results.path / "table.txt", text)
     write_json_atomic(results.path / "summary.json", summary(results, comparison))
     write_frames(results)
+    if sweep is not None:
+        tmp = results.path / ".sweep.parquet.tmp"
+        sweep.frame().to_parquet(tmp, index=False)
+        tmp.replace(results.path / "sweep.parquet")
     pngs: list[Path] = []
     if figures or html:
         try:
-            pngs = write_figures(results)
+            pngs = write_figures(results, sweep)
         except Exception as exc:  # a figure must never cost the tables
             print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
-    write_text_atomic(results.path / "table.md",
-                      render_markdown(comparison, results.manifest.get("fingerprint"))
-                      + markdown_links(pngs, results.path))
+    markdown = (render_sweep_markdown(sweep, fingerprint) if sweep is not None
+                else render_markdown(single, fingerprint))  # type: ignore[arg-type]
+    write_text_atomic(results.path / "table.md", markdown + markdown_links(pngs, results.path))
     if html:
         write_text_atomic(results.path / "report.html", html_report(results, text, pngs))
     return comparison, text
@@ -99,6 +114,9 @@ def gate_run(run_dir: Path, against: str | None = None, baselines_dir: Path | No
     variant (default: the reference's baseline). Refuses incomparable runs, naming the fields."""
     results = load_results(run_dir)
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    if scenario.sweep is not None:
+        raise ResultsError(f"{results.path}: a sweep; a gate judges one A/B (gate a scenario "
+                           "without sweep:, e.g. the cell you ship)")
     if against is None:
         comparison = compare_results(results)
     else:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
 from harness.scenario import (
+    Cell,
     GateSpec,
     Precision,
     Scenario,
@@ -21,6 +22,7 @@ from harness.scenario import (
     StrictModel,
     Workload,
     scenario_hash,
+    sweep_cells,
 )
 
 Design = Literal["one-engine", "launch-per-arm"]
@@ -94,6 +96,17 @@ class RunSpec(StrictModel):
         default=None, description="The interpreter (or environment folder) of another vLLM "
         "build this launch runs under, as an absolute path; None: specbench's own.",
     )
+    cell: str | None = Field(
+        default=None, description="Sweeps: the cell this launch belongs to ('c03').")
+    cell_values: dict[str, Any] = Field(
+        default_factory=dict, description="Sweeps: the cell's values (field path -> value).")
+
+    def record_fields(self) -> dict[str, Any]:
+        """What every record of this launch repeats of it: its key, arm, round, place and
+        sweep cell."""
+        return {"run_key": self.run_key, "variant": self.variant, "round": self.round,
+                "order": self.order, "cell": self.cell,
+                "cell_values": self.cell_values or None}
 
     @property
     def expected_passes(self) -> int:
@@ -119,6 +132,14 @@ class WorkerSpec(StrictModel):
         default=None, description="Precision runs: no block may start that ends past this.")
 
 
+class PlanCell(StrictModel):
+    """One cell of a sweep as the plan lists it."""
+
+    id: str = Field(description="'c00', 'c01', ... in grid order; prefixes its run keys.")
+    values: dict[str, Any] = Field(description="Field path -> the cell's value.")
+    label: str = Field(description="The values in one line.")
+
+
 class Plan(StrictModel):
     """Everything a run will launch, in order: the contract the runner and its executor get.
     Each RunSpec is complete on its own (engine arguments, environment, workload, design);
@@ -133,6 +154,9 @@ class Plan(StrictModel):
     base_dir: str = Field(default=".", description="Folder that relative paths (workload "
                           "file, local models) resolve against: the scenario file's.")
     scenario_file: str | None = Field(default=None, description="The scenario file, if any.")
+    cells: list[PlanCell] = Field(
+        default_factory=list, description="Sweeps: the cells, in grid order (launches run in "
+        "an order that spreads drift over them; see runs).")
     scenario: Scenario = Field(exclude=True, description="The validated scenario.")
 
 
@@ -239,29 +263,16 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
     return runs
 
 
-def expand_plan(scenario: Scenario, base_dir: Path | None = None,
-                scenario_file: Path | None = None) -> Plan:
-    """Scenario -> Plan: one RunSpec per (variant, round) in launch order, or (one-engine
-    design) one shared RunSpec per round. Relative paths resolve against `base_dir` (default:
-    the scenario file's folder, else the current one)."""
-    if base_dir is None:
-        base_dir = scenario_file.parent if scenario_file is not None else Path()
-    base_dir = base_dir.resolve()
-    where = {"base_dir": str(base_dir),
-             "scenario_file": str(scenario_file) if scenario_file is not None else None,
-             "scenario": scenario}
-    runs = []
+def _runs_of(scenario: Scenario, base_dir: Path) -> list[RunSpec]:
+    """The launches of one A/B (a scenario without a sweep, or one sweep cell) in order."""
     serve = None
     if scenario.mode == "serve":
         serve = scenario.serve.model_copy(
             update={"concurrency": scenario.serve.concurrency or scenario.batch_size}
         )
-    design = scenario.resolved_design
-    if design == "one-engine":
-        return Plan(scenario_name=scenario.name, design=design,
-                    scenario_hash=scenario_hash(scenario), baseline=scenario.baseline,
-                    candidates=scenario.candidates,
-                    runs=_one_engine_runs(scenario, serve, base_dir), **where)
+    if scenario.resolved_design == "one-engine":
+        return _one_engine_runs(scenario, serve, base_dir)
+    runs = []
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
         runs.append(
@@ -285,11 +296,51 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
                 patch=variant.patch,
             )
         )
+    return runs
+
+
+def sweep_order(scenario: Scenario, cells: list[Cell],
+                runs: dict[str, list[RunSpec]]) -> list[RunSpec]:
+    """A sweep's launches in an order that spreads drift: round by round, the cells in a
+    seeded shuffle drawn anew each round (so no cell value, and no arm, runs all first), each
+    cell's launches of that round together (its arms stay paired in time)."""
+    ordered: list[RunSpec] = []
+    rounds = max((r.round for cell_runs in runs.values() for r in cell_runs), default=-1) + 1
+    for round_ in range(rounds):
+        ids = [c.id for c in cells]
+        random.Random(f"{scenario.workload.seed}:{round_}:cells").shuffle(ids)
+        for cell_id in ids:
+            ordered += [r for r in runs[cell_id] if r.round == round_]
+    return [r.model_copy(update={"order": i}) for i, r in enumerate(ordered)]
+
+
+def expand_plan(scenario: Scenario, base_dir: Path | None = None,
+                scenario_file: Path | None = None) -> Plan:
+    """Scenario -> Plan: one RunSpec per (variant, round) in launch order, or (one-engine
+    design) one shared RunSpec per round; a sweep does so for every cell, keys prefixed with
+    the cell's id, in sweep_order. Relative paths resolve against `base_dir` (default: the
+    scenario file's folder, else the current one)."""
+    if base_dir is None:
+        base_dir = scenario_file.parent if scenario_file is not None else Path()
+    base_dir = base_dir.resolve()
+    cells = sweep_cells(scenario, str(scenario_file or scenario.name))
+    if scenario.sweep is None:
+        runs = _runs_of(scenario, base_dir)
+    else:
+        per_cell = {c.id: [r.model_copy(update={"run_key": f"{c.id}.{r.run_key}", "cell": c.id,
+                                                "cell_values": c.values})
+                           for r in _runs_of(c.scenario, base_dir)] for c in cells}
+        runs = sweep_order(scenario, cells, per_cell)
     return Plan(
         scenario_name=scenario.name,
+        design=cells[0].scenario.resolved_design,
         scenario_hash=scenario_hash(scenario),
         baseline=scenario.baseline,
         candidates=scenario.candidates,
         runs=runs,
-        **where,
+        base_dir=str(base_dir),
+        scenario_file=str(scenario_file) if scenario_file is not None else None,
+        cells=[PlanCell(id=c.id, values=c.values, label=c.label) for c in cells]
+        if scenario.sweep is not None else [],
+        scenario=scenario,
     )

@@ -21,7 +21,7 @@ from harness.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENI
 from harness.env import cuda_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
 from harness.plan import Plan, RunSpec
-from harness.scenario import Scenario, Workload
+from harness.scenario import Scenario, Workload, sweep_cells
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 # Engine arguments whose values must lie in a range (the scenario's own fields say theirs).
@@ -36,8 +36,12 @@ ENGINE_OWNED = {"model": "model", "speculative_config": "draft (and variants.*."
 
 def _who(run: RunSpec) -> str:
     """' (variant NAME)' where a launch runs one variant (its overrides may be the cause);
-    nothing for a shared one-engine launch (it runs the scenario's settings)."""
-    return f" (variant {run.variant})" if run.design == "launch-per-arm" else ""
+    nothing for a shared one-engine launch (it runs the scenario's settings); and the sweep
+    cell, when there is one."""
+    who = [f"variant {run.variant}"] if run.design == "launch-per-arm" else []
+    if run.cell is not None:
+        who.append(f"sweep cell {', '.join(f'{k}={v}' for k, v in run.cell_values.items())}")
+    return f" ({'; '.join(who)})" if who else ""
 
 
 # What a method's absence from a vLLM version means, where known (VLLM_ON_CPU.md).
@@ -126,9 +130,12 @@ def model_config(name: str, where: str, base_dir: Path, device: str,
     if not path.is_dir():
         if device == "cuda" and _looks_like_hub_id(name):
             return None
-        raise ScenarioError(f"{where}: {name!r} is neither a built-in model "
-                            f"({', '.join(BUILTIN_MODELS)}) nor an existing folder (looked for "
-                            f"{path})")
+        import difflib
+
+        close = difflib.get_close_matches(name, list(BUILTIN_MODELS), 3)
+        known = f"did you mean {' or '.join(close)}?" if close else "specbench models lists them"
+        raise ScenarioError(f"{where}: {name!r} is neither a built-in model ({known}) nor an "
+                            f"existing folder (looked for {path})")
     config = path / "config.json"
     if not config.is_file():
         raise ScenarioError(f"{where}: {path} has no config.json, so it is not a model folder "
@@ -315,8 +322,15 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
     for run in plan.runs if hardware else []:
         check_hardware(run)
     builds = builds_of(plan) if hardware else {}
-    check_engine_keys(scenario, {
-        name: description(build["vllm"], build["python"]) for name, build in builds.items()})
+    descriptions = {name: description(build["vllm"], build["python"])
+                    for name, build in builds.items()}
+    for cell in sweep_cells(scenario):
+        try:
+            check_engine_keys(cell.scenario, descriptions)
+        except ScenarioError as exc:
+            if not cell.values:
+                raise
+            raise ScenarioError(f"sweep cell {cell.label}: {exc}") from None
     prompts: dict[tuple[str, str], _Prompts] = {}
     for run in plan.runs:
         check_run(run, base_dir, prompts)

@@ -11,15 +11,17 @@ store.migrate_manifest when older files need it):
   3 - one-engine design: PassRecord.arm, .block and .impl_reports (per-pass proof); plan
       RunSpecs gain design, arms, block_order, blocks, precision; WorkerResult.stopped says
       why a precision run ended. All optional: older files read unchanged.
+  4 - sweeps: RunRecord.cell and .cell_values; plan RunSpecs gain cell and cell_values, the
+      plan its cells. All optional: older files read unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -187,6 +189,9 @@ class RunRecord(Record):
     variant: str
     round: int
     order: int
+    cell: str | None = Field(default=None, description="Sweeps: the cell's id ('c03').")
+    cell_values: dict[str, Any] | None = Field(
+        default=None, description="Sweeps: the cell's values (field path -> value).")
     status: RunStatus
     exit_code: int | None = None
     wall_s: float = Field(description="Process wall time as the parent measured it.")

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from harness.compare import CandidateResult, Comparison, MetricRow
 from harness.gate import Decision, GateResult
+from harness.sweep import SweepComparison
 
 SIGNIFICANT_MARK = "*"
 
@@ -271,3 +272,98 @@ def render_gate_junit(result: GateResult, comparison: Comparison,
     xml = JUnitXml()
     xml.add_testsuite(suite)
     return str(xml.tostring().decode())  # type: ignore[no-untyped-call]
+
+
+# -- sweeps ----------------------------------------------------------------------------------
+
+def _sweep_metric(sweep: SweepComparison) -> str:
+    return next((b.metric for b in sweep.break_even), "output_throughput")
+
+
+def sweep_rows(sweep: SweepComparison) -> tuple[list[str], list[list[str]]]:
+    """One row per cell and candidate: the swept values, the followed metric in each arm, its
+    delta with the interval, the MDE, and how the cell's launches ended."""
+    key = _sweep_metric(sweep)
+    header = ["Cell", *sweep.axes, "Candidate"]
+    label = key
+    rows = []
+    for cell in sweep.cells:
+        comp = cell.comparison
+        for cand in comp.candidates:
+            row = next((r for r in cand.rows if r.key == key), None)
+            if row is not None:
+                label = row.label
+            status = (f"{cell.launches - cell.failed}/{cell.launches} ok" if cell.failed
+                      else "ok")
+            values = [str(cell.values.get(a)) for a in sweep.axes]
+            if row is None:
+                why = "FAILED" if cand.status != "ok" or comp.baseline_status != "ok" else "n/a"
+                rows.append([cell.id, *values, cand.name, why, why, "", "", status])
+                continue
+            mde = row.estimate.mde
+            mde_text = ("n/a" if mde is None else f"±{100 * mde:.1f}%"
+                        if row.estimate.kind == "relative" else f"±{mde:.2f}pp")
+            rows.append([cell.id, *values, cand.name, format_value(row.baseline),
+                         format_value(row.candidate), format_delta(row), mde_text, status])
+    header += [f"{label}: baseline", "candidate", "Delta", "MDE", "Launches"]
+    return header, rows
+
+
+def sweep_notes(sweep: SweepComparison) -> list[str]:
+    notes = [f"Sweep over {', '.join(sweep.axes)}: {len(sweep.cells)} cells, each a full A/B "
+             f"({sweep.design}; its own table in table.md). Delta: candidate vs baseline, "
+             f"[95% CI], {SIGNIFICANT_MARK} = significant at 5%."]
+    notes.extend(b.sentence for b in sweep.break_even)
+    for cell in sweep.cells:
+        comp = cell.comparison
+        for name, failures in [(comp.baseline, comp.baseline_failures)] + [
+                (c.name, c.failures) for c in comp.candidates]:
+            notes.extend(f"FAILED {cell.id} {name}: {f}" for f in failures)
+        notes.extend(f"UNPROVEN {cell.id}: {line}" for line in comp.unproven)
+        notes.extend(f"warning {cell.id}: {w}" for w in comp.warnings)
+        notes.extend(f"Stopped {cell.id}: {line}" for line in comp.stopped)
+    return notes
+
+
+def render_sweep_terminal(sweep: SweepComparison) -> str:
+    header, rows = sweep_rows(sweep)
+    table = Table(box=box.SQUARE, title=escape(f"{sweep.scenario} sweep ({sweep.run_id})"))
+    for i, name in enumerate(header):
+        table.add_column(escape(name), justify="left" if i else "center", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    console = Console(width=max(100, sum(widths) + 3 * len(widths) + 4))
+    with console.capture() as capture:
+        console.print(table)
+        for line in sweep_notes(sweep):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+    return capture.get()
+
+
+def render_sweep_markdown(sweep: SweepComparison,
+                          environment: dict[str, Any] | None = None) -> str:
+    """The sweep's summary table and break-even, then every cell's own table."""
+    header, rows = sweep_rows(sweep)
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [f"### specbench sweep: {sweep.scenario}", ""]
+    if environment:
+        out += [f"Run `{sweep.run_id}` · vLLM {environment.get('vllm')} · torch "
+                f"{environment.get('torch')} · {environment.get('cpu_model')} "
+                f"({environment.get('cpu_count')} CPUs) · specbench "
+                f"{environment.get('git_sha') or 'unknown'}", ""]
+    out.append(line(header))
+    out.append("|" + "|".join([":---"] * (len(sweep.axes) + 2) + ["---:"] * (len(header)
+                                                                           - len(sweep.axes)
+                                                                           - 2)) + "|")
+    out.extend(line(r) for r in rows)
+    out.append("")
+    out.extend(f"- {note}" for note in sweep_notes(sweep))
+    for cell in sweep.cells:
+        out += ["", f"#### Cell {cell.id}: {cell.label}", ""]
+        body = render_markdown(cell.comparison).split("\n", 2)[2]  # without its heading
+        out.append(body.rstrip("\n"))
+    return "\n".join(out) + "\n"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.env import fingerprint
+from harness.env import COMPAT_FIELDS, fingerprint
 from harness.errors import ExitCode, ScenarioError, StorageError
 from harness.executor import (
     Executor,
@@ -34,12 +34,16 @@ from harness.preflight import preflight
 from harness.records import RunRecord
 from harness.scenario import scenario_hash
 from harness.store import (
+    RunResults,
+    load_results,
     mark_abandoned,
     new_run_id,
+    pid_alive,
     release_space,
     reserve_space,
     save_manifest,
     save_run_record,
+    supersede,
 )
 
 # Seconds a precision run keeps for engine shutdown, process exit and the report.
@@ -81,13 +85,51 @@ class RunOutcome:
 
 def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
     """The record of a launch whose worker never reported (models failed, or interrupted)."""
-    return RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
-                     order=run.order, wall_s=0.0, **fields)
+    return RunRecord(**run.record_fields(), wall_s=0.0, **fields)
+
+
+# Fingerprint fields a resumed run must share with its start (besides each variant's build).
+RESUME_FIELDS = (*COMPAT_FIELDS, "git_sha")
+SUPERSEDED = "superseded"  # records of launches a resume ran again (kept, out of the stats)
+
+
+def check_resumable(plan: Plan, results: RunResults, builds: dict[str, Any]) -> None:
+    """A stored run may be resumed by this plan here: same scenario, same machine and builds,
+    not complete, and not still running."""
+    where = f"--resume {results.path}"
+    manifest = results.manifest
+    stored = manifest.get("scenario_hash")
+    if stored != plan.scenario_hash:
+        old, new = manifest["scenario"], plan.scenario.model_dump(mode="json")
+        fields = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        raise ScenarioError(f"{where}: the scenario changed since that run started ("
+                            f"{', '.join(fields) or 'hash'} differ); start a new run")
+    now = fingerprint(plan.scenario_hash)
+    was = manifest.get("fingerprint") or {}
+    changed = [f"{k} ({was.get(k)} -> {now.get(k)})" for k in RESUME_FIELDS
+               if was.get(k) != now.get(k)]
+    old_builds = manifest.get("builds") or {}
+    changed += [f"the build of {name}" for name in builds
+                if name in old_builds and old_builds[name] != builds[name]]
+    if changed:
+        raise ScenarioError(f"{where}: the environment changed since that run started: "
+                            f"{', '.join(changed)}; start a new run")
+    status = manifest.get("status")
+    if status == "complete":
+        raise ScenarioError(f"{where}: that run is complete; nothing to resume")
+    pid = manifest.get("runner_pid")
+    if status == "running" and isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
+        raise ScenarioError(f"{where}: that run is still running (specbench pid {pid})")
+    planned = {r.run_key for r in plan.runs}
+    strangers = sorted({r.run_key for r in results.runs} - planned)
+    if strangers:
+        raise ScenarioError(f"{where}: its launches {', '.join(strangers[:3])} are not in this "
+                            "plan; start a new run")
 
 
 def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
              progress: Progress = print, run_id: str | None = None,
-             clean: bool = False) -> RunOutcome:
+             clean: bool = False, resume: Path | None = None) -> RunOutcome:
     """Run every launch of `plan` through `executor` (default: local worker processes),
     storing results under results_root/<run-id>. The plan is the whole contract: every check
     runs on it, launch by launch, before anything starts.
@@ -113,10 +155,15 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         raise ScenarioError(f"--results-dir {results_root}: not writable")
     for line in mark_abandoned(results_root, clean):
         progress(f"found a dead run: {line}")
-    run_id = run_id or new_run_id(scenario.name)
-    run_dir = results_root / run_id
-    if run_dir.exists():
-        raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
+    previous = load_results(resume) if resume is not None else None
+    if previous is not None:
+        check_resumable(plan, previous, builds)
+        run_id, run_dir = previous.run_id, previous.path
+    else:
+        run_id = run_id or new_run_id(scenario.name)
+        run_dir = results_root / run_id
+        if run_dir.exists():
+            raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
     outcome = RunOutcome(run_dir=run_dir)
 
     manifest: dict[str, Any] = {
@@ -137,6 +184,17 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         # The worker whose session a later run checks for leftovers, should this one die.
         "in_flight": None,
     }
+    done: set[str] = set()
+    if previous is not None:
+        kept = [r for r in previous.runs if r.status == "ok"]
+        done = {r.run_key for r in kept}
+        outcome.records.extend(kept)
+        manifest.update(created_unix=previous.manifest.get("created_unix"),
+                        fingerprint=previous.manifest.get("fingerprint"),
+                        runs=[{"run_key": r.run_key, "status": r.status} for r in kept],
+                        resumed=[*previous.manifest.get("resumed", []), {
+                            "unix": time.time(), "from_status": previous.manifest.get("status"),
+                            "kept": len(kept)}])
 
     def finish(status: str, error: str | None = None) -> RunOutcome:
         outcome.wall_s = time.perf_counter() - started
@@ -170,24 +228,32 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
 
     in_flight: RunSpec | None = None
     try:
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(parents=True, exist_ok=previous is not None)
+        if previous is not None:
+            supersede(run_dir, done)
+            progress(f"resuming {run_id}: {len(done)} of {len(plan.runs)} launch(es) kept, "
+                     f"{len(plan.runs) - len(done)} to run")
         reserve_space(run_dir)
         save_manifest(run_dir, manifest)
         with _signals_raise():
             try:
+                todo = [run for run in plan.runs if run.run_key not in done]
                 ok, why, outcome.setup_s = executor.prepare(plan, run_dir, progress)
                 if not ok:
-                    for run in plan.runs:
+                    for run in todo:
                         keep(unlaunched_record(run, status="failed",
                                                error=why.splitlines()[0], log_tail=why,
                                                log_file="logs/models.log"))
                     return finish("failed")
-                # Precision runs spend the budget on blocks, keeping time to shut down.
-                deadline = (time.time() - (time.perf_counter() - started)
-                            + scenario.precision.budget_s - SHUTDOWN_RESERVE_S
-                            if scenario.precision is not None else None)
-                for run in plan.runs:
+                for run in todo:
                     in_flight = run
+                    # Precision runs spend the budget on blocks, keeping time to shut down: the
+                    # budget is the run's, or in a sweep (and a resumed run) each launch's.
+                    deadline = None
+                    if run.precision is not None:
+                        since = (time.time() if plan.cells or previous is not None else
+                                 time.time() - (time.perf_counter() - started))
+                        deadline = since + run.precision.budget_s - SHUTDOWN_RESERVE_S
                     progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
                     try:
                         record = executor.launch(run, run_dir, base_dir, deadline,

@@ -99,6 +99,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # 2 -> 3 only added optional fields (one-engine design); older runs are launch-per-arm.
     if version == 2:
         data, version = {**data, "schema_version": 3}, 3
+    # 3 -> 4 only added optional fields (sweep cells); older runs are one cell.
+    if version == 3:
+        data, version = {**data, "schema_version": 4}, 4
     return data
 
 
@@ -196,6 +199,25 @@ def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path
                        f"{baselines_dir / name}; save one with `specbench baseline save`)")
 
 
+def supersede(run_dir: Path, keep: set[str]) -> list[Path]:
+    """Move the records of launches not in `keep` (run keys) to run_dir/superseded/, named by
+    when they moved: a resumed run runs them again, and the raw records stay."""
+    moved = []
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for file in sorted((run_dir / "runs").glob("*.json")):
+        try:
+            key = json.loads(file.read_text()).get("run_key")
+        except (OSError, ValueError, AttributeError):
+            key = None
+        if key in keep:
+            continue
+        target = run_dir / "superseded" / f"{file.stem}.{stamp}.json"
+        target.parent.mkdir(exist_ok=True)
+        file.replace(target)
+        moved.append(target)
+    return moved
+
+
 def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     """Runs under `results_root` still marked running whose specbench process is gone (killed
     by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which, with any of
@@ -213,7 +235,7 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
         if not isinstance(data, dict):
             continue
         pid, status = data.get("runner_pid"), data.get("status")
-        dead = isinstance(pid, int) and not _pid_alive(pid)
+        dead = isinstance(pid, int) and not pid_alive(pid)
         line = None
         if status == "running" and dead:
             data.update(status="abandoned", abandoned_unix=time.time())
@@ -240,7 +262,7 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     return found
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -155,8 +155,8 @@ def test_cli_missing_model_path(tmp_path: Path, scenario_data: dict[str, Any]) -
     result = _cli("run", str(path), "--results-dir", str(tmp_path / "results"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"specbench: error: model: './no-such-model' is neither a built-in model (tiny-llama, "
-        f"tiny-llama-medusa, tiny-llama-eagle) nor an existing folder (looked for "
+        f"specbench: error: model: './no-such-model' is neither a built-in model (specbench "
+        f"models lists them) nor an existing folder (looked for "
         f"{tmp_path / 'no-such-model'})"
     ]
     assert not (tmp_path / "results").exists()
