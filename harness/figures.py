@@ -56,7 +56,7 @@ def throughput_over_time(passes: pd.DataFrame, baseline: str, title: str) -> Any
             right = float((rows["started_unix"] + rows["duration_s"]).max()) - start
             if i % 2 == 0:
                 ax.axvspan(left, right, color="grey", alpha=0.08, lw=0)
-            ax.annotate(str(cell), ((left + right) / 2, 1.0), xycoords=("data", "axes fraction"),
+            ax.annotate(str(cell), ((left + right) / 2, 0.01), xycoords=("data", "axes fraction"),
                         ha="center", va="bottom", fontsize=7, color="grey")
     for name in _variants(passes, baseline):
         mask = passes["variant"] == name
@@ -143,6 +143,10 @@ def write_figures(results: RunResults, sweep: SweepComparison | None = None) -> 
             fig.savefig(tmp, format=suffix)
             tmp.replace(out / f"{name}.{suffix}")
         written.append(out / f"{name}.png")
+    keep = {p.stem for p in written}
+    for old in [*out.glob("*.png"), *out.glob("*.svg")]:
+        if old.stem not in keep:  # a figure this run no longer has (older code, no data)
+            old.unlink()
     return written
 
 
@@ -272,10 +276,16 @@ def per_cell_grid(n: int, cols: int = 3) -> tuple[int, int]:
     return -(-n // cols), cols
 
 
+LATENCY_COLUMNS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "mean ITL"}
+
+
 def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame,
                       kind: str, title: str) -> Any | None:
-    """Small multiples, one panel per cell: TPOT CDFs per variant ('latency_cdf') or
-    acceptance per position per variant ('acceptance_per_position')."""
+    """Small multiples, one panel per cell: per-request CDFs per variant of one latency
+    (`kind` a LATENCY_COLUMNS key), or acceptance per position per variant
+    ('acceptance_per_position')."""
+    import textwrap
+
     from matplotlib.figure import Figure
 
     cells = [c for c in sweep.cells if (passes.get("cell") == c.id).any()] \
@@ -288,9 +298,8 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
     drew = False
     for ax, cell in zip(axes, cells, strict=False):
         base = cell.comparison.baseline
-        if kind == "latency_cdf":
-            column = "itl_ms" if "itl_ms" in requests and requests["itl_ms"].notna().any() \
-                else "tpot_ms"
+        if kind in LATENCY_COLUMNS:
+            column = kind
             mine = requests[requests["cell"] == cell.id]
             for name in _variants(mine, base):
                 values = np.sort(mine.loc[mine["variant"] == name, column].dropna()
@@ -299,8 +308,7 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
                     drew = True
                     ax.step(values, np.arange(1, values.size + 1) / values.size, where="post",
                             label=name)
-            ax.set(xlabel=f"{'mean ITL' if column == 'itl_ms' else 'TPOT'} (ms)",
-                   ylim=(0, 1.02))
+            ax.set(xlabel=f"{LATENCY_COLUMNS[column]} (ms)", ylim=(0, 1.02))
         else:
             mine = passes[passes["cell"] == cell.id]
             columns = sorted((c for c in mine.columns if c.startswith("acceptance_pos_")
@@ -315,14 +323,14 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
                     ax.bar(x + i * width - 0.4 + width / 2, means, width, label=name)
             ax.set_xticks(x, [c.rsplit("_", 1)[1] for c in columns])
             ax.set(xlabel="draft position", ylim=(0, 105))
-        ax.set_title(f"{cell.id}: {cell.label}", fontsize=8)
+        ax.set_title(textwrap.fill(f"{cell.id}: {cell.label}", 48), fontsize=8)
         ax.grid(alpha=0.3)
     for ax in axes[len(cells):]:
         ax.set_visible(False)
     if not drew:
         return None
     axes[0].legend(fontsize=7)
-    what = ("latency CDF per request" if kind == "latency_cdf"
+    what = (f"{LATENCY_COLUMNS[kind]} CDF per request" if kind in LATENCY_COLUMNS
             else "acceptance per draft position (%, mean over passes)")
     fig.suptitle(f"{title}: {what}, per cell")
     return fig
@@ -343,12 +351,19 @@ def sweep_figures(results: RunResults, sweep: SweepComparison) -> dict[str, Any]
     if not passes.empty:
         baseline = sweep.cells[0].comparison.baseline
         makers["throughput_over_time"] = lambda: throughput_over_time(passes, baseline, title)
-        makers["latency_cdf"] = lambda: sweep_cell_figure(sweep, passes, requests,
-                                                          "latency_cdf", title)
+        for column in LATENCY_COLUMNS:
+            if column in requests and requests[column].notna().any():
+                makers[f"latency_cdf_{column.removesuffix('_ms')}"] = _cell_maker(
+                    sweep, passes, requests, column, title)
         makers["acceptance_per_position"] = lambda: sweep_cell_figure(
             sweep, passes, requests, "acceptance_per_position", title)
     figures = {name: make() for name, make in makers.items()}
     return {name: fig for name, fig in figures.items() if fig is not None}
+
+
+def _cell_maker(sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame,
+                kind: str, title: str) -> Callable[[], Any]:
+    return lambda: sweep_cell_figure(sweep, passes, requests, kind, title)
 
 
 def _delta_maker(sweep: SweepComparison, axis: str, metric: str,

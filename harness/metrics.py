@@ -54,7 +54,7 @@ METRICS: tuple[MetricDef, ...] = (
 )
 METRICS_BY_KEY = {m.key: m for m in METRICS}
 
-REQUEST_COLUMNS = ["run_key", "variant", "round", "repeat", "index", "prompt_tokens",
+REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
                    "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
                    "tokens_per_chunk", "sent_ms", "finish_reason", "error"]
 

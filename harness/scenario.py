@@ -316,9 +316,13 @@ class Sweep(StrictModel):
                 seen.add(path)
                 if not values:
                     raise ValueError(f"{at}: no values")
-                for i, value in enumerate(values):
-                    if any(_json_equal(value, other) for other in values[:i]):
-                        raise ValueError(f"{at}: {value!r} is listed twice")
+            # Every step of an axis (a tuple, in a linked group) must differ from the others.
+            steps = list(zip(*group.values(), strict=True))
+            for i, step in enumerate(steps):
+                if any(_json_equal(step, other) for other in steps[:i]):
+                    shown = step[0] if len(step) == 1 else dict(zip(group, step, strict=True))
+                    raise ValueError(f"{where if where != 'axes' else next(iter(group))}: "
+                                     f"{shown!r} is listed twice")
         be = self.break_even
         if be is not None:
             axis = self.values_of(be.axis)
