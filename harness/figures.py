@@ -250,25 +250,14 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
     ax.set(title=f"{title}: {label}, candidate vs baseline", xlabel=axis,
            ylabel="delta (%)" if relative else "delta (points)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="band: 95% interval; circled: significant",
-              title_fontsize=7)
+    ax.legend(fontsize=8, title="band: the delta's 95% interval; circled: significant; "
+              "shaded span: the break-even's 95% interval", title_fontsize=7)
     return fig
 
 
 def _linked_groups(sweep: SweepComparison) -> list[list[str]]:
-    """Fields that vary together: the same number of distinct combinations as each alone."""
-    groups: list[list[str]] = []
-    values = [{a: c.values.get(a) for a in sweep.axes} for c in sweep.cells]
-    for a in sweep.axes:
-        for group in groups:
-            pairs = {(repr(v[group[0]]), repr(v[a])) for v in values}
-            if len(pairs) == len({repr(v[a]) for v in values}) == len(
-                    {repr(v[group[0]]) for v in values}):
-                group.append(a)
-                break
-        else:
-            groups.append([a])
-    return groups
+    """Fields that vary together (a linked group), as the scenario declared them."""
+    return sweep.groups or [[a] for a in sweep.axes]
 
 
 def per_cell_grid(n: int, cols: int = 3) -> tuple[int, int]:

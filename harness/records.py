@@ -12,7 +12,8 @@ store.migrate_manifest when older files need it):
       RunSpecs gain design, arms, block_order, blocks, precision; WorkerResult.stopped says
       why a precision run ended. All optional: older files read unchanged.
   4 - sweeps: RunRecord.cell and .cell_values; plan RunSpecs gain cell and cell_values, the
-      plan its cells. All optional: older files read unchanged.
+      plan its cells. Executors: RunRecord.node (where a Ray task ran the launch, with that
+      node's fingerprint). All optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -192,6 +193,9 @@ class RunRecord(Record):
     cell: str | None = Field(default=None, description="Sweeps: the cell's id ('c03').")
     cell_values: dict[str, Any] | None = Field(
         default=None, description="Sweeps: the cell's values (field path -> value).")
+    node: dict[str, Any] | None = Field(
+        default=None, description="Where the launch ran when not on this machine (Ray): "
+        "hostname, node id and the node's environment fingerprint.")
     status: RunStatus
     exit_code: int | None = None
     wall_s: float = Field(description="Process wall time as the parent measured it.")

@@ -226,7 +226,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
             save_manifest(run_dir, manifest)
         return note
 
-    in_flight: RunSpec | None = None
+    flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
     try:
         run_dir.mkdir(parents=True, exist_ok=previous is not None)
         if previous is not None:
@@ -245,18 +245,46 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                                                error=why.splitlines()[0], log_tail=why,
                                                log_file="logs/models.log"))
                     return finish("failed")
-                for run in todo:
-                    in_flight = run
-                    # Precision runs spend the budget on blocks, keeping time to shut down: the
-                    # budget is the run's, or in a sweep (and a resumed run) each launch's.
-                    deadline = None
-                    if run.precision is not None:
-                        since = (time.time() if plan.cells or previous is not None else
-                                 time.time() - (time.perf_counter() - started))
-                        deadline = since + run.precision.budget_s - SHUTDOWN_RESERVE_S
+                def deadline_of(run: RunSpec) -> float | None:
+                    """Precision runs spend the budget on blocks, keeping time to shut
+                    down: the budget is the run's, or in a sweep (and a resumed run) each
+                    launch's, counted from when it starts."""
+                    if run.precision is None:
+                        return None
+                    since = (time.time() if plan.cells or previous is not None else
+                             time.time() - (time.perf_counter() - started))
+                    return since + run.precision.budget_s - SHUTDOWN_RESERVE_S
+
+                def begun(run: RunSpec) -> None:
+                    flying[run.run_key] = run
                     progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
+
+                def ended(run: RunSpec, record: RunRecord) -> None:
+                    flying.pop(run.run_key, None)
+                    manifest["in_flight"] = None
+                    keep(record)
+                    save_manifest(run_dir, manifest)
+                    detail = f" ({record.error})" if record.error else ""
+                    where = (f" on {record.node.get('hostname')}"
+                             if record.node and record.node.get("hostname") else "")
+                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
+                             f"{record.status} in {record.wall_s:.1f}s{where}{detail}")
+
+                launch_all = getattr(executor, "launch_all", None)
+                if launch_all is not None:  # launches at once, as the executor can
                     try:
-                        record = executor.launch(run, run_dir, base_dir, deadline,
+                        launch_all(todo, run_dir, base_dir, deadline_of, begun, ended)
+                    except (KeyboardInterrupt, Interrupted):
+                        raise
+                    except Exception as exc:
+                        for run in [r for r in todo if r.run_key in flying]:
+                            ended(run, unlaunched_record(
+                                run, status="failed",
+                                error=f"the executor failed: {type(exc).__name__}: {exc}"))
+                for run in todo if launch_all is None else []:
+                    begun(run)
+                    try:
+                        record = executor.launch(run, run_dir, base_dir, deadline_of(run),
                                                  started_worker(run))
                     except Interrupted:
                         raise  # SIGTERM: the run's own ending
@@ -267,25 +295,19 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                         record = unlaunched_record(
                             run, status="failed",
                             error=f"the executor failed: {type(exc).__name__}: {exc}")
-                    manifest["in_flight"] = None
-                    keep(record)
-                    save_manifest(run_dir, manifest)
-                    detail = f" ({record.error})" if record.error else ""
-                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
-                             f"{record.status} in {record.wall_s:.1f}s{detail}")
-                    in_flight = None
+                    ended(run, record)
             except (KeyboardInterrupt, Interrupted) as exc:
                 outcome.interrupted = True
-                if in_flight is not None:
-                    # launch() already killed its process group; keep what its logs say.
-                    worker_log, server_log = run_logs(in_flight)
-                    why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                    keep(unlaunched_record(in_flight, status="interrupted",
+                why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+                for run in list(flying.values()):
+                    # The executor already stopped it; keep what its logs say.
+                    worker_log, server_log = run_logs(run)
+                    keep(unlaunched_record(run, status="interrupted",
                                            error=f"interrupted by {why}", log_file=worker_log,
                                            server_log_file=server_log,
-                                           log_tail=failure_tail(run_dir, in_flight)))
-                progress("interrupted: the launch in flight was stopped; finished launches "
-                         "kept")
+                                           log_tail=failure_tail(run_dir, run)))
+                progress(f"interrupted: {len(flying)} launch(es) in flight stopped; finished "
+                         "launches kept")
                 return finish("interrupted")
         return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
     except OSError as exc:

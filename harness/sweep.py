@@ -55,6 +55,8 @@ class SweepComparison:
     cells: list[CellComparison]
     break_even: list[BreakEvenLine]
     design: str
+    # Fields that vary together: each axis alone, each linked group as one.
+    groups: list[list[str]] = field(default_factory=list)
 
     @property
     def unproven(self) -> list[str]:
@@ -81,7 +83,7 @@ class SweepComparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "scenario": self.scenario, "axes": self.axes,
-            "design": self.design,
+            "groups": self.groups, "design": self.design,
             "cells": [{"id": c.id, "values": c.values, "label": c.label,
                        "launches": c.launches, "failed": c.failed,
                        "comparison": c.comparison.to_dict()} for c in self.cells],
@@ -145,8 +147,9 @@ def compare_sweep(results: RunResults) -> SweepComparison:
         launches = planned.get(cell.id, len(runs))
         cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,
                                     failed + max(0, launches - len(runs))))
+    groups = [[path] for path in scenario.sweep.axes] + [list(g) for g in scenario.sweep.linked]
     return SweepComparison(results.run_id, scenario.name, scenario.sweep.paths, cells,
-                           break_even_lines(scenario, cells), design)
+                           break_even_lines(scenario, cells), design, groups)
 
 
 def _metric_label(key: str) -> tuple[str, bool]:

