@@ -99,3 +99,64 @@ def test_notebook_executes(fixture: Path, tmp_path: Path) -> None:
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                       for o in c.get("outputs", []))
     assert "| Output throughput (tok/s) |" in outputs
+
+
+# A real sweep: the EAGLE argmax swap at TP 2 over three batch sizes, 2 blocks per cell.
+SWEEP = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-sweep-small"
+
+
+def test_sweep_fixture_is_one_tidy_frame() -> None:
+    from harness.sweep import compare_sweep
+
+    sweep = compare_sweep(load_results(SWEEP))
+    frame = sweep.frame()
+    assert [c.id for c in sweep.cells] == ["c00", "c01", "c02"]
+    assert {"cell", "batch_size", "workload.num_prompts", "candidate", "metric", "delta",
+            "ci_low", "ci_high", "significant"} <= set(frame)
+    tput = frame[frame["metric"] == "output_throughput"]
+    assert tput["batch_size"].tolist() == [2, 8, 32] and tput["ci_low"].notna().all()
+    (line,) = sweep.break_even
+    assert line.axis == "batch_size" and line.crossing is not None
+    assert line.sentence.startswith("break-even on batch_size")
+
+
+def test_sweep_notebook_executes(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    fixture_copy = tmp_path / SWEEP.name
+    shutil.copytree(SWEEP, fixture_copy)
+    figure = tmp_path / "figure.png"
+    nb = nbformat.read(ROOT / "notebooks" / "sweep.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
+        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"))
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    assert figure.is_file() and figure.stat().st_size > 5000
+    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert "3 cells over batch_size, workload.num_prompts" in outputs
+    assert "break-even on batch_size" in outputs
+    # The inline figure of the library's delta-vs-axis plot was drawn.
+    assert any(o.get("data", {}).get("image/png") for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", []))
+
+
+def test_sweep_report_renders_every_figure(tmp_path: Path) -> None:
+    run_dir = tmp_path / SWEEP.name
+    shutil.copytree(SWEEP, run_dir)
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
+                             "--html"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert "cpu-eagle-tp2-sweep-small sweep" in result.stdout
+    names = ["delta_vs_batch_size", "throughput_over_time", "latency_cdf_ttft",
+             "latency_cdf_tpot", "acceptance_per_position"]
+    assert sorted(p.stem for p in (run_dir / "figures").glob("*.png")) == sorted(names)
+    for name in names:
+        assert f"![{name}](figures/{name}.png)" in (run_dir / "table.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == len(names)
+    assert "break-even on batch_size" in page
