@@ -9,7 +9,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -38,6 +38,15 @@ class Inconclusive(str, Enum):
     passes = "pass"
     fails = "fail"
 
+
+class ExecutorKind(str, Enum):
+    """Where a run's launches run."""
+
+    local = "local"
+    ray = "ray"
+
+
+PinKind = Literal["none", "node"]
 
 InconclusiveOpt = Annotated[
     Inconclusive, typer.Option(
@@ -74,8 +83,19 @@ def run(
         "--resume", help="Finish an interrupted or failed run (its folder): launches that "
         "completed are kept, the rest run; refused when the scenario or the environment "
         "changed.", show_default=False)] = None,
+    executor: Annotated[ExecutorKind, typer.Option(
+        "--executor", help="Where launches run: local (one at a time, here) or ray (as Ray "
+        "tasks on a cluster, as many at once as it has room for).")] = ExecutorKind.local,
+    address: Annotated[str | None, typer.Option(
+        "--address", help="--executor ray: the cluster (e.g. ray://head:10001, or auto for "
+        "$RAY_ADDRESS / the cluster this machine belongs to); default: a Ray instance "
+        "started on this machine.", show_default=False)] = None,
+    pin: Annotated[PinKind, typer.Option(
+        "--pin", help="--executor ray: node keeps every launch of one comparison (a sweep "
+        "cell, or the run) on one node, so hardware cannot confound the A/B.")] = "none",
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
+    from harness.errors import IncomparableError
     from harness.executor import LocalExecutor
     from harness.plan import expand_plan
     from harness.progress import LaunchView
@@ -104,14 +124,25 @@ def run(
 
     plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario)
     view = LaunchView(len(plan.runs))  # the launch in flight: stage, passes, tok/s, ETA
+    if executor == ExecutorKind.ray:
+        from harness.ray_executor import RayExecutor
+
+        chosen: Any = RayExecutor(address, models_cache, pin)
+    else:
+        if address is not None or pin != "none":
+            raise SpecbenchError("--address and --pin apply to --executor ray")
+        chosen = LocalExecutor(models_cache, status=view.tick)
     try:
-        outcome = run_plan(plan, results_dir, LocalExecutor(models_cache, status=view.tick),
-                           progress, run_id=run_id, clean=clean,
+        outcome = run_plan(plan, results_dir, chosen, progress, run_id=run_id, clean=clean,
                            resume=None if resume is None else resolve_run_dir(resume))
     finally:
         view.close()
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
-    comparison = write_report(outcome.run_dir, echo=True, figures=not outcome.interrupted)
+    try:
+        comparison = write_report(outcome.run_dir, echo=True, figures=not outcome.interrupted)
+    except IncomparableError as exc:
+        raise IncomparableError(f"{exc}; the run's records are kept in "
+                                f"{outcome.run_dir}") from None
     progress(f"results: {outcome.run_dir}")
     if outcome.exit_code == ExitCode.RUN_FAILED:
         _err("some launches failed; see the table's FAILED notes and the logs in "
@@ -183,11 +214,12 @@ def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | Non
     return 0
 
 
-def write_report(run_dir: Path, echo: bool, html: bool = False, figures: bool = True) -> Any:
+def write_report(run_dir: Path, echo: bool, html: bool = False, figures: bool = True,
+                 force: bool = False) -> Any:
     """Write a stored run's outputs (harness.outputs) and print its table."""
     from harness.outputs import write_outputs
 
-    comparison, text = write_outputs(run_dir, html, figures)
+    comparison, text = write_outputs(run_dir, html, figures, force)
     if echo:
         print(text, end="")
     return comparison
@@ -200,12 +232,15 @@ def report(
     html: Annotated[bool, typer.Option(
         "--html", help="Also write report.html: one self-contained page with the tables, "
         "figures, builds, fingerprint and scenario.")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Compare arms even where their launches ran on unlike nodes (a cluster).")
+    ] = False,
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
     from harness.store import resolve_run_dir
 
     run_dir = resolve_run_dir(results)
-    write_report(run_dir, echo=not markdown, html=html)
+    write_report(run_dir, echo=not markdown, html=html, force=force)
     if markdown:
         print((run_dir / "table.md").read_text(), end="")
     if html:

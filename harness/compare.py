@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.env import BUILD_FIELDS, MACHINE_FIELDS, fingerprint_differences
+from harness.env import BUILD_FIELDS, COMPAT_FIELDS, MACHINE_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.metrics import (
     METRICS,
@@ -341,9 +341,35 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         design=design, discarded=discarded, unproven=unproven, stopped=stopped)
 
 
+def node_differences(runs: list[RunRecord], baseline: str,
+                     candidates: list[str]) -> list[str]:
+    """Arms whose launches ran on unlike nodes (a cluster executor's records carry each node's
+    fingerprint): 'baseline vs cand: cpu_model (...) differ', naming the fields. Launches on
+    this machine (no node) are alike by construction."""
+    def nodes(variant: str) -> list[dict[str, Any]]:
+        return [r.node.get("fingerprint") or {} for r in runs if r.node is not None
+                and r.status == "ok" and variant in r.variant.split("+")]
+
+    problems = []
+    first = nodes(baseline)
+    for name in [baseline, *candidates]:
+        for fp in nodes(name):
+            diffs = fingerprint_differences(first[0], fp, COMPAT_FIELDS) if first else []
+            if diffs:
+                problems.append(f"{baseline} vs {name}: launches ran on unlike nodes: "
+                                + ", ".join(diffs))
+                break
+    return problems
+
+
 def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
-                     design: Design) -> Comparison:
-    """Compare the variants of `scenario` (a whole run, or one sweep cell) over `runs`."""
+                     design: Design, force: bool = False) -> Comparison:
+    """Compare the variants of `scenario` (a whole run, or one sweep cell) over `runs`.
+    Refuses (IncomparableError) arms that ran on unlike nodes, unless forced."""
+    unlike = node_differences(runs, scenario.baseline, scenario.candidates)
+    if unlike and not force:
+        raise IncomparableError("; ".join(unlike) + " (pin the arms to one node with --pin "
+                                "node, or compare anyway with specbench report --force)")
     comparison = compare_records(
         runs, scenario.baseline, scenario.candidates, run_id, scenario.name,
         {n: v.proof_label for n, v in scenario.variants.items()},
@@ -352,17 +378,19 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         design=design, tp_sizes=tp_sizes(scenario),
     )
     comparison.setup = scenario.describe_setup()
+    comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     return comparison
 
 
-def compare_results(results: RunResults) -> Comparison:
+def compare_results(results: RunResults, force: bool = False) -> Comparison:
     """Compare the variants of one results folder, as its scenario declared them (a sweep:
     see compare_sweep, one comparison per cell)."""
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep of {len(sweep_cells(scenario))} cells; "
                            "compare it with compare_sweep (one comparison per cell)")
-    comparison = compare_scenario(results.runs, scenario, results.run_id, run_design(results))
+    comparison = compare_scenario(results.runs, scenario, results.run_id, run_design(results),
+                                  force)
     comparison.builds = _builds(results, {n: n for n in scenario.variants})
     return comparison
 

@@ -61,8 +61,8 @@ def write_frames(results: RunResults) -> None:
         tmp.replace(results.path / f"{name}.parquet")
 
 
-def write_outputs(run_dir: Path, html: bool = False,
-                  figures: bool = True) -> tuple[Comparison | SweepComparison, str]:
+def write_outputs(run_dir: Path, html: bool = False, figures: bool = True,
+                  force: bool = False) -> tuple[Comparison | SweepComparison, str]:
     """Compare a stored run and write table.txt, table.md (linking the figures),
     summary.json, the Parquet frames and figures/*.png|svg beside it; with `html`, also the
     self-contained report.html (`figures=False`: no figures, as after Ctrl-C, when a prompt
@@ -71,8 +71,8 @@ def write_outputs(run_dir: Path, html: bool = False,
     tidy sweep.parquet and its own figures."""
     results = load_results(run_dir)
     fingerprint = results.manifest.get("fingerprint")
-    sweep = compare_sweep(results) if is_sweep(results) else None
-    single = compare_results(results) if sweep is None else None
+    sweep = compare_sweep(results, force) if is_sweep(results) else None
+    single = compare_results(results, force) if sweep is None else None
     comparison: Comparison | SweepComparison = sweep or single  # type: ignore[assignment]
     text = (render_sweep_terminal(sweep) if sweep is not None
             else render_terminal(single))  # type: ignore[arg-type]
@@ -94,7 +94,10 @@ def write_outputs(run_dir: Path, html: bool = False,
                 else render_markdown(single, fingerprint))  # type: ignore[arg-type]
     write_text_atomic(results.path / "table.md", markdown + markdown_links(pngs, results.path))
     if html:
-        write_text_atomic(results.path / "report.html", html_report(results, text, pngs))
+        # A sweep's page shows every cell's own table under the sweep's.
+        page = text if sweep is None else text + "".join(
+            f"\nCell {c.id}: {c.label}\n" + render_terminal(c.comparison) for c in sweep.cells)
+        write_text_atomic(results.path / "report.html", html_report(results, page, pngs))
     return comparison, text
 
 

@@ -17,9 +17,12 @@ is one node's processes, not a Ray job of its own (see the README's cluster sect
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,7 +40,7 @@ Pin = Literal["none", "node"]
 # What a task is given of the parent's environment: specbench's own settings (models cache,
 # fault seams); a variant's env travels in its RunSpec.
 FORWARD_PREFIXES = ("SPECBENCH_",)
-CANCEL_WAIT_S = 30.0
+CANCEL_WAIT_S = 20.0  # each step of a cancel: past the worker's group-kill grace (10 s + 5)
 POLL_S = 1.0
 
 
@@ -65,11 +68,57 @@ def needs(run: RunSpec) -> dict[str, float]:
 
 def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
                   budget_s: float | None, env: dict[str, str]) -> dict[str, Any]:
-    """The body of a launch's Ray task, on its node: models, the worker, and what to ship
-    back (the record, its files, the node). A precision launch's budget counts from when the
-    task starts, not from when it was queued."""
-    deadline_unix = time.time() + budget_s if budget_s is not None else None
-    os.environ.update(env)
+    """The body of a launch's Ray task, on its node: a keeper process (this module's main)
+    runs the launch in a scratch folder; the task ships back what it left (the record, its
+    files) and the node. A precision launch's budget counts from when the task starts, not
+    from when it was queued.
+
+    Why a keeper: when a task's process ends (a forced cancel, its node going away), Ray
+    SIGKILLs that process's children, and a worker killed so cannot end its engine's process
+    group. Under the keeper the worker is a grandchild: the keeper dies, the worker gets its
+    death signal (SIGTERM) and ends its whole group, as it does locally."""
+    from harness.lifeline import die_with_parent
+
+    scratch = Path(tempfile.mkdtemp(prefix="specbench-ray-"))
+    node: dict[str, Any] = {"hostname": socket.gethostname()}
+    with contextlib.suppress(Exception):
+        import ray
+
+        node["node_id"] = ray.get_runtime_context().get_node_id()
+    try:
+        task = scratch / "task.json"
+        task.write_text(json.dumps({
+            "run": run_json, "base_dir": base_dir, "models_cache": models_cache,
+            "deadline_unix": time.time() + budget_s if budget_s is not None else None}))
+        keeper = subprocess.Popen([sys.executable, "-m", __name__, str(scratch)],
+                                  env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                  preexec_fn=die_with_parent)
+        try:
+            keeper.wait()
+        finally:  # a gentle cancel (KeyboardInterrupt here): the keeper ends the launch
+            if keeper.poll() is None:
+                keeper.terminate()
+                try:
+                    keeper.wait(timeout=CANCEL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    keeper.kill()
+        if not (scratch / "keeper.json").is_file():
+            raise RuntimeError(f"the launch's keeper process ended with code "
+                               f"{keeper.returncode} before it finished")
+        out = json.loads((scratch / "keeper.json").read_text())
+        node["fingerprint"] = out["fingerprint"]
+        return {"record": out["record"], "files": _files(scratch, skip={"task.json",
+                                                                        "keeper.json"}),
+                "node": node}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def keep(scratch: Path) -> int:
+    """The keeper (python -m harness.ray_executor SCRATCH): models, then the worker, as a
+    local launch runs them; SIGTERM ends the launch (its worker's whole group) first."""
+    import signal
+
     from harness.env import fingerprint
     from harness.executor import (
         default_worker_cmd,
@@ -79,40 +128,42 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
         run_one,
     )
 
-    run = RunSpec.model_validate_json(run_json)
-    scratch = Path(tempfile.mkdtemp(prefix="specbench-ray-"))
-    cache = Path(models_cache) if models_cache else None
-    node = {"hostname": socket.gethostname(), "fingerprint": fingerprint()}
-    with contextlib.suppress(Exception):
-        import ray
+    def interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
 
-        node["node_id"] = ray.get_runtime_context().get_node_id()
-    try:
-        names = _builtin_names(run)
-        if names:
-            log = scratch / "logs" / f"{run.run_key}.models.log"
-            code, _, timed_out = launch(models_command(names, cache),
-                                        {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
-            if code != 0:
-                why = "timed out" if timed_out else f"exit code {code}"
-                record = RunRecord(**run.record_fields(), status="failed", wall_s=0.0,
-                                   error=f"building models on {node['hostname']} failed ({why})",
-                                   log_tail=read_tail(log),
-                                   log_file=f"logs/{run.run_key}.models.log")
-                return {"record": record.model_dump(mode="json"), "files": _files(scratch),
-                        "node": node}
-        record = run_one(run, scratch, Path(base_dir), cache,
-                         default_worker_cmd(run.mode, run.python), deadline_unix)
-        return {"record": record.model_dump(mode="json"), "files": _files(scratch),
-                "node": node}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    signal.signal(signal.SIGTERM, interrupted)
+    task = json.loads((scratch / "task.json").read_text())
+    run = RunSpec.model_validate_json(task["run"])
+    if run_tp(run) > 1 and "distributed_executor_backend" not in run.engine_args:
+        # vLLM's own processes for TP inside the task, never a Ray-in-Ray executor.
+        run = run.model_copy(update={"engine_args": {**run.engine_args,
+                                                     "distributed_executor_backend": "mp"}})
+    cache = Path(task["models_cache"]) if task["models_cache"] else None
+    record: RunRecord | None = None
+    names = _builtin_names(run)
+    if names:
+        log = scratch / "logs" / f"{run.run_key}.models.log"
+        code, _, timed_out = launch(models_command(names, cache),
+                                    {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
+        if code != 0:
+            why = "timed out" if timed_out else f"exit code {code}"
+            record = RunRecord(**run.record_fields(), status="failed", wall_s=0.0,
+                               error=f"building models on {socket.gethostname()} failed "
+                               f"({why})", log_tail=read_tail(log),
+                               log_file=f"logs/{run.run_key}.models.log")
+    if record is None:
+        record = run_one(run, scratch, Path(task["base_dir"]), cache,
+                         default_worker_cmd(run.mode, run.python), task["deadline_unix"])
+    (scratch / "keeper.json").write_text(json.dumps({
+        "record": record.model_dump(mode="json"), "fingerprint": fingerprint()}))
+    return 0
 
 
-def _files(scratch: Path) -> dict[str, bytes]:
+def _files(scratch: Path, skip: set[str]) -> dict[str, bytes]:
     """Everything a launch left in its scratch folder (logs, spec, result, reports)."""
     return {p.relative_to(scratch).as_posix(): p.read_bytes()
-            for p in sorted(scratch.rglob("*")) if p.is_file()}
+            for p in sorted(scratch.rglob("*"))
+            if p.is_file() and p.relative_to(scratch).as_posix() not in skip}
 
 
 @dataclass
@@ -204,15 +255,22 @@ class RayExecutor:
             raise
 
     def cancel(self, ray: Any, refs: list[Any]) -> None:
-        """Cancel tasks (force: their processes are killed, and each worker ends its engine's
-        process group on losing its parent), then wait for them to be gone."""
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True, recursive=True)
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        left = list(refs)
-        while left and time.monotonic() < deadline:
-            _, left = ray.wait(left, num_returns=len(left), timeout=1.0)
+        """Cancel tasks and wait for them to be gone. First gently: Ray raises
+        KeyboardInterrupt in each running task, whose launch then kills its worker's whole
+        process group as a local launch does (a forced cancel kills the task's process, and
+        Ray then SIGKILLs that process's children, which leaves no chance to end their
+        groups). Tasks still there after the group-kill grace are forced."""
+        for force in (False, True):
+            for ref in refs:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=force, recursive=True)
+            deadline = time.monotonic() + CANCEL_WAIT_S
+            left = list(refs)
+            while left and time.monotonic() < deadline:
+                _, left = ray.wait(left, num_returns=len(left), timeout=1.0)
+            if not left:
+                return
+            refs = left
 
     def _collect(self, ray: Any, ref: Any, run: RunSpec, run_dir: Path) -> RunRecord:
         """A finished task's record, its files written into the run folder; a task that
@@ -252,3 +310,7 @@ def _fits(node: dict[str, Any], want: dict[str, float]) -> bool:
 
 def _shown(resources: dict[str, float]) -> str:
     return f"{resources['num_cpus']:g} CPU, {resources['num_gpus']:g} GPU"
+
+
+if __name__ == "__main__":
+    sys.exit(keep(Path(sys.argv[1])))

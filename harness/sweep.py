@@ -128,7 +128,7 @@ def is_sweep(results: RunResults) -> bool:
     return bool(results.manifest.get("scenario", {}).get("sweep"))
 
 
-def compare_sweep(results: RunResults) -> SweepComparison:
+def compare_sweep(results: RunResults, force: bool = False) -> SweepComparison:
     """Every cell of a stored sweep compared on its own launches, and the break-even lines."""
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
     if scenario.sweep is None:
@@ -142,7 +142,7 @@ def compare_sweep(results: RunResults) -> SweepComparison:
     for cell in sweep_cells(scenario, f"{results.path}/manifest.json"):
         runs = [r for r in results.runs if r.cell == cell.id]
         comparison = compare_scenario(runs, cell.scenario, f"{results.run_id} {cell.id}",
-                                      design)
+                                      design, force)
         failed = sum(r.status != "ok" for r in runs)
         launches = planned.get(cell.id, len(runs))
         cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,
