@@ -3,8 +3,8 @@
 The runner (harness.runner) walks a Plan and stores what comes back; an executor decides where
 and how each launch runs. LocalExecutor starts one worker process per RunSpec on this machine,
 in its own session tied to specbench's life (harness.lifeline), with a timeout and a
-process-group kill whatever happens; another executor (a Ray cluster) implements the same two
-methods. Neither imports vLLM: the worker does.
+process-group kill whatever happens; RayExecutor (harness.ray_executor) runs them as tasks on
+a Ray cluster, several at once. Neither imports vLLM: the worker does.
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ class Interrupted(Exception):
 
 
 class Executor(Protocol):
-    """Where and how the launches of a plan run."""
+    """Where and how the launches of a plan run. An executor that can run several launches at
+    once also has `launch_all(runs, run_dir, base_dir, deadline_of, started, done)`: it calls
+    `started(run)` as each is submitted and `done(run, record)` as each finishes, and on Ctrl-C
+    or SIGTERM stops what is left before re-raising (harness.ray_executor.RayExecutor)."""
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         """Anything every launch needs first (built-in models): (ok, why not, seconds)."""

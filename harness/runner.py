@@ -257,7 +257,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
 
                 def begun(run: RunSpec) -> None:
                     flying[run.run_key] = run
-                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: launching")
+                    cell = (" (" + ", ".join(f"{k}={v}" for k, v in run.cell_values.items())
+                            + ")" if run.cell_values else "")
+                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}{cell}: "
+                             "launching")
 
                 def ended(run: RunSpec, record: RunRecord) -> None:
                     flying.pop(run.run_key, None)

@@ -149,13 +149,27 @@ def test_unlike_nodes_are_refused_unless_forced(cluster: Any, tmp_path: Path) ->
     assert forced.returncode == 0 and "compared anyway: a vs b" in forced.stdout
 
 
-def test_ctrl_c_cancels_every_task(cluster: Any, tmp_path: Path) -> None:
-    scenario = _fakes(tmp_path, {"a": "hang", "b": "hang"})
-    proc = subprocess.Popen(
+def _hanging_run(tmp: Path, address: str, run_id: str, timeout_s: float = 60,
+                 ) -> subprocess.Popen[str]:
+    """`specbench run` through Ray of two fake launches that hang, one per node."""
+    scenario = _fakes(tmp, {"a": "hang", "b": "hang"}, timeout_s=timeout_s)
+    return subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "c", "--executor", "ray", "--address",
-         cluster.address], cwd=ROOT, env={**os.environ, **FAKE_ENV},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         str(tmp / "results"), "--run-id", run_id, "--executor", "ray", "--address", address],
+        cwd=ROOT, env={**os.environ, **FAKE_ENV}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def _none_left(tmp: Path) -> None:
+    """Every fake worker and child of the run is gone (within 30 s)."""
+    deadline = time.time() + 30
+    while any(alive(p) for p in _pids(tmp)) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not [p for p in _pids(tmp) if alive(p)]
+
+
+def test_ctrl_c_cancels_every_task(cluster: Any, tmp_path: Path) -> None:
+    proc = _hanging_run(tmp_path, cluster.address, "c")
     try:
         _wait_for(tmp_path, 2)
         proc.send_signal(signal.SIGINT)
@@ -167,21 +181,13 @@ def test_ctrl_c_cancels_every_task(cluster: Any, tmp_path: Path) -> None:
     assert "interrupted: 2 launch(es) in flight stopped" in err
     runs = load_results(tmp_path / "results" / "c").runs
     assert sorted(r.status for r in runs) == ["interrupted", "interrupted"]
-    deadline = time.time() + 30
-    while any(alive(p) for p in _pids(tmp_path)) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not [p for p in _pids(tmp_path) if alive(p)]
+    _none_left(tmp_path)
 
 
 def test_a_lost_node_is_a_failed_launch(tmp_path: Path) -> None:
     own = _cluster()  # this test takes a node away
     try:
-        scenario = _fakes(tmp_path, {"a": "hang", "b": "hang"}, timeout_s=20)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-             str(tmp_path / "results"), "--run-id", "n", "--executor", "ray", "--address",
-             own.address], cwd=ROOT, env={**os.environ, **FAKE_ENV},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = _hanging_run(tmp_path, own.address, "n", timeout_s=20)
         try:
             _wait_for(tmp_path, 2)
             worker = next(n for n in own.list_all_nodes() if n is not own.head_node)
@@ -196,9 +202,6 @@ def test_a_lost_node_is_a_failed_launch(tmp_path: Path) -> None:
         # The launch on the lost node fails saying so; the other runs to its own timeout.
         assert set(by_status) == {"failed", "timeout"}, [(r.status, r.error) for r in runs]
         assert "the Ray task failed" in (by_status["failed"].error or "")
-        deadline = time.time() + 30
-        while any(alive(p) for p in _pids(tmp_path)) and time.time() < deadline:
-            time.sleep(0.5)
-        assert not [p for p in _pids(tmp_path) if alive(p)]
+        _none_left(tmp_path)
     finally:
         own.shutdown()

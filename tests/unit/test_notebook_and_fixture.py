@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,24 +82,32 @@ def test_report_html_and_figures(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fixture", [FIXTURE, ONE_ENGINE], ids=["launch-per-arm", "one-engine"])
 def test_notebook_executes(fixture: Path, tmp_path: Path) -> None:
+    nb, figure = _execute("explore_results.ipynb", fixture, tmp_path)
+    assert figure.is_file() and figure.stat().st_size > 1000
+    assert "| Output throughput (tok/s) |" in _text(nb)
+
+
+def _execute(notebook: str, fixture: Path, tmp_path: Path) -> tuple[Any, Path]:
+    """Run a notebook headless on a copy of a fixture; the notebook and its saved figure."""
     import nbformat
     from nbclient import NotebookClient
 
     fixture_copy = tmp_path / fixture.name
     shutil.copytree(fixture, fixture_copy)
     figure = tmp_path / "figure.png"
-    nb = nbformat.read(ROOT / "notebooks" / "explore_results.ipynb", as_version=4)
-    env_cell = nbformat.v4.new_code_cell(
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
-        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}")
-    nb.cells.insert(0, env_cell)
+        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"))
     os.environ.setdefault("MPLBACKEND", "Agg")
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    assert figure.is_file() and figure.stat().st_size > 1000
-    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                      for o in c.get("outputs", []))
-    assert "| Output throughput (tok/s) |" in outputs
+    return nb, figure
+
+
+def _text(nb: Any) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
 
 
 # A real sweep: the EAGLE argmax swap at TP 2 over three batch sizes, 2 blocks per cell.
@@ -121,22 +130,9 @@ def test_sweep_fixture_is_one_tidy_frame() -> None:
 
 
 def test_sweep_notebook_executes(tmp_path: Path) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
-    fixture_copy = tmp_path / SWEEP.name
-    shutil.copytree(SWEEP, fixture_copy)
-    figure = tmp_path / "figure.png"
-    nb = nbformat.read(ROOT / "notebooks" / "sweep.ipynb", as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(
-        f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
-        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"))
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    nb, figure = _execute("sweep.ipynb", SWEEP, tmp_path)
     assert figure.is_file() and figure.stat().st_size > 5000
-    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                      for o in c.get("outputs", []))
+    outputs = _text(nb)
     assert "3 cells over batch_size, workload.num_prompts" in outputs
     assert "break-even on batch_size" in outputs
     # The inline figure of the library's delta-vs-axis plot was drawn.
