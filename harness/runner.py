@@ -110,7 +110,7 @@ def check_resumable(plan: Plan, results: RunResults, builds: dict[str, Any]) -> 
                if was.get(k) != now.get(k)]
     old_builds = manifest.get("builds") or {}
     changed += [f"the build of {name}" for name in builds
-                if name in old_builds and old_builds[name] != builds[name]]
+                if name in old_builds and not _same_build(old_builds[name], builds[name])]
     if changed:
         raise ScenarioError(f"{where}: the environment changed since that run started: "
                             f"{', '.join(changed)}; start a new run")
@@ -125,6 +125,16 @@ def check_resumable(plan: Plan, results: RunResults, builds: dict[str, Any]) -> 
     if strangers:
         raise ScenarioError(f"{where}: its launches {', '.join(strangers[:3])} are not in this "
                             "plan; start a new run")
+
+
+def _same_build(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two build descriptions of one build: equal but for how the interpreter was spelled
+    (.venv/bin/python and .venv/bin/python3 are one file)."""
+    def key(build: dict[str, Any]) -> dict[str, Any]:
+        python = build.get("python")
+        return {**build, "python": os.path.realpath(python) if isinstance(python, str)
+                else python}
+    return key(a) == key(b)
 
 
 def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,

@@ -253,3 +253,16 @@ def test_wall_time_from_a_stored_run() -> None:
     grown = estimate_wall(expand_plan(parse_scenario(bigger), base_dir=ROOT), stored)
     assert grown.low_s > same.low_s and grown.overhead_s == same.overhead_s
     assert "timed from run" in describe_wall(grown)
+
+
+def test_a_build_spelled_another_way_is_the_same_build(tmp_path: Path) -> None:
+    from harness.runner import _same_build
+
+    real = tmp_path / "python3.11"
+    real.write_text("")
+    (tmp_path / "python").symlink_to(real)
+    base = {"vllm": "0.32.0", "git": None}
+    assert _same_build({**base, "python": str(tmp_path / "python")},
+                       {**base, "python": str(real)})
+    assert not _same_build({**base, "python": str(real)},
+                           {**base, "python": str(real), "vllm": "0.33.0"})
