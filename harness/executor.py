@@ -60,7 +60,8 @@ class Executor(Protocol):
     """Where and how the launches of a plan run. An executor that can run several launches at
     once also has `launch_all(runs, run_dir, base_dir, deadline_of, started, done)`: it calls
     `started(run)` as each is submitted and `done(run, record)` as each finishes, and on Ctrl-C
-    or SIGTERM stops what is left before re-raising (harness.ray_executor.RayExecutor)."""
+    or SIGTERM stops what is left before re-raising (harness.ray_executor.RayExecutor). An
+    optional `check(plan)` runs before any run folder exists and raises what it cannot do."""
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         """Anything every launch needs first (built-in models): (ok, why not, seconds)."""

@@ -176,15 +176,18 @@ class RayExecutor:
     progress: Progress | None = None
     _nodes: list[dict[str, Any]] = field(default_factory=list)
 
-    def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
-        """Join (or start) Ray and check that some node can host every launch: a launch no
-        node can ever hold would wait forever."""
+    def check(self, plan: Plan) -> None:
+        """Before any run folder exists: join (or start) Ray and check that some node can host
+        every launch, since a launch no node can ever hold would wait forever."""
         ray = import_ray()
-        start = time.perf_counter()
-        self.progress = progress
+        _reachable(self.address)
         if not ray.is_initialized():
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=False)
+            try:
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR", configure_logging=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ScenarioError(f"--address {self.address}: cannot join the Ray cluster "
+                                    f"({str(exc).splitlines()[0]})") from None
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         for run in plan.runs:
             want = needs(run)
@@ -192,9 +195,13 @@ class RayExecutor:
                 raise HardwareError(
                     f"{run.run_key}: needs {_shown(want)} on one node; the Ray cluster's "
                     "nodes have " + "; ".join(_shown(_have(n)) for n in self._nodes))
+
+    def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
+        """Nothing to build here: each task builds the models its node lacks."""
+        self.progress = progress
         progress(f"Ray: {len(self._nodes)} node(s) ("
                  + "; ".join(_shown(_have(n)) for n in self._nodes) + ")")
-        return True, "", time.perf_counter() - start
+        return True, "", 0.0
 
     def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
                deadline_unix: float | None,
@@ -287,6 +294,21 @@ class RayExecutor:
         record = RunRecord.model_validate(out["record"])
         node = out["node"]
         return record.model_copy(update={"node": node})
+
+
+def _reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT cluster address must answer: ray.init would otherwise retry for minutes.
+    (ray:// client addresses and 'auto' are left to Ray.)"""
+    if address is None or address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScenarioError(f"--address {address}: no Ray cluster answers there ({why})"
+                            ) from None
 
 
 def _reason(exc: BaseException) -> str:

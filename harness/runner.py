@@ -153,6 +153,9 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     scenario, base_dir = plan.scenario, Path(plan.base_dir)
     builds = preflight(scenario, plan, base_dir)
     executor = executor or LocalExecutor()
+    check = getattr(executor, "check", None)
+    if check is not None:  # e.g. a cluster to join, with room for every launch
+        check(plan)
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
         raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
                             "'_', '.'), no '/' or '..'")

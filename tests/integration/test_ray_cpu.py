@@ -205,3 +205,23 @@ def test_a_lost_node_is_a_failed_launch(tmp_path: Path) -> None:
         _none_left(tmp_path)
     finally:
         own.shutdown()
+
+
+def test_refused_before_any_run_folder(cluster: Any, tmp_path: Path) -> None:
+    """No cluster at the address, or a launch no node can hold: one line, nothing written."""
+    scenario = _fakes(tmp_path, {"a": "ok", "b": "ok"})
+    results = tmp_path / "results"
+    nobody = _cli("run", str(scenario), "--results-dir", str(results), "--executor", "ray",
+                  "--address", "127.0.0.1:1", env=FAKE_ENV, timeout=60)
+    assert nobody.returncode == 2, nobody.stderr
+    assert nobody.stderr.strip() == ("specbench: error: --address 127.0.0.1:1: no Ray cluster "
+                                     "answers there (Connection refused)")
+    data = yaml.safe_load(scenario.read_text())
+    data["tensor_parallel_size"] = 2  # 2 CPUs on one node; each node has 1
+    scenario.write_text(yaml.safe_dump(data))
+    too_big = _cli("run", str(scenario), "--results-dir", str(results), "--executor", "ray",
+                   "--address", cluster.address, env=FAKE_ENV, timeout=120)
+    assert too_big.returncode == 3, too_big.stderr
+    assert "needs 2 CPU, 0 GPU on one node; the Ray cluster's nodes have 1 CPU, 0 GPU; " \
+        "1 CPU, 0 GPU" in too_big.stderr
+    assert not results.exists() or not any(results.iterdir())
