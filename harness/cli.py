@@ -180,9 +180,8 @@ def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
     if scenario is not None:
         loaded = load_scenario(scenario)
         precision = results.manifest["scenario"].get("precision")
-        if precision and loaded.precision is None or (
-                precision and loaded.precision is not None
-                and loaded.precision.model_dump(mode="json") != precision):
+        given = loaded.precision.model_dump(mode="json") if loaded.precision else None
+        if precision and given != precision:
             # A run started with --mde/--budget/--gate keeps the precision it was given.
             data = loaded.model_dump(mode="json")
             data.update(precision=precision, rounds=results.manifest["scenario"].get("rounds"))

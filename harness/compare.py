@@ -24,7 +24,7 @@ from harness.metrics import (
 from harness.plan import engine_args_for
 from harness.proof import proof_problems
 from harness.records import PassRecord, RunRecord
-from harness.scenario import Scenario, parse_scenario, sweep_cells
+from harness.scenario import Scenario, parse_scenario
 from harness.stats import DeltaEstimate, Design, arm_delta
 from harness.store import RunResults
 
@@ -387,7 +387,7 @@ def compare_results(results: RunResults, force: bool = False) -> Comparison:
     see compare_sweep, one comparison per cell)."""
     scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
     if scenario.sweep is not None:
-        raise ResultsError(f"{results.path}: a sweep of {len(sweep_cells(scenario))} cells; "
+        raise ResultsError(f"{results.path}: a sweep of {len(scenario.sweep.steps())} cells; "
                            "compare it with compare_sweep (one comparison per cell)")
     comparison = compare_scenario(results.runs, scenario, results.run_id, run_design(results),
                                   force)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from harness.breakeven import choose_scale
 from harness.metrics import passes_frame, requests_frame
 from harness.store import RunResults
 from harness.sweep import SweepComparison
@@ -202,8 +203,7 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
     rows = frame[frame["metric"] == metric]
     if rows.empty:
         return None
-    linked = next((set(group) for group in _linked_groups(sweep) if axis in group), {axis})
-    others = [a for a in sweep.axes if a not in linked]
+    others = sweep.others(axis)
     numeric = pd.api.types.is_numeric_dtype(rows[axis])
     relative = bool((rows["kind"] == "relative").all())
     scale = 100.0 if relative else 1.0
@@ -242,7 +242,8 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
                             xytext=(4, 6), textcoords="offset points", fontsize=8,
                             color=drawn.get_color())
     ax.axhline(0, color="black", lw=0.8)
-    if numeric and (rows[axis] > 0).all() and rows[axis].max() >= 4 * rows[axis].min():
+    # The axis scale the break-even interpolates on.
+    if numeric and choose_scale(rows[axis].astype(float).tolist()) == "log":
         ax.set_xscale("log", base=2)
         ticks = sorted(rows[axis].unique())
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
@@ -253,11 +254,6 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
     ax.legend(fontsize=8, title="band: the delta's 95% interval; circled: significant; "
               "shaded span: the break-even's 95% interval", title_fontsize=7)
     return fig
-
-
-def _linked_groups(sweep: SweepComparison) -> list[list[str]]:
-    """Fields that vary together (a linked group), as the scenario declared them."""
-    return sweep.groups or [[a] for a in sweep.axes]
 
 
 def per_cell_grid(n: int, cols: int = 3) -> tuple[int, int]:
@@ -334,7 +330,7 @@ def sweep_figures(results: RunResults, sweep: SweepComparison) -> dict[str, Any]
     metric = next((b.metric for b in sweep.break_even), "output_throughput")
     first = [b.axis for b in sweep.break_even][:1]
     # One figure per field that varies on its own (linked fields share theirs).
-    groups = [g for g in _linked_groups(sweep) if not set(g) & set(first)]
+    groups = [g for g in sweep.groups if not set(g) & set(first)]
     for axis in first + [g[0] for g in groups]:
         makers[f"delta_vs_{_file_name(axis)}"] = _delta_maker(sweep, axis, metric, title)
     if not passes.empty:

@@ -4,6 +4,7 @@ forecast from a stored run's noise and timings. Pure reading of results: no engi
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 
 from harness.errors import ResultsError
 from harness.plan import Plan, RunSpec
-from harness.store import RunResults
+from harness.store import MANIFEST, RunResults, load_results
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,6 @@ def _tokens(run: RunSpec) -> int:
 
 def _settings(run: RunSpec) -> str:
     """What decides a pass's speed: engine arguments and workload (not names or order)."""
-    import json
-
     return json.dumps([run.engine_args, run.workload.model_dump(mode="json"), run.mode,
                        run.serve.model_dump(mode="json") if run.serve else None],
                       sort_keys=True, default=str)
@@ -173,8 +172,6 @@ def _minutes(seconds: float) -> str:
 
 def newest_run_of(results_root: Path, scenario_name: str) -> RunResults | None:
     """The newest stored run of a scenario (by name) with a completed launch, if any."""
-    from harness.store import MANIFEST, load_results
-
     if not results_root.is_dir():
         return None
     found = sorted((p for p in results_root.glob(f"{scenario_name}-*/{MANIFEST}")),

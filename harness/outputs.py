@@ -71,11 +71,16 @@ def write_outputs(run_dir: Path, html: bool = False, figures: bool = True,
     tidy sweep.parquet and its own figures."""
     results = load_results(run_dir)
     fingerprint = results.manifest.get("fingerprint")
-    sweep = compare_sweep(results, force) if is_sweep(results) else None
-    single = compare_results(results, force) if sweep is None else None
-    comparison: Comparison | SweepComparison = sweep or single  # type: ignore[assignment]
-    text = (render_sweep_terminal(sweep) if sweep is not None
-            else render_terminal(single))  # type: ignore[arg-type]
+    comparison: Comparison | SweepComparison
+    sweep: SweepComparison | None = None
+    if is_sweep(results):
+        comparison = sweep = compare_sweep(results, force)
+        text = render_sweep_terminal(sweep)
+        markdown = render_sweep_markdown(sweep, fingerprint)
+    else:
+        comparison = compare_results(results, force)
+        text = render_terminal(comparison)
+        markdown = render_markdown(comparison, fingerprint)
     write_text_atomic(results.path / "table.txt", text)
     write_json_atomic(results.path / "summary.json", summary(results, comparison))
     write_frames(results)
@@ -90,8 +95,6 @@ def write_outputs(run_dir: Path, html: bool = False, figures: bool = True,
         except Exception as exc:  # a figure must never cost the tables
             print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
-    markdown = (render_sweep_markdown(sweep, fingerprint) if sweep is not None
-                else render_markdown(single, fingerprint))  # type: ignore[arg-type]
     write_text_atomic(results.path / "table.md", markdown + markdown_links(pngs, results.path))
     if html:
         # A sweep's page shows every cell's own table under the sweep's.

@@ -21,7 +21,7 @@ from harness.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENI
 from harness.env import cuda_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
 from harness.plan import Plan, RunSpec
-from harness.scenario import Scenario, Workload, sweep_cells
+from harness.scenario import Scenario, Workload, cell_label, sweep_cells
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 # Engine arguments whose values must lie in a range (the scenario's own fields say theirs).
@@ -40,7 +40,7 @@ def _who(run: RunSpec) -> str:
     cell, when there is one."""
     who = [f"variant {run.variant}"] if run.design == "launch-per-arm" else []
     if run.cell is not None:
-        who.append(f"sweep cell {', '.join(f'{k}={v}' for k, v in run.cell_values.items())}")
+        who.append(f"sweep cell {cell_label(run.cell_values)}")
     return f" ({'; '.join(who)})" if who else ""
 
 

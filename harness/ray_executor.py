@@ -173,7 +173,6 @@ class RayExecutor:
     address: str | None = None  # None: a Ray instance of this machine; else a cluster's
     models_cache: Path | None = None
     pin: Pin = "none"  # node: every launch of one comparison (a sweep cell) on one node
-    progress: Progress | None = None
     _nodes: list[dict[str, Any]] = field(default_factory=list)
 
     def check(self, plan: Plan) -> None:
@@ -198,7 +197,6 @@ class RayExecutor:
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         """Nothing to build here: each task builds the models its node lacks."""
-        self.progress = progress
         progress(f"Ray: {len(self._nodes)} node(s) ("
                  + "; ".join(_shown(_have(n)) for n in self._nodes) + ")")
         return True, "", 0.0

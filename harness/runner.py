@@ -32,7 +32,7 @@ from harness.executor import (
 from harness.plan import Plan, RunSpec
 from harness.preflight import preflight
 from harness.records import RunRecord
-from harness.scenario import scenario_hash
+from harness.scenario import cell_label, scenario_hash
 from harness.store import (
     RunResults,
     load_results,
@@ -90,7 +90,6 @@ def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
 
 # Fingerprint fields a resumed run must share with its start (besides each variant's build).
 RESUME_FIELDS = (*COMPAT_FIELDS, "git_sha")
-SUPERSEDED = "superseded"  # records of launches a resume ran again (kept, out of the stats)
 
 
 def check_resumable(plan: Plan, results: RunResults, builds: dict[str, Any]) -> None:
@@ -270,8 +269,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
 
                 def begun(run: RunSpec) -> None:
                     flying[run.run_key] = run
-                    cell = (" (" + ", ".join(f"{k}={v}" for k, v in run.cell_values.items())
-                            + ")" if run.cell_values else "")
+                    cell = f" ({cell_label(run.cell_values)})" if run.cell_values else ""
                     progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}{cell}: "
                              "launching")
 

@@ -602,7 +602,7 @@ class Scenario(StrictModel):
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
                 return f"variants.{name}.env changes the environment of the engine"
-            if v.patch != base.patch and not self._switchable_patch():
+            if v.patch != base.patch and not self.shared_patch:
                 return (f"variants.{name}.patch installs a patch function in its own engine "
                         "(switchable: true shares one, if it reads ctx.active())")
             if v.python != base.python:
@@ -618,9 +618,11 @@ class Scenario(StrictModel):
                         "swap itself, not only its choice")
         return None
 
-    def _switchable_patch(self) -> str | None:
-        """The one patch every arm can share an engine with: the baseline has none, and every
-        variant that has one names the same, switchable."""
+    @property
+    def shared_patch(self) -> str | None:
+        """The one patch every arm can share an engine with, which a one-engine launch
+        installs: the baseline has none, and every variant that has one names the same,
+        switchable (None when there is none)."""
         if self.variants[self.baseline].patch is not None:
             return None
         patched = [v for v in self.variants.values() if v.patch is not None]
@@ -628,11 +630,6 @@ class Scenario(StrictModel):
                 v.switchable for v in patched):
             return None
         return patched[0].patch
-
-    @property
-    def shared_patch(self) -> str | None:
-        """The switchable patch a one-engine launch installs (None when there is none)."""
-        return self._switchable_patch()
 
     @property
     def resolved_design(self) -> Literal["one-engine", "launch-per-arm"]:
@@ -708,11 +705,13 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={_short(v)}" for k, v in self.values.items())
+        return cell_label(self.values)
 
 
-def _short(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+def cell_label(values: dict[str, Any]) -> str:
+    """A sweep cell's values in one line: 'batch_size=4, model=tiny-llama-32k'."""
+    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                     for k, v in values.items())
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -743,7 +742,7 @@ def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
     cells = []
     for i, values in enumerate(steps):
         data = json.loads(json.dumps(base))
-        label = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
+        label = cell_label(values)
         try:
             for path, value in values.items():
                 set_path(data, path, value)

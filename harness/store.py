@@ -199,6 +199,9 @@ def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path
                        f"{baselines_dir / name}; save one with `specbench baseline save`)")
 
 
+SUPERSEDED = "superseded"  # records of launches a resume ran again (kept, out of the stats)
+
+
 def supersede(run_dir: Path, keep: set[str]) -> list[Path]:
     """Move the records of launches not in `keep` (run keys) to run_dir/superseded/, named by
     when they moved: a resumed run runs them again, and the raw records stay."""
@@ -211,7 +214,7 @@ def supersede(run_dir: Path, keep: set[str]) -> list[Path]:
             key = None
         if key in keep:
             continue
-        target = run_dir / "superseded" / f"{file.stem}.{stamp}.json"
+        target = run_dir / SUPERSEDED / f"{file.stem}.{stamp}.json"
         target.parent.mkdir(exist_ok=True)
         file.replace(target)
         moved.append(target)

@@ -17,7 +17,7 @@ from harness.breakeven import AxisPoint, Crossing, break_even, describe
 from harness.compare import Comparison, MetricRow, compare_scenario, run_design
 from harness.errors import ResultsError
 from harness.metrics import METRICS
-from harness.scenario import Cell, Scenario, parse_scenario, sweep_cells
+from harness.scenario import Scenario, parse_scenario, sweep_cells
 from harness.store import RunResults
 
 
@@ -56,7 +56,11 @@ class SweepComparison:
     break_even: list[BreakEvenLine]
     design: str
     # Fields that vary together: each axis alone, each linked group as one.
-    groups: list[list[str]] = field(default_factory=list)
+    groups: list[list[str]]
+
+    def others(self, axis: str) -> list[str]:
+        """The swept fields that vary independently of `axis` (not it, nor linked with it)."""
+        return other_fields(self.groups, axis)
 
     @property
     def unproven(self) -> list[str]:
@@ -119,11 +123,6 @@ def comparison_rows(comparison: Comparison) -> list[dict[str, Any]]:
     return out
 
 
-def comparison_frame(comparison: Comparison) -> pd.DataFrame:
-    """A run's comparison as a DataFrame (one row per candidate and metric)."""
-    return pd.DataFrame(comparison_rows(comparison))
-
-
 def is_sweep(results: RunResults) -> bool:
     return bool(results.manifest.get("scenario", {}).get("sweep"))
 
@@ -147,9 +146,19 @@ def compare_sweep(results: RunResults, force: bool = False) -> SweepComparison:
         launches = planned.get(cell.id, len(runs))
         cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,
                                     failed + max(0, launches - len(runs))))
-    groups = [[path] for path in scenario.sweep.axes] + [list(g) for g in scenario.sweep.linked]
     return SweepComparison(results.run_id, scenario.name, scenario.sweep.paths, cells,
-                           break_even_lines(scenario, cells), design, groups)
+                           break_even_lines(scenario, cells), design, groups_of(scenario))
+
+
+def groups_of(scenario: Scenario) -> list[list[str]]:
+    """A sweep's fields as they vary: each axis alone, each linked group together."""
+    assert scenario.sweep is not None
+    return [[path] for path in scenario.sweep.axes] + [list(g) for g in scenario.sweep.linked]
+
+
+def other_fields(groups: list[list[str]], axis: str) -> list[str]:
+    """The fields of `groups` that vary independently of `axis`."""
+    return [p for group in groups if axis not in group for p in group]
 
 
 def _metric_label(key: str) -> tuple[str, bool]:
@@ -169,8 +178,7 @@ def break_even_lines(scenario: Scenario, cells: list[CellComparison]) -> list[Br
     if spec is None:
         return []
     candidate = spec.candidate or scenario.candidates[0]
-    linked = next((set(g) for g in scenario.sweep.linked if spec.axis in g), {spec.axis})
-    others = [p for p in scenario.sweep.paths if p not in linked]
+    others = other_fields(groups_of(scenario), spec.axis)
     label, higher = _metric_label(spec.metric)
     lines: dict[str, list[CellComparison]] = {}
     for cell in cells:
@@ -213,9 +221,3 @@ def _axis_point(x: float, row: MetricRow) -> AxisPoint:
     est = row.estimate
     value = math.log1p(est.delta) if est.kind == "relative" else est.delta
     return AxisPoint(x, value, est.se, est.df)
-
-
-def cells_of(results: RunResults) -> list[Cell]:
-    """The cells of a stored sweep (one cell, 'c00', for a run without a sweep)."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
-    return sweep_cells(scenario, f"{results.path}/manifest.json")

@@ -57,15 +57,21 @@ def test_report_command_rerenders(fixture_copy: Path) -> None:
     assert len(pd.read_parquet(fixture_copy / "requests.parquet")) == 4 * 4
 
 
-def test_report_html_and_figures(tmp_path: Path) -> None:
-    """`report --html`: figures as PNG and SVG, linked from table.md, embedded in one page
-    with the comparison, builds, fingerprint and scenario."""
-    run_dir = tmp_path / ONE_ENGINE.name
-    shutil.copytree(ONE_ENGINE, run_dir)
+def _report_html(fixture: Path, tmp_path: Path) -> tuple[Path, Any]:
+    """`specbench report --html` on a copy of a fixture: the copy and the finished command."""
+    run_dir = tmp_path / fixture.name
+    shutil.copytree(fixture, run_dir)
     result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
                              "--html"], cwd=ROOT, capture_output=True, text=True, timeout=120,
                             check=False)
     assert result.returncode == 0, result.stderr
+    return run_dir, result
+
+
+def test_report_html_and_figures(tmp_path: Path) -> None:
+    """`report --html`: figures as PNG and SVG, linked from table.md, embedded in one page
+    with the comparison, builds, fingerprint and scenario."""
+    run_dir, result = _report_html(ONE_ENGINE, tmp_path)
     names = ["acceptance_per_position", "latency_cdf", "throughput_over_time"]
     for name in names:
         for suffix in ("png", "svg"):
@@ -141,12 +147,7 @@ def test_sweep_notebook_executes(tmp_path: Path) -> None:
 
 
 def test_sweep_report_renders_every_figure(tmp_path: Path) -> None:
-    run_dir = tmp_path / SWEEP.name
-    shutil.copytree(SWEEP, run_dir)
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
-                             "--html"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            check=False)
-    assert result.returncode == 0, result.stderr
+    run_dir, result = _report_html(SWEEP, tmp_path)
     assert "cpu-eagle-tp2-sweep-small sweep" in result.stdout
     names = ["delta_vs_batch_size", "throughput_over_time", "latency_cdf_ttft",
              "latency_cdf_tpot", "acceptance_per_position"]
