@@ -44,6 +44,31 @@ def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
     return row.estimate, time.perf_counter() - start
 
 
+def describe(name: str, est: DeltaEstimate, wall: float) -> str:
+    ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
+          if est.ci_low is not None and est.ci_high is not None else "no interval")
+    mde = f" MDE ±{100 * est.mde:.2f}%" if est.mde is not None else ""
+    return (f"{name}: {100 * est.delta:+.2f}% {ci}{mde} units={est.units} df={est.df} "
+            f"({est.test}) wall={wall:.0f}s")
+
+
+def agreement(a: DeltaEstimate, b: DeltaEstimate, name_a: str, name_b: str) -> str:
+    """Whether two estimates of one effect agree: the difference of their log-scale
+    estimates against a Welch t critical value (Satterthwaite df from their own)."""
+    if not (a.se and b.se and a.df and b.df):
+        return "agreement: not estimable (an estimate has no standard error)"
+    from scipy import stats as sps
+
+    se = math.hypot(a.se, b.se)
+    df = se**4 / (a.se**4 / a.df + b.se**4 / b.df)
+    t = (math.log1p(a.delta) - math.log1p(b.delta)) / se
+    crit = float(sps.t.ppf(0.975, df))
+    inside = b.ci_low is not None and b.ci_high is not None and b.ci_low <= a.delta <= b.ci_high
+    return (f"difference of the estimates: t = {t:+.2f} on {df:.1f} df (critical {crit:.2f}): "
+            f"{'agree' if abs(t) < crit else 'DISAGREE'}; {name_a} estimate "
+            f"{'inside' if inside else 'outside'} the {name_b} interval")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", type=Path,
@@ -64,23 +89,9 @@ def main() -> int:
         for name, data in (("one-engine", shared), ("launch-per-arm", separate)):
             est, wall = run(data, tmp, name)
             results[name] = est
-            ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
-                  if est.ci_low is not None and est.ci_high is not None else "no interval")
-            print(f"{name}: {100 * est.delta:+.2f}% {ci} units={est.units} df={est.df} "
-                  f"({est.test}) wall={wall:.0f}s", flush=True)
-    a, b = results["one-engine"], results["launch-per-arm"]
-    if a.se and b.se and a.df and b.df:
-        from scipy import stats as sps
-
-        se = math.hypot(a.se, b.se)
-        df = se**4 / (a.se**4 / a.df + b.se**4 / b.df)
-        t = (math.log1p(a.delta) - math.log1p(b.delta)) / se
-        crit = float(sps.t.ppf(0.975, df))
-        inside = b.ci_low is not None and b.ci_high is not None and \
-            b.ci_low <= a.delta <= b.ci_high
-        print(f"difference of the designs' estimates: t = {t:+.2f} on {df:.1f} df (critical "
-              f"{crit:.2f}): {'agree' if abs(t) < crit else 'DISAGREE'}; one-engine estimate "
-              f"{'inside' if inside else 'outside'} the launch-per-arm interval")
+            print(describe(name, est, wall), flush=True)
+    print(agreement(results["one-engine"], results["launch-per-arm"], "one-engine",
+                    "launch-per-arm"))
     return 0
 
 

@@ -113,40 +113,101 @@ def check_build(run: RunSpec, where: str) -> dict[str, Any]:
         raise ScenarioError(f"{where}: {python} cannot import specbench's worker; {fix}")
     if run.patch is not None:
         check_patch_importable(python, run, f"variants.{run.variant}.patch")
-    if (run.implementation or run.patch) and not build["plugin"]:
+    if (run.implementation or run.patch or run.overlay) and not build["plugin"]:
         raise ScenarioError(f"{where}: {python}'s vLLM would not load specbench's plugin, "
                             f"which the implementation swap needs; {fix}")
     return build
 
 
-FIND_MODULE = r"""
-import importlib.util, sys
+# Run by the variant's interpreter with the launch's environment: resolve 'module:function'
+# as vLLM's processes will (import the module, take the attribute) and say what is wrong with
+# it, on a marked last line (the module may print). The function is not called.
+RESOLVE_PATCH = r"""
+import difflib, importlib, importlib.util, inspect, json, sys
+MARK = "specbench-patch: "
+def answer(problem):
+    print(MARK + json.dumps(problem), flush=True)
+    sys.exit(0)
+module_name, _, name = sys.argv[1].partition(":")
 try:
-    found = importlib.util.find_spec(sys.argv[1]) is not None
+    found = importlib.util.find_spec(module_name) is not None
 except ImportError:
     found = False
-print(found)
+if not found:
+    answer({"missing_module": True})
+try:
+    module = importlib.import_module(module_name)
+except BaseException as exc:
+    answer({"import_error": f"{type(exc).__name__}: {exc}".strip()})
+if not hasattr(module, name):
+    names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+    answer({"missing": difflib.get_close_matches(name, names, 3)})
+value = getattr(module, name)
+if not callable(value):
+    answer({"not_callable": type(value).__name__, "value": repr(value)[:60]})
+try:
+    signature = inspect.signature(value)
+except (TypeError, ValueError):
+    answer({})  # no signature to read (a builtin): calling it is the launch's test
+try:
+    signature.bind(object())
+except TypeError:
+    answer({"signature": str(signature)})
+answer({})
 """
+PATCH_MARK = "specbench-patch: "
+PATCH_CHECK_TIMEOUT_S = 180
 
 
 def check_patch_importable(python: str, run: RunSpec, where: str) -> None:
-    """The patch's module is importable where vLLM's processes will look (the current folder,
-    the launch's PYTHONPATH); whether its function exists and runs is the launch's to say."""
-    module = str(run.patch).partition(":")[0]
+    """The patch resolves where vLLM's processes will look for it (the current folder, the
+    launch's PYTHONPATH and environment): its module imports, it has the function, and the
+    function can be called with the one context argument vLLM's processes will pass. Whether
+    the function then succeeds inside vLLM is the launch's to say."""
+    patch = str(run.patch)
+    module, _, name = patch.partition(":")
     env = {**os.environ, **run.env}
-    out = subprocess.run([python, "-c", FIND_MODULE, module], capture_output=True, text=True,
-                         timeout=60, check=False, env=env)
-    if out.stdout.strip() != "True":
+    try:
+        out = subprocess.run([python, "-c", RESOLVE_PATCH, patch], capture_output=True,
+                             text=True, timeout=PATCH_CHECK_TIMEOUT_S, check=False, env=env)
+    except subprocess.TimeoutExpired:
+        raise ScenarioError(f"{where}: importing module {module!r} under {python} took more "
+                            f"than {PATCH_CHECK_TIMEOUT_S} s") from None
+    marked = [line for line in out.stdout.splitlines() if line.startswith(PATCH_MARK)]
+    if not marked:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ScenarioError(f"{where}: importing module {module!r} ended {python} (exit code "
+                            f"{out.returncode}) before the patch could be checked: {last}")
+    found: dict[str, Any] = json.loads(marked[-1][len(PATCH_MARK):])
+    if found.get("missing_module"):
         raise ScenarioError(f"{where}: module {module!r} is not importable by {python} (from "
                             f"the current folder {Path.cwd()} and PYTHONPATH)")
+    if "import_error" in found:
+        raise ScenarioError(f"{where}: importing module {module!r} under {python} raised "
+                            f"{found['import_error']}")
+    if "missing" in found:
+        close = found["missing"]
+        hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+        raise ScenarioError(f"{where}: module {module!r} has no function {name!r}{hint}")
+    if "not_callable" in found:
+        raise ScenarioError(f"{where}: {patch} is {found['value']} (type "
+                            f"{found['not_callable']}), not a function: name the function that "
+                            "installs the patch")
+    if "signature" in found:
+        raise ScenarioError(f"{where}: {patch}{found['signature']} cannot be called with one "
+                            "argument, the context vLLM's processes pass it")
 
 
 def builds_of(plan: Plan) -> dict[str, dict[str, Any]]:
-    """Variant -> the build its launches run under (checked)."""
+    """Variant -> the build its launches run under (checked), with the change it overlays
+    (its identity: the diff's hash, a checkout's commit), so a resumed run refuses another."""
     found: dict[str, dict[str, Any]] = {}
     for run in plan.runs:
         for name in [a.variant for a in run.arms] or [run.variant]:
             given = plan.scenario.variants[name].python
             where = f"variants.{name}.python" if given else f"variants.{name}.python (default)"
-            found.setdefault(name, check_build(run, where))
+            found.setdefault(name, dict(check_build(run, where)))
+        for arm in run.overlay.arms if run.overlay else []:
+            if arm.change is not None:
+                found[arm.variant]["overlay"] = arm.change.model_dump(mode="json")
     return found

@@ -61,6 +61,7 @@ IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
 PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
+OVERLAY_ENV = "SPECBENCH_OVERLAY"  # an OverlaySpec JSON file: a variant's change, overlaid
 PROGRESS_ENV = "SPECBENCH_PROGRESS_FILE"  # where the worker leaves its progress note
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
 # The vLLM worker method the plugin adds; the worker calls it between passes through
@@ -75,6 +76,8 @@ SLOW_CHOICE_FAULT_ENV = "SPECBENCH_FAULT_SLOW_CHOICE"
 TAKEN_PORT_FAULT_ENV = "SPECBENCH_FAULT_TAKEN_PORT"
 # Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
+# Runner <-> worker: the worker's own log, relative to the run folder, for its errors to name.
+LOG_FILE_ENV = "SPECBENCH_LOG_FILE"
 
 
 def proof_parts(label: str) -> tuple[str, str]:
@@ -82,6 +85,8 @@ def proof_parts(label: str) -> tuple[str, str]:
     'patch:package.module:function' (reports say implementation 'patch', choice the path)."""
     if label.startswith("patch:"):
         return "patch", label.removeprefix("patch:")
+    if label.startswith("overlay:"):
+        return "overlay", label.removeprefix("overlay:")
     return parse_implementation(label)
 
 

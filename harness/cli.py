@@ -48,6 +48,12 @@ class ExecutorKind(str, Enum):
 
 PinKind = Literal["none", "node"]
 
+MaxCellsOpt = Annotated[
+    int | None, typer.Option(
+        "--max-cells", min=1, show_default=False, help="The most cells a sweep may have "
+        "(default: 1000, harness.scenario.MAX_CELLS); a larger grid is refused before it is "
+        "expanded. Raise it on purpose for a grid that large."),
+]
 InconclusiveOpt = Annotated[
     Inconclusive, typer.Option(
         "--inconclusive", help="Exit code when a gated metric is undecided: 8 (inconclusive), "
@@ -93,6 +99,7 @@ def run(
     pin: Annotated[PinKind, typer.Option(
         "--pin", help="--executor ray: node keeps every launch of one comparison (a sweep "
         "cell, or the run) on one node, so hardware cannot confound the A/B.")] = "none",
+    max_cells: MaxCellsOpt = None,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
     from harness.errors import IncomparableError
@@ -100,14 +107,16 @@ def run(
     from harness.plan import expand_plan
     from harness.progress import LaunchView
     from harness.runner import run_plan
-    from harness.scenario import load_scenario, with_precision
+    from harness.scenario import MAX_CELLS, load_scenario, with_precision
 
+    max_cells = max_cells or MAX_CELLS
     if resume is not None:
-        scenario, spec, base_dir = _resumed_scenario(resume, scenario, run_id, mde, budget)
+        scenario, spec, base_dir = _resumed_scenario(resume, scenario, run_id, mde, budget,
+                                                     max_cells)
     elif scenario is None:
         raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
     else:
-        spec, base_dir = load_scenario(scenario), None
+        spec, base_dir = load_scenario(scenario, max_cells), None
     if gate and spec.sweep is not None:
         raise SpecbenchError(f"{scenario}: --gate judges one A/B; this scenario is a sweep "
                              "(gate a scenario without sweep:, e.g. the cell you ship)")
@@ -162,7 +171,7 @@ def run(
 
 
 def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
-                      mde: float | None, budget: float | None,
+                      mde: float | None, budget: float | None, max_cells: int,
                       ) -> tuple[Path | None, Any, Path | None]:
     """The scenario a resumed run continues: the file given, else the run's own file if it is
     still there, else the copy in its manifest (the runner checks that it is unchanged)."""
@@ -178,29 +187,30 @@ def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
         if stored and Path(stored).is_file():
             scenario = Path(stored)
     if scenario is not None:
-        loaded = load_scenario(scenario)
+        loaded = load_scenario(scenario, max_cells)
         precision = results.manifest["scenario"].get("precision")
         given = loaded.precision.model_dump(mode="json") if loaded.precision else None
         if precision and given != precision:
             # A run started with --mde/--budget/--gate keeps the precision it was given.
             data = loaded.model_dump(mode="json")
             data.update(precision=precision, rounds=results.manifest["scenario"].get("rounds"))
-            loaded = parse_scenario(data, str(scenario))
+            loaded = parse_scenario(data, str(scenario), max_cells)
         return scenario, loaded, None
     # Relative paths resolve where they did when the run started.
     base = results.manifest.get("plan", {}).get("base_dir")
-    return None, parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json"), \
-        Path(base) if isinstance(base, str) else None
+    accepted = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
+                              max_cells=None)  # its grid was accepted when the run started
+    return None, accepted, Path(base) if isinstance(base, str) else None
 
 
 def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | None,
                    variant: str | None, junit: Path | None, markdown: Path | None,
-                   inconclusive: Inconclusive, force: bool) -> int:
+                   inconclusive: Inconclusive, force: bool, combine: bool = False) -> int:
     """Judge a stored run, write the gate's files, print the decisions, map the verdict."""
     from harness.outputs import gate_run, write_gate_files
     from harness.report import render_gate_terminal
 
-    comparison, result = gate_run(run_dir, against, baselines_dir, variant, force)
+    comparison, result = gate_run(run_dir, against, baselines_dir, variant, force, combine)
     files = write_gate_files(run_dir, comparison, result, junit, markdown,
                              inconclusive_fails=inconclusive == Inconclusive.fails)
     print(render_gate_terminal(result), end="")
@@ -283,15 +293,16 @@ def plan(
     mde: Annotated[float | None, typer.Option(
         help="Target MDE for --from (default: the scenario's precision.mde, or 0.01).")] = None,
     results_dir: ResultsOpt = Path("results"),
+    max_cells: MaxCellsOpt = None,
 ) -> int:
     """Show what `run` would launch (a sweep: its cells), and how long it will take, timed
     from a stored run (--from, else the newest run of this scenario in --results-dir);
     nothing runs."""
     from harness.plan import expand_plan
     from harness.preflight import preflight
-    from harness.scenario import load_scenario
+    from harness.scenario import MAX_CELLS, load_scenario
 
-    loaded = load_scenario(scenario)
+    loaded = load_scenario(scenario, max_cells or MAX_CELLS)
     expanded = expand_plan(loaded, scenario_file=scenario)
     # What run would refuse before any engine, hardware aside (plans travel between machines).
     preflight(loaded, expanded, Path(expanded.base_dir), hardware=False)
@@ -308,6 +319,11 @@ def plan(
     print(f"  design: {expanded.design}{target}"
           + (f" within {precision.budget_s:g} s" + (" per cell" if expanded.cells else "")
              if precision else ""))
+    for name, lines in expanded.overlays.items():
+        change = loaded.variants[name].change
+        print(f"  variants.{name}.{change}: {getattr(loaded.variants[name], str(change))}")
+        for line in lines:
+            print(f"    {line}")
     if expanded.cells:
         axes = loaded.sweep.paths if loaded.sweep else []
         print(f"  sweep: {len(expanded.cells)} cells over {', '.join(axes)}; launches in an "
@@ -358,12 +374,16 @@ def gate_command(
     inconclusive: InconclusiveOpt = Inconclusive.inconclusive,
     force: Annotated[bool, typer.Option(
         help="With --against: gate even if environments or workloads differ.")] = False,
+    combine: Annotated[bool, typer.Option(
+        "--combine", help="Decide on this run and every earlier run of the same comparison "
+        "(same scenario, builds and machine, in the same results folder) together, each run "
+        "a launch, instead of on this run alone.")] = False,
 ) -> int:
     """Decide PASS, REGRESSION or INCONCLUSIVE per gated metric of a stored run."""
     from harness.store import resolve_run_dir
 
     return _gate_and_exit(resolve_run_dir(run_dir), against, baselines_dir, variant, junit,
-                          markdown, inconclusive, force)
+                          markdown, inconclusive, force, combine)
 
 
 @app.command()

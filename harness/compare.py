@@ -97,8 +97,11 @@ class Comparison:
     # Launches or passes whose implementation was not proven: `run` exits non-zero.
     unproven: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # why precision launches ended
+    warmups: list[str] = field(default_factory=list)  # each shared launch's checked warm-up
     # Arm -> the vLLM build it ran under, one line (harness.builds.describe).
     builds: dict[str, str] = field(default_factory=dict)
+    # Arm -> its own change overlaid on vLLM's functions, one line (harness.overlay).
+    overlays: dict[str, str] = field(default_factory=dict)
 
     @property
     def parity_violations(self) -> list[str]:
@@ -332,13 +335,19 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
     per_arm = (passes.groupby("variant").size().to_dict() if not passes.empty else {})
     stopped = [f"{r.run_key}: {r.result.stopped}" for r in sorted(runs, key=lambda r: r.order)
                if r.result is not None and r.result.stopped]
+    warmups = [f"{r.run_key}: {r.result.warmup_blocks} block(s) "
+               + ("and hit its cap still settling" if r.result.warmup_capped
+                  else "until the arms' difference settled")
+               for r in sorted(runs, key=lambda r: r.order)
+               if r.result is not None and r.result.warmup_blocks]
     return Comparison(
         run_id=run_id, scenario=scenario, baseline=baseline, baseline_status=status(baseline),
         baseline_ran=_ran(runs, baseline),
         baseline_implementation=implementations.get(baseline), candidates=results,
         baseline_failures=_failures(runs, baseline),
         passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
-        design=design, discarded=discarded, unproven=unproven, stopped=stopped)
+        design=design, discarded=discarded, unproven=unproven, stopped=stopped,
+        warmups=warmups)
 
 
 def node_differences(runs: list[RunRecord], baseline: str,
@@ -363,16 +372,18 @@ def node_differences(runs: list[RunRecord], baseline: str,
 
 
 def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
-                     design: Design, force: bool = False) -> Comparison:
+                     design: Design, force: bool = False,
+                     labels: dict[str, str | None] | None = None) -> Comparison:
     """Compare the variants of `scenario` (a whole run, or one sweep cell) over `runs`.
-    Refuses (IncomparableError) arms that ran on unlike nodes, unless forced."""
+    Refuses (IncomparableError) arms that ran on unlike nodes, unless forced. `labels`: what
+    each arm must prove it ran, where the plan decided it (default: the scenario's swaps)."""
     unlike = node_differences(runs, scenario.baseline, scenario.candidates)
     if unlike and not force:
         raise IncomparableError("; ".join(unlike) + " (pin the arms to one node with --pin "
                                 "node, or compare anyway with specbench report --force)")
     comparison = compare_records(
         runs, scenario.baseline, scenario.candidates, run_id, scenario.name,
-        {n: v.proof_label for n, v in scenario.variants.items()},
+        labels or {n: v.proof_label for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
         design=design, tp_sizes=tp_sizes(scenario),
@@ -385,14 +396,32 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
 def compare_results(results: RunResults, force: bool = False) -> Comparison:
     """Compare the variants of one results folder, as its scenario declared them (a sweep:
     see compare_sweep, one comparison per cell)."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
+                              max_cells=None)
     if scenario.sweep is not None:
-        raise ResultsError(f"{results.path}: a sweep of {len(scenario.sweep.steps())} cells; "
+        raise ResultsError(f"{results.path}: a sweep of {scenario.sweep.cell_count} cells; "
                            "compare it with compare_sweep (one comparison per cell)")
     comparison = compare_scenario(results.runs, scenario, results.run_id, run_design(results),
-                                  force)
+                                  force, planned_labels(results))
     comparison.builds = _builds(results, {n: n for n in scenario.variants})
+    comparison.overlays = overlay_notes(results)
     return comparison
+
+
+def planned_labels(results: RunResults) -> dict[str, str | None] | None:
+    """What the stored plan said each arm must prove (None: runs from before plans said)."""
+    labels = results.manifest.get("plan", {}).get("proof_labels")
+    return dict(labels) if labels else None
+
+
+def overlay_notes(results: RunResults) -> dict[str, str]:
+    """Arm -> 'overlay: N function(s) (...) from <change>' for arms that ran their own change."""
+    from harness.overlay import OverlaySpec, describe_spec
+
+    for run in results.manifest.get("plan", {}).get("runs", []):
+        if isinstance(run, dict) and run.get("overlay"):
+            return describe_spec(OverlaySpec.model_validate(run["overlay"]))
+    return {}
 
 
 def _builds(results: RunResults, labels: dict[str, str]) -> dict[str, str]:
@@ -449,7 +478,8 @@ def compare_runs(base: RunResults, cand: RunResults, base_variant: str | None = 
     problems = check_comparable([base, cand], force)
     chosen = []
     for results, variant in ((base, base_variant), (cand, cand_variant)):
-        scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+        scenario = parse_scenario(results.manifest["scenario"],
+                                  f"{results.path}/manifest.json", max_cells=None)
         name = variant or scenario.baseline
         if name not in scenario.variants:
             raise ResultsError(f"{results.path}: no variant {name!r} (has: "

@@ -27,6 +27,8 @@ from harness.catalog import (
     BUILTIN_MODELS,
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
+    LOG_FILE_ENV,
+    OVERLAY_ENV,
     PATCH_ENV,
     PROGRESS_ENV,
     SPAWNED_ENV,
@@ -134,7 +136,9 @@ def _group_alive(pgid: int) -> bool:
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM until the block ends, then raise as they would have."""
+    """Hold SIGINT/SIGTERM until the block ends, then raise as they would have. A signal
+    specbench was started with ignored (SIGINT, as a script's background job starts it) stays
+    ignored: whoever started it asked for that."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -143,7 +147,8 @@ def _signals_deferred() -> Iterator[None]:
     def note(signum: int, frame: Any) -> None:
         pending.append(signum)
 
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -264,7 +269,12 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         models_cache=str(models_cache) if models_cache else None).model_dump(mode="json"))
     env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
-    for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch)):
+    overlay = None
+    if run.overlay is not None:  # read by the plugin in every vLLM process of the launch
+        overlay = work / "overlay.json"
+        write_json_atomic(overlay, run.overlay.model_dump(mode="json"))
+    for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch),
+                       (OVERLAY_ENV, str(overlay) if overlay else None)):
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value
@@ -272,6 +282,7 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     progress.unlink(missing_ok=True)
     env[PROGRESS_ENV] = str(progress)
     log_rel, server_log = run_logs(run)
+    env[LOG_FILE_ENV] = log_rel
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start

@@ -23,8 +23,8 @@ class Forecast:
     run_id: str
     design: str
     target_mde: float
-    unit: str  # "block" or "round"
-    unit_sd: float  # sd of one unit's log difference in the stored run
+    unit: str  # "block", "launch" (one-engine, several launches) or "round"
+    unit_sd: float  # sd of one unit's log difference in the stored run (its error term)
     units_needed: int | None  # None: not reachable within the search limit
     seconds_per_unit: float
     launch_overhead_s: float  # import + engine start + warm-up + shutdown, per launch
@@ -34,8 +34,9 @@ class Forecast:
 
 
 def forecast(results: RunResults, target_mde: float) -> Forecast:
-    """Blocks (one-engine) or rounds (launch-per-arm) needed for `target_mde`, and the wall
-    time, from the stored run's output-throughput unit noise and its launches' timings."""
+    """Blocks (one-engine, one launch), launches (one-engine, several: their means are the
+    error term) or rounds (launch-per-arm) needed for `target_mde`, and the wall time, from
+    the stored run's output-throughput error term and its launches' timings."""
     from harness.compare import compare_results
     from harness.metrics import passes_frame
     from harness.stats import blocks_needed
@@ -45,10 +46,9 @@ def forecast(results: RunResults, target_mde: float) -> Forecast:
     if not rows:
         raise ResultsError(f"{results.path}: no output-throughput comparison to forecast from")
     # The noisiest candidate decides.
-    row = max(rows, key=lambda r: (r.estimate.components.unit_sd or 0.0)
-              if r.estimate.components else 0.0)
-    comp = row.estimate.components
-    if comp is None or comp.unit_sd is None or not comp.unit_sd > 0:
+    row = max(rows, key=lambda r: r.estimate.error_sd or 0.0)
+    est = row.estimate
+    if est.error_sd is None or not est.error_sd > 0 or est.error_n < 2:
         raise ResultsError(f"{results.path}: the run has too few units to estimate their noise "
                            "(needs at least 2 blocks, or 2 rounds)")
     ok = [r for r in results.runs if r.status == "ok" and r.result is not None]
@@ -57,26 +57,31 @@ def forecast(results: RunResults, target_mde: float) -> Forecast:
                                 + t.startup_s for t in timings])) if timings else 0.0
     passes = passes_frame(results.runs)
     one_engine = comparison.design == "one-engine"
+    # The unit the interval's error term is made of: the blocks of one launch, or (several
+    # launches) whole launches, whose means carry the launch x arm interaction too.
+    unit = est.error_unit or ("block" if one_engine else "round")
     if one_engine:
         # A block's wall time: its passes plus the switches between them, from start times.
-        per_launch = []
+        per_launch, blocks_per_launch = [], []
         for _, launch in passes.groupby("launch"):
             starts = launch.sort_values("started_unix")
             blocks = starts["block"].nunique()
             span = (starts["started_unix"].iloc[-1] + starts["duration_s"].iloc[-1]
                     - starts["started_unix"].iloc[0])
             per_launch.append(span / max(blocks, 1))
+            blocks_per_launch.append(blocks)
         seconds = float(np.median(per_launch))
+        if unit == "launch":  # more launches of as many blocks as these had
+            seconds = overhead + float(np.median(blocks_per_launch)) * seconds
     else:
         seconds = float(sum(np.median([r.wall_s for r in ok if r.variant == v])
                             for v in {r.variant for r in ok}))
-    needed = blocks_needed(comp.unit_sd, target_mde, "relative")
+    needed = blocks_needed(est.error_sd, target_mde, "relative")
     wall = None
     if needed is not None:
-        wall = (overhead + needed * seconds) if one_engine else needed * seconds
-    return Forecast(results.run_id, comparison.design, target_mde,
-                    "block" if one_engine else "round", comp.unit_sd, needed, seconds,
-                    overhead, wall, row.estimate.mde, row.estimate.units)
+        wall = (overhead + needed * seconds) if unit == "block" else needed * seconds
+    return Forecast(results.run_id, comparison.design, target_mde, unit, est.error_sd, needed,
+                    seconds, overhead, wall, est.mde, est.error_n)
 
 
 def describe(f: Forecast) -> list[str]:
@@ -90,7 +95,8 @@ def describe(f: Forecast) -> list[str]:
         return lines
     per = (f"{f.seconds_per_unit:.1f} s per block + {f.launch_overhead_s:.0f} s engine "
            "start-up and shutdown" if f.unit == "block"
-           else f"{f.seconds_per_unit:.0f} s per round of launches")
+           else f"{f.seconds_per_unit:.0f} s per launch, engine start included"
+           if f.unit == "launch" else f"{f.seconds_per_unit:.0f} s per round of launches")
     lines.append(f"MDE ±{100 * f.target_mde:.2f}% needs {f.units_needed} {f.unit}s: about "
                  f"{math.ceil(f.wall_s / 60)} min ({per})")
     return lines

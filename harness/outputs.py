@@ -17,6 +17,7 @@ from harness.errors import ResultsError
 from harness.figures import html_report, markdown_links, write_figures
 from harness.gate import GateResult, judge
 from harness.metrics import passes_frame, requests_frame
+from harness.repeats import combined, earlier_runs, repeat_note
 from harness.report import (
     render_gate_junit,
     render_gate_markdown,
@@ -79,6 +80,9 @@ def write_outputs(run_dir: Path, html: bool = False, figures: bool = True,
         markdown = render_sweep_markdown(sweep, fingerprint)
     else:
         comparison = compare_results(results, force)
+        note = repeat_note(earlier_runs(results))
+        if note:
+            comparison.warnings.append(note)
         text = render_terminal(comparison)
         markdown = render_markdown(comparison, fingerprint)
     write_text_atomic(results.path / "table.txt", text)
@@ -114,22 +118,30 @@ class GatedRun:
 
 
 def gate_run(run_dir: Path, against: str | None = None, baselines_dir: Path | None = None,
-             variant: str | None = None, force: bool = False) -> tuple[Comparison, GateResult]:
+             variant: str | None = None, force: bool = False,
+             combine: bool = False) -> tuple[Comparison, GateResult]:
     """Judge a stored run with its scenario's gates: its candidates against its baseline, or
     (`against`) its `variant` (default: its baseline) against a saved reference run's same-named
-    variant (default: the reference's baseline). Refuses incomparable runs, naming the fields."""
+    variant (default: the reference's baseline). Refuses incomparable runs, naming the fields.
+    `combine`: this run and every earlier run of the same comparison, each a launch."""
     results = load_results(run_dir)
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
+                              max_cells=None)
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep; a gate judges one A/B (gate a scenario "
                            "without sweep:, e.g. the cell you ship)")
-    if against is None:
+    if combine:
+        if against is not None:
+            raise ResultsError("--combine gates a run with its own earlier runs; --against "
+                               "gates it against a saved baseline: choose one")
+        comparison = combined(results)[0]
+    elif against is None:
         comparison = compare_results(results)
     else:
         reference = load_results(resolve_baseline(against, *(
             [baselines_dir] if baselines_dir is not None else [])))
         ref_scenario = parse_scenario(reference.manifest["scenario"],
-                                      f"{reference.path}/manifest.json")
+                                      f"{reference.path}/manifest.json", max_cells=None)
         name = variant or scenario.baseline
         if name not in scenario.variants:
             raise ResultsError(f"{results.path}: no variant {name!r} to gate")

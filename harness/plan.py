@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
+from harness.errors import ScenarioError
+from harness.overlay import Overlays, OverlaySpec, refusal, resolve_overlays
 from harness.scenario import (
     Cell,
     GateSpec,
@@ -78,7 +80,7 @@ class RunSpec(StrictModel):
     )
     block_order: list[str] = Field(
         default_factory=list, description="one-engine: the arm of each pass of one balanced "
-        "block (e.g. A B B A), repeated block after block."
+        "block (e.g. A B B A); odd blocks run its mirror (B A A B): schedule.block_arms."
     )
     blocks: int = Field(
         default=0, description="one-engine: blocks to run (with precision: the minimum)."
@@ -96,6 +98,9 @@ class RunSpec(StrictModel):
         default=None, description="The interpreter (or environment folder) of another vLLM "
         "build this launch runs under, as an absolute path; None: specbench's own.",
     )
+    overlay: OverlaySpec | None = Field(
+        default=None, description="Variants' own changes overlaid on vLLM's functions in "
+        "this launch: every arm's version of each, switched like a swap.")
     cell: str | None = Field(
         default=None, description="Sweeps: the cell this launch belongs to ('c03').")
     cell_values: dict[str, Any] = Field(
@@ -157,6 +162,12 @@ class Plan(StrictModel):
     cells: list[PlanCell] = Field(
         default_factory=list, description="Sweeps: the cells, in grid order (launches run in "
         "an order that spreads drift over them; see runs).")
+    proof_labels: dict[str, str | None] = Field(
+        default_factory=dict, description="Variant -> what its vLLM processes must prove "
+        "they ran, where the plan decides it (an overlaid change: 'overlay:<variant>').")
+    overlays: dict[str, list[str]] = Field(
+        default_factory=dict, description="Variant -> its change's classification, one line "
+        "per part ('file: what — why'), as `specbench plan` prints it.")
     scenario: Scenario = Field(exclude=True, description="The validated scenario.")
 
 
@@ -235,12 +246,14 @@ def _python(scenario: Scenario, variant: str, base_dir: Path) -> str | None:
 
 
 def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
-                     base_dir: Path) -> list[RunSpec]:
+                     base_dir: Path, overlays: Overlays | None) -> list[RunSpec]:
     base = scenario.baseline
     patch = scenario.shared_patch
-    arms = [ArmSpec(variant=n, baseline=v.baseline, implementation=v.proof_label,
+    arms = [ArmSpec(variant=n, baseline=v.baseline,
+                    implementation=f"overlay:{n}" if overlays else v.proof_label,
                     switch=(f"patch:{'on' if v.patch else 'off'}" if patch else None))
             for n, v in scenario.variants.items()]
+    overlay = overlays.spec(list(scenario.variants), base) if overlays else None
     blocks = -(-scenario.repeats // 2)  # each block runs every arm twice
     runs = []
     for r in range(scenario.rounds):
@@ -259,22 +272,62 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
             else None,
             python=_python(scenario, base, base_dir),
             patch=patch,
+            overlay=overlay,
         ))
     return runs
 
 
-def _runs_of(scenario: Scenario, base_dir: Path) -> list[RunSpec]:
+def overlay_design(scenario: Scenario, overlays: Overlays | None) -> Design:
+    """The design once the variants' changes are classified: a change that cannot be overlaid
+    runs launch-per-arm on its build (python:), and without one is refused in one line."""
+    blocked = overlays.blocked() if overlays else {}
+    for name, findings in blocked.items():
+        variant = scenario.variants[name]
+        if variant.python is None:
+            raise ScenarioError(refusal(name, str(variant.change), findings))
+    if not blocked:
+        return scenario.resolved_design
+    name = next(iter(blocked))
+    why = (f"variants.{name}.{scenario.variants[name].change} cannot be overlaid "
+           f"({blocked[name][0].line()}); it runs on its build (python:), in its own engine")
+    if scenario.design == "one-engine":
+        raise ScenarioError(f"design: one-engine is not possible: {why}")
+    if scenario.precision is not None:
+        raise ScenarioError(f"precision: needs the one-engine design ({why})")
+    return "launch-per-arm"
+
+
+def proof_labels(scenario: Scenario, overlays: Overlays | None) -> dict[str, str | None]:
+    """What each variant's vLLM processes must prove: an overlaid change proves its arm's
+    dispatchers ran (in one engine, every arm does, the baseline's installed code included)."""
+    labels = {n: v.proof_label for n, v in scenario.variants.items()}
+    if overlays is None:
+        return labels
+    if overlay_design(scenario, overlays) == "one-engine":
+        return {n: f"overlay:{n}" for n in scenario.variants}
+    blocked = overlays.blocked()
+    return {n: f"overlay:{n}" if n in overlays.variants and n not in blocked else label
+            for n, label in labels.items()}
+
+
+def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = None
+             ) -> list[RunSpec]:
     """The launches of one A/B (a scenario without a sweep, or one sweep cell) in order."""
     serve = None
     if scenario.mode == "serve":
         serve = scenario.serve.model_copy(
             update={"concurrency": scenario.serve.concurrency or scenario.batch_size}
         )
-    if scenario.resolved_design == "one-engine":
-        return _one_engine_runs(scenario, serve, base_dir)
+    if overlay_design(scenario, overlays) == "one-engine":
+        return _one_engine_runs(scenario, serve, base_dir, overlays)
+    blocked = overlays.blocked() if overlays else {}
     runs = []
     for order, (name, r) in enumerate(launch_order(scenario)):
         variant = scenario.variants[name]
+        # An overlayable change in its own engine (other settings differ too); one that
+        # cannot be overlaid runs on its build alone.
+        overlay = overlays.spec([name], name) if overlays and name in overlays.variants \
+            and name not in blocked else None
         runs.append(
             RunSpec(
                 run_key=f"{name}.r{r}",
@@ -294,6 +347,7 @@ def _runs_of(scenario: Scenario, base_dir: Path) -> list[RunSpec]:
                 serve=serve,
                 python=_python(scenario, name, base_dir),
                 patch=variant.patch,
+                overlay=overlay,
             )
         )
     return runs
@@ -324,16 +378,23 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
         base_dir = scenario_file.parent if scenario_file is not None else Path()
     base_dir = base_dir.resolve()
     cells = sweep_cells(scenario, str(scenario_file or scenario.name))
+    overlays = {c.id: resolve_overlays(c.scenario, base_dir) for c in cells}
+    first = cells[0]
     if scenario.sweep is None:
-        runs = _runs_of(scenario, base_dir)
+        runs = _runs_of(scenario, base_dir, overlays[first.id])
     else:
         per_cell = {c.id: [r.model_copy(update={"run_key": f"{c.id}.{r.run_key}", "cell": c.id,
                                                 "cell_values": c.values})
-                           for r in _runs_of(c.scenario, base_dir)] for c in cells}
+                           for r in _runs_of(c.scenario, base_dir, overlays[c.id])]
+                    for c in cells}
         runs = sweep_order(scenario, cells, per_cell)
+    found = overlays[first.id]
     return Plan(
         scenario_name=scenario.name,
-        design=cells[0].scenario.resolved_design,
+        design=overlay_design(first.scenario, found),
+        proof_labels=proof_labels(first.scenario, found),
+        overlays={n: [f.line() for f in c.findings] for n, c in found.variants.items()}
+        if found else {},
         scenario_hash=scenario_hash(scenario),
         baseline=scenario.baseline,
         candidates=scenario.candidates,

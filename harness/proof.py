@@ -36,9 +36,23 @@ def proof_problems(reports: list[ImplReport] | None, implementation: str | None,
             problems.append(f"{who}: zero calls")
         elif r.matches_choice is False:
             problems.append(f"{who} ran paths {sorted(r.paths)}")
+    problems += _overlay_unreached(mine) if name == "overlay" else []
     if tp_size > 1:
         ranks = {r.tp_rank for r in mine}
         missing = sorted(set(range(tp_size)) - ranks)
         if missing:
             problems.append(f"no report from TP rank(s) {', '.join(map(str, missing))}")
     return problems
+
+
+def _overlay_unreached(reports: list[ImplReport]) -> list[str]:
+    """An overlay's functions that no vLLM process called: each is named, since a change
+    that never runs measures nothing."""
+    overlaid: list[str] = []
+    for r in reports:
+        listed = r.details.get("overlaid")
+        if isinstance(listed, list):
+            overlaid += [str(k) for k in listed if str(k) not in overlaid]
+    called = {key for r in reports for key, n in r.paths.items() if n}
+    return [f"overlay ran 0 times: {key.partition(':')[2]} ({key.partition(':')[0]}): your "
+            "change is not on this scenario's path" for key in overlaid if key not in called]

@@ -14,6 +14,10 @@ store.migrate_manifest when older files need it):
   4 - sweeps: RunRecord.cell and .cell_values; plan RunSpecs gain cell and cell_values, the
       plan its cells. Executors: RunRecord.node (where a Ray task ran the launch, with that
       node's fingerprint). All optional: older files read unchanged.
+  5 - overlays: plan RunSpecs gain overlay (a variant's own change, every arm's code), the
+      plan proof_labels and overlays (the classification); one-engine launches warm each arm
+      until checked settled: WorkerResult.warmup_passes (kept, never measured) and
+      .warmup_blocks / .warmup_capped. All optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -181,6 +185,13 @@ class WorkerResult(Record):
     stopped: str | None = Field(
         default=None, description="Precision runs: why the worker stopped adding blocks."
     )
+    warmup_passes: list[PassRecord] = Field(
+        default_factory=list, description="One-engine: the warm-up blocks' passes, run until "
+        "the arms' difference stopped settling (schedule.warm_until_settled); kept as raw "
+        "records, never measured.")
+    warmup_blocks: int = Field(default=0, description="One-engine: warm-up blocks run.")
+    warmup_capped: bool = Field(
+        default=False, description="One-engine: warm-up hit its cap still settling.")
 
 
 class RunRecord(Record):

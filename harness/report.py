@@ -158,6 +158,8 @@ def footnotes(comparison: Comparison) -> list[str]:
         notes.append(f"Build: {next(iter(comparison.builds.values()))}")
     else:
         notes.extend(f"Build {name}: {line}" for name, line in comparison.builds.items())
+    notes.extend(f"{name}: overlay: {line}" for name, line in comparison.overlays.items())
+    notes.extend(f"Warm-up: {line}" for line in comparison.warmups)
     notes.extend(f"Stopped: {line}" for line in comparison.stopped)
     if comparison.discarded:
         notes.append("DISCARDED passes (path not proven): " + ", ".join(
@@ -184,6 +186,8 @@ def footnotes(comparison: Comparison) -> list[str]:
                          f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%")
         if throughput is not None and throughput.estimate.note:
             notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
+        for finding in throughput.estimate.findings if throughput is not None else ():
+            notes.append(f"{cand.name}: output throughput: {finding}")
         comp = throughput.estimate.components if throughput is not None else None
         if comp is not None:
             parts = [(label, value) for label, value in (

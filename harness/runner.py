@@ -52,7 +52,12 @@ SHUTDOWN_RESERVE_S = 25.0
 
 @contextlib.contextmanager
 def _signals_raise() -> Iterator[None]:
-    """Turn SIGTERM into Interrupted (SIGINT already raises KeyboardInterrupt)."""
+    """Turn SIGTERM into Interrupted (SIGINT already raises KeyboardInterrupt, unless specbench
+    was started with it ignored, as a non-interactive shell starts a background job: then it
+    stays ignored, and so does a SIGTERM started ignored)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
 
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signal.Signals(signum).name)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.catalog import (
@@ -23,6 +23,7 @@ from harness.catalog import (
     parse_implementation,
 )
 from harness.errors import ScenarioError
+from harness.userfiles import load_yaml_file
 
 # Speculative methods vLLM 0.32 accepts in speculative_config.method.
 DraftMethod = Literal[
@@ -253,8 +254,14 @@ class GateSpec(StrictModel):
 SWEEP_FIXED = ("name", "description", "sweep")
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+# The most cells a sweep may have unless raised on purpose (`--max-cells`): every cell is a
+# whole A/B, and a grid of a million would take `plan` minutes only to list.
+MAX_CELLS = 1000
+
+
+def _canonical(value: Any) -> str:
+    """One text per JSON value (key order ignored), to find values listed twice."""
+    return json.dumps(value, sort_keys=True)
 
 
 class BreakEven(StrictModel):
@@ -309,20 +316,24 @@ class Sweep(StrictModel):
                 if not path or any(not part for part in parts):
                     raise ValueError(f"{where}: {path!r} is not a field path")
                 if parts[0] in SWEEP_FIXED or parts == ["variants"] or (
-                        parts[0] == "variants" and (len(parts) < 3 or parts[2] == "baseline")):
+                        parts[0] == "variants" and (len(parts) < 3 or parts[2] in (
+                            "baseline", "diff", "source"))):
                     raise ValueError(f"{where}.{path}: a sweep cannot vary this field")
                 if path in seen:
                     raise ValueError(f"{at}: swept twice")
                 seen.add(path)
                 if not values:
                     raise ValueError(f"{at}: no values")
-            # Every step of an axis (a tuple, in a linked group) must differ from the others.
-            steps = list(zip(*group.values(), strict=True))
-            for i, step in enumerate(steps):
-                if any(_json_equal(step, other) for other in steps[:i]):
+            # Every step of an axis (a tuple, in a linked group) must differ from the others
+            # (one pass over the steps: a long axis costs its length, not its square).
+            listed: set[str] = set()
+            for step in zip(*group.values(), strict=True):
+                key = _canonical(step)
+                if key in listed:
                     shown = step[0] if len(step) == 1 else dict(zip(group, step, strict=True))
                     raise ValueError(f"{where if where != 'axes' else next(iter(group))}: "
                                      f"{shown!r} is listed twice")
+                listed.add(key)
         be = self.break_even
         if be is not None:
             axis = self.values_of(be.axis)
@@ -342,6 +353,27 @@ class Sweep(StrictModel):
     def paths(self) -> list[str]:
         """Every swept field, axes first, in the order written."""
         return [*self.axes, *(path for group in self.linked for path in group)]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Each dimension of the grid -> its number of steps: an axis by its path, a linked
+        group (which counts once) by its paths joined with '+'."""
+        return {**{path: len(values) for path, values in self.axes.items()},
+                **{"+".join(group): len(next(iter(group.values()))) for group in self.linked}}
+
+    @property
+    def cell_count(self) -> int:
+        """How many cells the grid has, counted without expanding it."""
+        return math.prod(self.sizes.values())
+
+    def check_size(self, max_cells: int) -> None:
+        """Refuse a grid of more than `max_cells` cells before anything expands it."""
+        count = self.cell_count
+        if count > max_cells:
+            dims = " x ".join(f"{name} {size}" for name, size in self.sizes.items())
+            raise ScenarioError(f"sweep: {count} cells ({dims}) is more than the limit of "
+                                f"{max_cells} cells; make the grid smaller, or raise the limit "
+                                "on purpose (--max-cells N)")
 
     def values_of(self, path: str) -> list[Any] | None:
         if path in self.axes:
@@ -392,6 +424,20 @@ class Variant(StrictModel):
         "there. A wrong path is refused before launch; an import error or a function that "
         "raises fails the launch with its reason. Runs in its own engine (launch-per-arm).",
     )
+    diff: str | None = Field(
+        default=None,
+        description="Your change as a unified diff against the installed vLLM (`git diff "
+        "v0.32.0...branch`, a PR's .diff), relative to the scenario file. Where it changes "
+        "only function bodies of code that runs in vLLM's workers (and adds helpers, "
+        "constants, imports), both arms share one engine, each running its own version; "
+        "otherwise the variant needs a build (python:). `specbench plan` classifies it.",
+    )
+    source: str | None = Field(
+        default=None,
+        description="Your change as a vLLM checkout based on the installed release (or a "
+        "folder laid out like the vllm package), relative to the scenario file; compared "
+        "file by file with the installed vLLM and overlaid like diff:.",
+    )
     switchable: bool = Field(
         default=False,
         description="The patch reads ctx.active() on every call ('on' in this variant's "
@@ -430,6 +476,12 @@ class Variant(StrictModel):
     def _one_swap(self) -> Variant:
         if self.patch is not None and self.implementation is not None:
             raise ValueError("implementation and patch both swap code: choose one")
+        if self.diff is not None and self.source is not None:
+            raise ValueError("diff and source both name your change: choose one")
+        if (self.diff or self.source) and (self.patch or self.implementation):
+            raise ValueError(f"{'diff' if self.diff else 'source'} and "
+                             f"{'patch' if self.patch else 'implementation'} both swap code: "
+                             "choose one")
         if self.switchable and self.patch is None:
             raise ValueError("switchable: applies to a patch; this variant has none")
         return self
@@ -437,8 +489,14 @@ class Variant(StrictModel):
     @property
     def proof_label(self) -> str | None:
         """What this variant's vLLM processes must prove they ran: 'name:choice' of a swap,
-        or 'patch:package.module:function'."""
+        or 'patch:package.module:function' (an overlay's label names its variant: the plan
+        sets it, see Scenario.proof_labels)."""
         return self.implementation or (f"patch:{self.patch}" if self.patch else None)
+
+    @property
+    def change(self) -> str | None:
+        """'diff' or 'source' when the variant names its own change."""
+        return "diff" if self.diff else "source" if self.source else None
 
 
 class Scenario(StrictModel):
@@ -597,6 +655,12 @@ class Scenario(StrictModel):
         at most by the choice of one implementation swap, switchable at run time."""
         base = self.variants[self.baseline]
         base_impl = parse_implementation(base.implementation)[0] if base.implementation else None
+        changes = [n for n, v in self.variants.items() if v.change]
+        swaps = [n for n, v in self.variants.items() if v.implementation or v.patch]
+        if changes and swaps:
+            return (f"variants.{changes[0]}.{self.variants[changes[0]].change} overlays a "
+                    f"change and variants.{swaps[0]} swaps an implementation: one engine "
+                    "hosts one or the other")
         for name, v in self.variants.items():
             if v.engine:
                 return f"variants.{name}.engine changes the engine configuration"
@@ -605,7 +669,8 @@ class Scenario(StrictModel):
             if v.patch != base.patch and not self.shared_patch:
                 return (f"variants.{name}.patch installs a patch function in its own engine "
                         "(switchable: true shares one, if it reads ctx.active())")
-            if v.python != base.python:
+            if v.python != base.python and not v.change:
+                # (a variant with its own change overlays it; python: is its fallback build)
                 return f"variants.{name}.python runs another vLLM build, in its own engine"
             impl = parse_implementation(v.implementation) if v.implementation else None
             forced = IMPLEMENTATION_CONFIG.get(impl, {}) if impl else {}
@@ -617,6 +682,11 @@ class Scenario(StrictModel):
                 return (f"variants.{name}.implementation differs from the baseline's in the "
                         "swap itself, not only its choice")
         return None
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether a variant names its own change (diff: or source:), to overlay or build."""
+        return any(v.change for v in self.variants.values())
 
     @property
     def shared_patch(self) -> str | None:
@@ -764,8 +834,11 @@ def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
     return cells
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate an already-parsed mapping (e.g. from a notebook) into a Scenario."""
+def parse_scenario(data: Any, source: str = "<scenario>",
+                   max_cells: int | None = MAX_CELLS) -> Scenario:
+    """Validate an already-parsed mapping (e.g. from a notebook) into a Scenario. A sweep of
+    more than `max_cells` cells is refused before it is expanded (None: no limit, for a
+    scenario already accepted, such as a stored run's)."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping at the top level, got "
                             f"{type(data).__name__}")
@@ -773,6 +846,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(f"{source}: {format_validation_error(exc)}") from None
+    if scenario.sweep is not None and max_cells is not None:
+        try:
+            scenario.sweep.check_size(max_cells)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{source}: {exc}") from None
     sweep_cells(scenario, source)  # every cell must be a valid scenario too
     return scenario
 
@@ -784,7 +862,7 @@ def as_aa(scenario: Scenario) -> Scenario:
     arm = {k: v for k, v in data["variants"][scenario.baseline].items() if k != "baseline"}
     data["name"] = f"{scenario.name}-aa"
     data["variants"] = {"a": {**arm, "baseline": True}, "a-again": {**arm, "baseline": False}}
-    return parse_scenario(data, f"{scenario.name} (A/A)")
+    return parse_scenario(data, f"{scenario.name} (A/A)", max_cells=None)
 
 
 def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None,
@@ -800,26 +878,13 @@ def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None
                          **({"until": until} if until is not None else {})}
     if data["precision"] and data.get("rounds", 1) != 1 and not current:
         data["rounds"] = 1  # precision adds blocks to one engine instead of rounds
-    return parse_scenario(data, f"{source} (with --mde/--budget)")
+    return parse_scenario(data, f"{source} (with --mde/--budget)", max_cells=None)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file."""
+def load_scenario(path: str | Path, max_cells: int | None = MAX_CELLS) -> Scenario:
+    """Read and validate a scenario YAML file (a sweep of at most `max_cells` cells)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: scenario file not found") from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(f"{path}{where}: malformed YAML: {problem}") from None
-    return parse_scenario(data, str(path))
+    return parse_scenario(load_yaml_file(path), str(path), max_cells)
 
 
 def scenario_json_schema() -> dict[str, Any]:

@@ -5,16 +5,27 @@ and how to switch the implementation inside vLLM's processes.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from harness.plan import ArmSpec, RunSpec
 from harness.records import ImplReport, PassRecord, RunRecord, WorkerResult
-from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS, precision_reached
+from harness.stats import (
+    PRECISION_LOOK_EVERY,
+    PRECISION_MIN_BLOCKS,
+    precision_reached,
+    warmup_still_settling,
+)
+
+# Checked warm-up (one-engine): at least min(16, blocks) blocks, at most this many.
+WARMUP_MIN_BLOCKS = 16
+WARMUP_MAX_BLOCKS = 60
 
 # (pass index, arm, block) -> the measured pass
 MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
@@ -78,20 +89,125 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
     return True, shown
 
 
+@dataclass
+class WarmUp:
+    """The checked warm-up of a shared launch: its passes (kept, never measured), how many
+    blocks it took, and whether it hit its cap still settling."""
+
+    passes: list[PassRecord] = field(default_factory=list)
+    blocks: int = 0
+    capped: bool = False
+
+
+def pass_throughput(record: PassRecord) -> float:
+    """Output tokens per second of one pass (what the warm-up check watches)."""
+    tokens = sum(r.output_tokens for r in record.requests)
+    return tokens / record.duration_s if record.duration_s > 0 else 0.0
+
+
+def warmup_minimum(run: RunSpec) -> int:
+    """Blocks every checked warm-up runs: as many as the launch will measure, up to 16 (16
+    for a precision run); a slow climb shows as a trend only over 16 blocks or so at this
+    machine's noise, and a short run is as exposed to it as a long one."""
+    if run.precision is not None:  # blocks is only its minimum: it may run to hundreds
+        return WARMUP_MIN_BLOCKS
+    return min(WARMUP_MIN_BLOCKS, max(1, run.blocks))
+
+
+def _settled(run: RunSpec, warm: list[PassRecord]) -> bool:
+    """Whether no candidate's difference from the baseline is still settling over the
+    warm-up blocks so far (stats.warmup_still_settling on block differences of log output
+    throughput)."""
+    base = next(a.variant for a in run.arms if a.baseline)
+    by_block: dict[int, dict[str, list[float]]] = {}
+    for p in warm:
+        value = pass_throughput(p)
+        if value > 0 and p.block is not None and p.arm is not None:
+            by_block.setdefault(p.block, {}).setdefault(p.arm, []).append(math.log(value))
+    for cand in (a.variant for a in run.arms if not a.baseline):
+        d = np.array([float(np.mean(arms[cand])) - float(np.mean(arms[base]))
+                      for _, arms in sorted(by_block.items()) if cand in arms and base in arms])
+        if warmup_still_settling(d):
+            return False
+    return True
+
+
+def block_arms(order: list[str], block: int) -> list[str]:
+    """The arms of block `block`: the plan's balanced order (A B B A) in even blocks, its
+    mirror (B A A B) in odd ones. Repeating A B B A puts A next to A at every junction, and
+    with pass noise correlated from one pass to the next (AR(1), what this machine shows)
+    neighbouring block differences then correlate positively: the t interval came out short
+    (6.6% A/A false positives at rho 0.3, 3000 trials). Alternating makes the correlation
+    negative, the interval slightly long instead."""
+    if block % 2 == 0:
+        return list(order)
+    half = order[:len(order) // 2][::-1]
+    return half + half[::-1]
+
+
+def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
+            switch: SwitchFn | None, block: int, index: int) -> list[PassRecord]:
+    """One balanced block: the arm switched before each pass, its reports collected after."""
+    out: list[PassRecord] = []
+    for name in block_arms(run.block_order, block):
+        arm = arms[name]
+        if switch is not None:
+            # The epoch between passes must be empty; what ran before belongs to no pass.
+            switch(arm.switch_to)
+        record = measure(index + len(out), arm, block)
+        if switch is not None:
+            record.impl_reports = _reports(switch(None))
+        out.append(record)
+    return out
+
+
+def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
+                       deadline_unix: float | None, warmup: WarmUp,
+                       log: Callable[[str], None] = print) -> None:
+    """Warm-up checked, not assumed: balanced blocks, measured but never counted, until the
+    arms' difference has stopped settling (at least warmup_minimum blocks; at most
+    WARMUP_MAX_BLOCKS, named when hit), so an arm that warms slowly (compiles, allocates or
+    captures on its first calls) does not bias the delta."""
+    arms = {a.variant: a for a in run.arms}
+    typical: list[float] = []
+    while True:
+        if warmup.blocks >= warmup_minimum(run) and _settled(run, warmup.passes):
+            break
+        if warmup.blocks >= WARMUP_MAX_BLOCKS:
+            warmup.capped = True
+            log(f"specbench: warm-up hit its cap of {WARMUP_MAX_BLOCKS} blocks still settling")
+            break
+        if deadline_unix is not None and typical and \
+                time.time() + 2 * float(np.median(typical)) > deadline_unix:
+            warmup.capped = True
+            break
+        t = time.perf_counter()
+        warmup.passes += _blocks(run, arms, measure, switch, warmup.blocks,
+                                 len(warmup.passes))
+        typical.append(time.perf_counter() - t)
+        warmup.blocks += 1
+    if warmup.blocks > warmup_minimum(run):
+        log(f"specbench: warm-up settled after {warmup.blocks} blocks")
+
+
 def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
                         deadline_unix: float | None, tp_size: int,
                         harness_pid: int | None,
                         log: Callable[[str], None] = print,
                         passes: list[PassRecord] | None = None,
+                        warmup: WarmUp | None = None,
                         ) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
-    failure keeps them) and, for precision runs, why it stopped.
+    failure keeps them) and, for precision runs, why it stopped. With `warmup`, first warm
+    until settled (warm_until_settled) into it.
 
     `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
     """
     passes = [] if passes is None else passes
     arms = {a.variant: a for a in run.arms}
+    if warmup is not None:
+        warm_until_settled(run, measure, switch, deadline_unix, warmup, log)
     precision = run.precision
     stopped: str | None = None
     block = 0
@@ -119,14 +235,7 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
                 stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
                 break
         t = time.perf_counter()
-        for name in run.block_order:
-            arm = arms[name]
-            if switch is not None:
-                # The epoch between passes must be empty; what ran before belongs to no pass.
-                switch(arm.switch_to)
-            record = measure(len(passes), arm, block)
-            if switch is not None:
-                record.impl_reports = _reports(switch(None))
+        for record in _blocks(run, arms, measure, switch, block, len(passes)):
             passes.append(record)
         block_seconds.append(time.perf_counter() - t)
         block += 1
@@ -146,11 +255,13 @@ def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None
 def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
                    warm_up: Callable[[], None] | None, switch: SwitchFn,
                    deadline_unix: float | None, tp_size: int, harness_pid: int,
-                   passes: list[PassRecord]) -> tuple[str | None, float]:
+                   result: WorkerResult) -> tuple[str | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
-    measure into `passes`. Returns why a precision run stopped and the warm-up's seconds."""
+    measure into `result.passes` (one-engine: the checked warm-up's passes into
+    `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds."""
     from harness.progress import write_progress
 
+    passes = result.passes
     expected, at_least = run.expected_passes, run.precision is not None
     write_progress("warming up", passes, expected, at_least, None)
     t = time.perf_counter()
@@ -174,8 +285,13 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     swap = switch if any(a.switch_to for a in run.arms) else None
     if warm_up is not None:
         warm_up_arms(run, warm_up, swap)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    warm = WarmUp(passes=result.warmup_passes)
+    warm_until_settled(run, lambda i, arm, block: measure(i, arm.variant, block), swap,
+                       deadline_unix, warm, log)
+    result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(
         run, lambda i, arm, block: timed(i, arm.variant, block), swap, deadline_unix, tp_size,
-        harness_pid, log=lambda m: print(m, file=sys.stderr, flush=True), passes=passes)
+        harness_pid, log=log, passes=passes)
     return stopped, warm_s

@@ -10,7 +10,7 @@ Passes inside one engine launch share that launch's noise, so a pass is never th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -24,11 +24,32 @@ NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% e
 # PRECISION_LOOK_EVERY blocks once PRECISION_MIN_BLOCKS exist, stopping when the MDE reaches the
 # target or at PRECISION_MAX_BLOCKS. The rule reads only the sample variance, never the sign of
 # the estimate, so the t interval at the stop keeps its coverage (Stein 1945; Chow & Robbins
-# 1965). A stop selects a small variance: with 12 blocks before the first look (11 df) the
-# simulated coverage is ~94% (a point under nominal, tests/unit), so no correction is applied.
-PRECISION_MIN_BLOCKS = 12
+# 1965) but for one effect: a stop selects a small variance. Simulated through the shipped
+# scheduler (tests/unit/test_stats_stress.py, pass noise 3%, target 2%): a first look after 12
+# blocks gave 7.0% A/A false positives and 93.0% coverage; after 20 blocks, 5.7% and 94.3%.
+PRECISION_MIN_BLOCKS = 20
 PRECISION_LOOK_EVERY = 4
 PRECISION_MAX_BLOCKS = 200
+
+# Warm-up checked, not assumed (one-engine): the leading blocks of each launch whose difference
+# between the arms is still settling are cut by MSER (White 1997: the cut k that minimises
+# the squared standard error of the mean of what remains, sum((d - mean)^2) / (n - k)^2),
+# looked for in the first half only: hitting that cap is named. A trend in the arms'
+# difference that remains is tested (slope, t at 5%) and named.
+WARMUP_MIN_BLOCKS = 8  # fewer blocks: no cut is looked for
+WARMUP_CAP = 0.5  # of a launch's blocks
+WARMUP_P = 0.001  # a cut counts only when the cut blocks differ from the rest this clearly
+WARMUP_MARGIN = 2.0  # ... and then cuts as far again (MSER leaves a settling's tail)
+# The worker's warm-up check (stopping early costs validity, late only time).
+WARMUP_CHECK_P = 0.2
+WARMUP_TREND_BLOCKS = 16  # a slow climb shows as a trend over about this many blocks
+# Stalls: a pass whose value sits further from its (launch, arm) median than both a factor of
+# 2 and 5 robust sds (1.4826 * MAD) of the log values. With stalls the block differences are
+# summarised by a 20% trimmed mean with Yuen's (Tukey-McLaughlin) interval, unless one arm
+# stalls significantly more than the other: that is the change's cost, reported, not trimmed.
+STALL_FACTOR = math.log(2.0)
+STALL_MADS = 5.0
+TRIM = 0.2
 
 Stat = Literal["mean", "median", "p99"]
 DeltaKind = Literal["relative", "points"]
@@ -72,6 +93,18 @@ class DeltaEstimate:
     se: float | None = None  # standard error on the analysis scale
     components: VarianceComponents | None = None
     dropped_units: int = 0
+    # What the interval's error term is made of: `error_n` units of `error_unit` ("block",
+    # "round" or "launch") whose differences have sd `error_sd` (se = error_sd / sqrt(n)), so
+    # advice on "more units" and forecasts add the units that actually narrow the interval.
+    error_unit: str | None = None
+    error_sd: float | None = None
+    error_n: int = 0
+    # What the data showed beyond noise, one line each for the notes under the table: a
+    # warm-up cut, a trend left in the arms' difference, stalled passes per arm.
+    findings: tuple[str, ...] = ()
+    warmup_blocks: int = 0  # leading blocks (per launch, summed) left out as warm-up
+    stalls: tuple[int, int] = (0, 0)  # stalled passes: (baseline, candidate)
+    robust: bool = False  # the stall-robust (20% trimmed, Yuen) estimator was used
 
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:
@@ -161,6 +194,9 @@ class _Fit:
     test: str | None
     note: str | None
     launch_x_arm: float | None = None
+    error_unit: str | None = None  # what se is made of: error_sd / sqrt(error_n)
+    error_sd: float | None = None
+    error_n: int = 0
 
 
 def _pooled_sd(ss: float, df: float) -> float | None:
@@ -176,6 +212,101 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1), uniq // (b0.max() + 1) + a.min()
 
 
+def warmup_cut(d: np.ndarray, p_value: float = 0.001, margin: float = 1.0) -> int:
+    """MSER's truncation of a launch's block differences (in time order): how many leading
+    blocks to leave out, at most WARMUP_CAP of them; 0 below WARMUP_MIN_BLOCKS."""
+    n = len(d)
+    if n < WARMUP_MIN_BLOCKS:
+        return 0
+    tail = d[::-1]
+    m = np.arange(1, n + 1, dtype=float)  # length of the kept tail
+    total, squares = np.cumsum(tail), np.cumsum(tail * tail)
+    score = (squares - total * total / m) / (m * m)
+    keep = np.arange(n - int(WARMUP_CAP * n), n + 1)  # tails the cap allows (k <= cap)
+    k = int(n - keep[np.argmin(score[keep - 1])])
+    if k == 0:
+        return 0
+    # MSER cuts something from pure noise too, and a cut chosen where the early blocks look
+    # extreme narrows the interval of the rest: only a settling the data show clearly counts.
+    head, rest = d[:k], d[k:]
+    s_rest = _sd(rest)
+    if not s_rest > 0:
+        return k
+    t = (float(head.mean()) - float(rest.mean())) / (s_rest * math.sqrt(1 / k + 1 / (n - k)))
+    if float(2 * spsp.stdtr(n - k - 1, -abs(t))) >= p_value:
+        return 0
+    # MSER stops where the settling's tail is small against one block's noise, but that
+    # tail still biases the mean of many blocks: cut as far again (within the cap).
+    return min(int(WARMUP_CAP * n), int(math.ceil(margin * k)))
+
+
+def warmup_still_settling(d: np.ndarray) -> bool:
+    """The worker's warm-up rule on the block differences so far (at least 8): still settling
+    while the cut warmup_cut finds reaches its cap (the settling is not yet behind the first
+    half), or while the last 16 blocks still trend (slope, t at WARMUP_CHECK_P). Looser
+    tests than the analysis's cut: warming too long costs time, never validity (the blocks
+    measured after it are new data)."""
+    n = len(d)
+    if n < WARMUP_MIN_BLOCKS:
+        return False
+    if warmup_cut(d, WARMUP_CHECK_P) >= int(WARMUP_CAP * n):
+        return True
+    # A slow climb is too gentle for any cut to see early: its trend over the recent half is.
+    recent = _trend(d[-WARMUP_TREND_BLOCKS:]) if n >= WARMUP_TREND_BLOCKS \
+        else None
+    return recent is not None and recent[1] < WARMUP_CHECK_P
+
+
+def _trend(d: np.ndarray) -> tuple[float, float] | None:
+    """Slope per block of d over its order, and its two-sided p (None: too few blocks)."""
+    n = len(d)
+    if n < 6:
+        return None
+    x = np.arange(n, dtype=float) - (n - 1) / 2
+    slope = float(np.dot(x, d - d.mean()) / np.dot(x, x))
+    resid = d - d.mean() - slope * x
+    s2 = float(np.dot(resid, resid)) / (n - 2)
+    if not s2 > 0:
+        return None
+    t = slope / math.sqrt(s2 / float(np.dot(x, x)))
+    return slope, float(2 * spsp.stdtr(n - 2, -abs(t)))
+
+
+def stalled(y: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    """Passes (log values) far from their (launch, arm) cell's median: see STALL_MADS."""
+    out = np.zeros(len(y), dtype=bool)
+    for c in np.unique(cell):
+        idx = cell == c
+        if idx.sum() < 8:
+            continue
+        med = float(np.median(y[idx]))
+        mad = 1.4826 * float(np.median(np.abs(y[idx] - med)))
+        out[idx] = np.abs(y[idx] - med) > max(STALL_FACTOR, STALL_MADS * mad)
+    return out
+
+
+def _one_arm_excess(stalls: tuple[int, int], n_base: int, n_cand: int) -> float:
+    """Two-sided binomial p that the stalls split between the arms as their passes do."""
+    from scipy.stats import binomtest
+
+    k = stalls[0] + stalls[1]
+    return float(binomtest(stalls[1], k, n_cand / (n_base + n_cand)).pvalue) if k else 1.0
+
+
+def trimmed(d: np.ndarray) -> tuple[float, float | None, float | None]:
+    """20% trimmed mean of d, with Yuen's standard error (winsorised sd / ((1 - 2g) sqrt n))
+    and df = n - 2g - 1; (mean, None, None) when too few values."""
+    n = len(d)
+    g = int(math.floor(TRIM * n))
+    if n - 2 * g < 2:
+        return float(d.mean()), None, None
+    x = np.sort(d)
+    mean = float(x[g:n - g].mean())
+    w = np.clip(x, x[g], x[n - g - 1])
+    se = _sd(w) / ((1 - 2 * g / n) * math.sqrt(n))
+    return mean, se, float(n - 2 * g - 1)
+
+
 def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
                     cell_mean: np.ndarray) -> _Fit:
     """The launch is the unit: compare launch means, paired by round when the rounds match."""
@@ -186,7 +317,7 @@ def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
         d = np.array([lc[rc == r].mean() - lb[rb == r].mean() for r in rounds])
         sd = _sd(d)
         return _Fit(float(d.mean()), sd / math.sqrt(len(d)), len(d) - 1.0, len(d), sd,
-                    "paired t (launches)", None)
+                    "paired t (launches)", None, None, "round", sd, len(d))
     est = float(lc.mean() - lb.mean())
     if len(lb) < 2 or len(lc) < 2:
         return _Fit(est, None, None, len(cell_mean), None, None,
@@ -195,24 +326,58 @@ def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
     se = math.sqrt(vb / len(lb) + vc / len(lc))
     denom = (vb / len(lb)) ** 2 / (len(lb) - 1) + (vc / len(lc)) ** 2 / (len(lc) - 1)
     df = se**4 / denom if denom > 0 else len(lb) + len(lc) - 2.0  # Welch-Satterthwaite
-    # A round's difference is one baseline launch against one candidate launch.
-    return _Fit(est, se, df, len(cell_mean), math.sqrt(vb + vc), "Welch t (launches)", None)
+    # A round's difference is one baseline launch against one candidate launch: with R
+    # launches per arm, se = sqrt(vb + vc) / sqrt(R), so the error's units are rounds.
+    per_arm = min(len(lb), len(lc))
+    return _Fit(est, se, df, len(cell_mean), math.sqrt(vb + vc), "Welch t (launches)", None,
+                None, "round", se * math.sqrt(per_arm), per_arm)
 
 
-def _one_engine(d: np.ndarray, launch_of_block: np.ndarray) -> _Fit:
-    """The block difference is the unit; with several launches their means carry the error."""
+def _one_engine(d: np.ndarray, launch_of_block: np.ndarray,
+                robust: bool = False) -> tuple[_Fit, list[str], int]:
+    """The block difference is the unit; with several launches their means carry the error.
+    Each launch's leading blocks still settling are cut first (warmup_cut). `robust`: 20%
+    trimmed means (Yuen) instead of means. Returns the fit, findings and blocks cut."""
     launches, inv = np.unique(launch_of_block, return_inverse=True)
     inv = inv.reshape(-1)
+    findings: list[str] = []
+    keep = np.ones(len(d), dtype=bool)
+    cut = 0
+    for j in range(len(launches)):
+        idx = np.flatnonzero(inv == j)
+        k = warmup_cut(d[idx], WARMUP_P, WARMUP_MARGIN)
+        keep[idx[:k]] = False
+        cut += k
+        if k and k >= int(WARMUP_CAP * len(idx)):
+            findings.append(f"warm-up cut hit its cap ({k} of {len(idx)} blocks): the arms' "
+                            "difference settles late or drifts through the launch")
+    if cut:
+        findings.insert(0, f"warm-up: {cut} leading block(s) left out while the arms' "
+                        "difference was still settling (MSER)")
+    d, inv = d[keep], inv[keep]
+    for j in range(len(launches)):
+        found = _trend(d[inv == j])
+        if found is not None and found[1] < ALPHA:
+            findings.append(f"the arms' difference still trends after warm-up: "
+                            f"{100 * 10 * found[0]:+.2f}% per 10 blocks (p={found[1]:.3f}): "
+                            "an arm warming slowly or drifting apart")
+            break
     n, big_l = len(d), len(launches)
     if big_l == 1:
         note = "one launch: launch x arm interaction not sampled"
         if n < 2:
             return _Fit(float(d.mean()), None, None, n, None, None,
-                        "fewer than 2 blocks: no interval")
+                        "fewer than 2 blocks: no interval"), findings, cut
         sd = _sd(d)
-        return _Fit(float(d.mean()), sd / math.sqrt(n), n - 1.0, n, sd, "paired t (blocks)", note)
-    n_l = np.bincount(inv).astype(float)
-    m_l = np.bincount(inv, d) / n_l
+        if robust:
+            est, se, df = trimmed(d)
+            if se is not None and df is not None:
+                return _Fit(est, se, df, n, sd, "Yuen 20% trimmed (blocks)", note, None,
+                            "block", se * math.sqrt(n), n), findings, cut
+        return _Fit(float(d.mean()), sd / math.sqrt(n), n - 1.0, n, sd, "paired t (blocks)",
+                    note, None, "block", sd, n), findings, cut
+    n_l = np.bincount(inv, minlength=big_l).astype(float)
+    m_l = np.bincount(inv, d, minlength=big_l) / n_l
     sd_w = _pooled_sd(float(np.sum((d - m_l[inv]) ** 2)), float(n - big_l))
     tau = None
     if sd_w is not None:
@@ -221,14 +386,17 @@ def _one_engine(d: np.ndarray, launch_of_block: np.ndarray) -> _Fit:
         ms_b = float(np.sum(n_l * (m_l - grand) ** 2)) / (big_l - 1)
         n0 = (n - float(np.sum(n_l**2)) / n) / (big_l - 1)
         tau = math.sqrt(max(0.0, (ms_b - sd_w**2) / n0))
+    if robust:
+        m_l = np.array([trimmed(d[inv == j])[0] for j in range(big_l)])
     # A launch mean carries its blocks' noise plus its launch x arm interaction, so the spread
     # of launch means is the random-effects error term whatever the interaction's size (df
     # L - 1). An F pretest (p < 0.10) falling back to the within-launch term was simulated: with
     # 2 launches it covers only 79-86% when the interaction is 1-3x a launch mean's block noise.
     s_l = _sd(m_l)
-    return _Fit(float(m_l.mean()), s_l / math.sqrt(big_l), big_l - 1.0, n, sd_w,
-                "t (launch means of blocks)", "launch x arm interaction: error term from launches",
-                tau)
+    test = "t (launch trimmed means of blocks)" if robust else "t (launch means of blocks)"
+    return _Fit(float(m_l.mean()), s_l / math.sqrt(big_l), big_l - 1.0, n, sd_w, test,
+                "launch x arm interaction: error term from launches", tau, "launch", s_l,
+                big_l), findings, cut
 
 
 def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
@@ -244,6 +412,11 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
         raise ValueError("arm_delta: per-pass arrays differ in length")
     lid, rnd, blk = ids
     used = np.isfinite(values)
+    # A relative delta lives on logs: a pass at zero (a stalled pass that produced nothing)
+    # is left out like a missing one, dropping its block, instead of voiding the metric.
+    nonpositive = int(np.sum(used & (values <= 0))) if kind == "relative" else 0
+    if nonpositive:
+        used &= values > 0
     dropped = 0
     binv, block_launch = _pairs(lid, blk)
     if design == "one-engine":
@@ -267,9 +440,8 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
                              components, dropped)
 
     if nb == 0 or nc == 0:
-        return no_interval(math.nan, "no data")
-    if relative and np.any(values[used] <= 0):
-        return no_interval(math.nan, "relative delta needs positive values")
+        return no_interval(math.nan, "no data" if not nonpositive
+                           else "relative delta needs positive values")
     # Relative deltas live on log values: ratios become differences, and the point estimate and
     # the interval are both expm1 of the same log-scale numbers.
     y = np.log(values[used]) if relative else values[used]
@@ -288,6 +460,21 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     spread = cell_mean - arm_mean[cell_arm.view(np.int8)]
     between_launches = _pooled_sd(float(np.dot(spread, spread)), len(cell_mean) - 2.0)
 
+    # Stalls per arm; with any (and no one-arm excess), the stall-robust estimator.
+    stall = stalled(y, cinv)
+    stalls = (int(np.sum(stall & ~arm)), int(np.sum(stall & arm)))
+    findings: list[str] = []
+    robust = False
+    if sum(stalls):
+        excess = _one_arm_excess(stalls, int(np.sum(~arm)), int(np.sum(arm)))
+        findings.append(f"{sum(stalls)} stalled pass(es) (far from their arm's median): "
+                        f"{stalls[0]} in the baseline, {stalls[1]} in the candidate"
+                        + (f"; a one-arm excess (p={excess:.3f}): the change's own cost, "
+                           "kept in the estimate" if excess < ALPHA else
+                           "; block differences summarised stall-robustly (20% trimmed, "
+                           "Yuen)"))
+        robust = excess >= ALPHA
+    cut = 0
     if design == "launch-per-arm":
         cell_round = np.zeros(len(cell_n), dtype=np.int64)
         cell_round[cinv] = rnd  # a launch belongs to one round
@@ -298,10 +485,14 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
         bi = np.searchsorted(kept, binv[used])
         d = (np.bincount(bi, np.where(arm, y, 0.0)) / np.bincount(bi, arm)
              - np.bincount(bi, np.where(arm, 0.0, y)) / np.bincount(bi, ~arm))
-        fit = _one_engine(d, block_launch[kept])
+        fit, found, cut = _one_engine(d, block_launch[kept], robust)
+        findings += found
     components = VarianceComponents(between_launches, between_passes, fit.unit_sd,
                                     fit.launch_x_arm)
     delta = math.expm1(fit.est) if relative else fit.est
+    if nonpositive:
+        left_out = f"{nonpositive} pass(es) at zero left out"
+        fit = replace(fit, note=f"{fit.note}; {left_out}" if fit.note else left_out)
     if fit.se is None or fit.df is None:
         return no_interval(delta, fit.note or "no interval", fit, components)
     # Identical units (acceptance equal in every pass): a zero-width interval would claim a
@@ -316,4 +507,6 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
         low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
     return DeltaEstimate(kind, delta, low, high, p, fit.test, _significant(p, low, high), mde,
                          cv_b, cv_c, noisy, nb, nc, fit.note, design, fit.units, fit.df, fit.se,
-                         components, dropped)
+                         components, dropped, fit.error_unit, fit.error_sd, fit.error_n,
+                         tuple(findings), cut, stalls, robust and fit.test is not None
+                         and "trimmed" in fit.test)

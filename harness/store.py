@@ -102,6 +102,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # 3 -> 4 only added optional fields (sweep cells); older runs are one cell.
     if version == 3:
         data, version = {**data, "schema_version": 4}, 4
+    # 4 -> 5 only added optional fields (overlays, checked warm-up); older runs warmed once.
+    if version == 4:
+        data, version = {**data, "schema_version": 5}, 5
     return data
 
 

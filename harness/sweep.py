@@ -14,7 +14,13 @@ from typing import Any
 import pandas as pd
 
 from harness.breakeven import AxisPoint, Crossing, break_even, describe
-from harness.compare import Comparison, MetricRow, compare_scenario, run_design
+from harness.compare import (
+    Comparison,
+    MetricRow,
+    compare_scenario,
+    planned_labels,
+    run_design,
+)
 from harness.errors import ResultsError
 from harness.metrics import METRICS
 from harness.scenario import Scenario, parse_scenario, sweep_cells
@@ -129,7 +135,8 @@ def is_sweep(results: RunResults) -> bool:
 
 def compare_sweep(results: RunResults, force: bool = False) -> SweepComparison:
     """Every cell of a stored sweep compared on its own launches, and the break-even lines."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json")
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
+                              max_cells=None)
     if scenario.sweep is None:
         raise ResultsError(f"{results.path}: not a sweep")
     design = run_design(results)
@@ -141,7 +148,7 @@ def compare_sweep(results: RunResults, force: bool = False) -> SweepComparison:
     for cell in sweep_cells(scenario, f"{results.path}/manifest.json"):
         runs = [r for r in results.runs if r.cell == cell.id]
         comparison = compare_scenario(runs, cell.scenario, f"{results.run_id} {cell.id}",
-                                      design, force)
+                                      design, force, planned_labels(results))
         failed = sum(r.status != "ok" for r in runs)
         launches = planned.get(cell.id, len(runs))
         cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,

@@ -14,6 +14,7 @@ import numpy as np
 
 from harness.errors import ScenarioError
 from harness.scenario import Workload
+from harness.userfiles import NOT_FOUND, file_problem
 
 # A prompt is either token ids (exact lengths, no tokenizer needed) or text.
 Prompt = list[int] | str
@@ -108,8 +109,15 @@ def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> 
     path = Path(workload.path)
     if not path.is_absolute():
         path = base_dir / path
-    if not path.is_file():
+    problem = file_problem(path)
+    if problem == NOT_FOUND:
         raise ScenarioError(f"workload.path: file not found: {path}")
+    if problem is not None:
+        # Every launch reads the prompts again and hashes them to prove each arm saw the same:
+        # only a regular file reads to the same end each time (a FIFO gives its data once,
+        # /dev/zero never ends).
+        raise ScenarioError(f"workload.path: {path} {problem}; prompts must come from a "
+                            "regular file, which every launch reads again to the same end")
     prompts = _read_jsonl(path) if workload.kind == "jsonl" else _read_sharegpt(path)
     if not prompts:
         what = ("no prompts" if workload.kind == "jsonl"

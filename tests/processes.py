@@ -1,11 +1,34 @@
-"""Finding the processes a run started, to prove none outlives it."""
+"""Starting `specbench` as the tests' child process, and finding the processes a run started,
+to prove none outlives it."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from harness.lifeline import proc_stat, session_processes
+from tests.conftest import ROOT
+
+
+def sigint_default() -> None:
+    """preexec_fn: SIGINT at its default in the child, whatever the suite was started with. A
+    background job of a non-interactive shell (`bash -c 'pytest &'`, `nohup pytest &` in a
+    script) inherits SIGINT ignored; an ignored signal stays ignored across exec (Popen's
+    restore_signals leaves SIGINT alone), and Python then installs no KeyboardInterrupt
+    handler, so a test's Ctrl-C would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start_specbench(*args: str, **popen: Any) -> subprocess.Popen[Any]:
+    """`specbench ARGS` (python -m harness.cli) started from the repository root as a test
+    interrupts it: with SIGINT at its default (sigint_default). `popen`: Popen's other
+    arguments (stdout, stderr, env, text, preexec_fn to start it otherwise)."""
+    popen.setdefault("preexec_fn", sigint_default)
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, **popen)
 
 
 def alive(pid: int) -> bool:
@@ -40,15 +63,10 @@ def processes_in(sessions: set[int]) -> list[str]:
 def kill_once_engine_runs(scenario: Path, results: Path, timeout_s: float = 240) -> set[int]:
     """Start `specbench run SCENARIO`, SIGKILL it as soon as a vLLM engine core runs in one of
     its launches' sessions, and return those sessions (for the caller to check they empty)."""
-    import subprocess
-    import sys
     import time
 
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(results), "--run-id", "killed"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env={**os.environ})
+    proc = start_specbench("run", str(scenario), "--results-dir", str(results), "--run-id",
+                           "killed", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sessions: set[int] = set()
     try:
         deadline = time.monotonic() + timeout_s

@@ -29,12 +29,16 @@ PATH_INSTALL_ERROR = "install_error"  # the patch could not be installed in this
 # A variant's own patch function reports under this implementation name, its import path as
 # the choice; any code path it reports proves it ran.
 PATCH = "patch"
+# A variant's own change overlaid on vLLM's functions reports under this name, the arm (its
+# variant) as the choice, and each dispatched function as a path with its calls.
+OVERLAY = "overlay"
+_overlay_arms: tuple[str, ...] = ()
 
 
 def expected_paths(implementation: str, choice: str) -> frozenset[str] | None:
     """The code paths whose report proves implementation:choice ran (from its swap record;
     None: any path, a user's patch)."""
-    return None if implementation == PATCH else SWAPS[implementation].proves[choice]
+    return None if implementation in (PATCH, OVERLAY) else SWAPS[implementation].proves[choice]
 
 
 def _matches(paths: dict[str, int], expected: frozenset[str] | None) -> bool:
@@ -100,8 +104,10 @@ def _tp_rank() -> int | None:
 class _Recorder:
     """Counts calls of one installed implementation in this process and writes its report."""
 
-    def __init__(self, implementation: str, choice: str) -> None:
+    def __init__(self, implementation: str, choice: str,
+                 static: dict[str, Any] | None = None) -> None:
         self.implementation = implementation
+        self.static = static or {}  # facts every report repeats (an overlay's functions)
         self.choice = choice
         self.expected = expected_paths(implementation, choice)
         self.calls = 0
@@ -160,6 +166,7 @@ class _Recorder:
             "tp_rank": self.tp_rank,
             "first_call_unix": self.first_call_unix,
             "written_unix": time.time(),
+            **self.static,
             **self.details,
         }
 
@@ -182,6 +189,7 @@ class _Recorder:
             "ppid": os.getppid(),
             "tp_rank": self.tp_rank,
             "written_unix": time.time(),
+            **self.static,
             **self.epoch_details,
         }
         self.epoch_calls, self.epoch_paths, self.epoch_details = 0, {}, {}
@@ -258,6 +266,28 @@ def install_patch(path: str) -> bool:
     return True
 
 
+def install_overlay(path: str) -> bool:
+    """Install the overlay spec at `path` (harness.overlay.OverlaySpec as JSON) in this
+    process; False if it was already installed here. Raises what compiling the change raises
+    (the plugin turns that into a failed launch with the reason)."""
+    global _overlay_arms
+    if OVERLAY in _recorders:
+        return False
+    from harness.engine import overlay
+
+    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    _overlay_arms = tuple(arm["variant"] for arm in spec["arms"])
+    _active.setdefault(OVERLAY, spec["active"])
+    recorder = _Recorder(OVERLAY, spec["active"])
+    facts = overlay.install(spec, recorder.hit, lambda: _active[OVERLAY])
+    recorder.static = {"overlaid": facts["overlaid"]}
+    _recorders[OVERLAY] = recorder
+    logger.info("specbench: overlay of %d function(s) installed for arms %s (importers "
+                "rebound: %s)", len(facts["overlaid"]), ", ".join(_overlay_arms),
+                {k: len(v) for k, v in facts["rebound"].items()})
+    return True
+
+
 def _planted_delay(implementation: str) -> None:
     """The fault seam for gate tests: the choice named in SLOW_CHOICE_FAULT_ENV sleeps."""
     fault = os.environ.get(SLOW_CHOICE_FAULT_ENV)
@@ -277,8 +307,9 @@ def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     reports = [recorder.end_epoch() for recorder in _recorders.values()]
     if choice:
         implementation, _, wanted = choice.partition(":")
-        known = ("on", "off") if implementation == PATCH else (
-            SWAPS[implementation].choices if implementation in SWAPS else ())
+        known = ("on", "off") if implementation == PATCH else _overlay_arms \
+            if implementation == OVERLAY else (
+                SWAPS[implementation].choices if implementation in SWAPS else ())
         if implementation not in _recorders or wanted not in known:
             raise ValueError(f"specbench: {choice!r} is not installed in this process")
         # The fault seam for tests: a switch that silently does nothing.

@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any
 
-from harness.catalog import IMPL_ENV, PATCH_ENV, SWITCH_RPC, parse_implementation
+from harness.catalog import IMPL_ENV, OVERLAY_ENV, PATCH_ENV, SWITCH_RPC, parse_implementation
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")
@@ -30,6 +30,9 @@ def register() -> None:
     patch = os.environ.get(PATCH_ENV, "").strip()
     if patch:
         _install_patch(patch)
+    overlay = os.environ.get(OVERLAY_ENV, "").strip()
+    if overlay:
+        _install_overlay(overlay)
     value = os.environ.get(IMPL_ENV, "").strip()
     if not value:
         return
@@ -72,6 +75,20 @@ def _install_patch(path: str) -> None:
     except Exception as exc:
         impls.write_install_error(impls.PATCH, path, exc)
         raise RuntimeError(f"specbench: patch {path} failed in vLLM's process "
+                           f"{os.getpid()}: {type(exc).__name__}: {exc}") from exc
+
+
+def _install_overlay(path: str) -> None:
+    """A variant's own change, overlaid on vLLM's functions in this process. As for a patch,
+    a change that does not compile here stops this vLLM process with the reason."""
+    from harness.engine import impls
+
+    try:
+        if impls.install_overlay(path):
+            _add_switch_method()
+    except Exception as exc:
+        impls.write_install_error(impls.OVERLAY, "install", exc)
+        raise RuntimeError(f"specbench: overlay {path} failed in vLLM's process "
                            f"{os.getpid()}: {type(exc).__name__}: {exc}") from exc
 
 

@@ -8,17 +8,26 @@ Failures it can catch are written as data (status "failed"); the parent handles 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_MODELS, IMPL_REPORT_DIR_ENV, SPAWNED_ENV, SWITCH_RPC
+from harness.catalog import (
+    BUILTIN_MODELS,
+    IMPL_REPORT_DIR_ENV,
+    LOG_FILE_ENV,
+    SPAWNED_ENV,
+    SWITCH_RPC,
+)
 from harness.lifeline import guard_process_group
 from harness.plan import WORKER_SPEC_VERSION, RunSpec, WorkerSpec
 from harness.records import (
@@ -143,6 +152,73 @@ def read_impl_reports(report_dir: Path) -> list[ImplReport]:
     return reports
 
 
+# How long a dead engine core's exit code may take to be known after vLLM says it is dead.
+ENGINE_EXIT_WAIT_S = 5.0
+ENGINE_WATCH_S = 0.5
+
+
+def _engine_client(llm: Any) -> Any:
+    """vLLM's client of the engine core process (offline LLM), or None where it has none."""
+    return getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+
+
+def engine_core_ending(llm: Any) -> str:
+    """How vLLM's engine core process ended, in words: 'exit code 3', 'killed by SIGKILL', or
+    '' when it is not known (no process found, or it has not ended within a few seconds)."""
+    manager = getattr(getattr(_engine_client(llm), "resources", None), "engine_manager", None)
+    for proc in list(getattr(manager, "processes", None) or []):
+        try:
+            proc.join(ENGINE_EXIT_WAIT_S)  # vLLM says it is dead a moment before it exits
+        except (AssertionError, ValueError, OSError):
+            pass  # not ours to join: its exit code may still be known
+        code = proc.exitcode
+        if code is None or code == 0:
+            continue
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-code).name}"
+            return f"killed by signal {-code}"
+        return f"exit code {code}"
+    return ""
+
+
+def wake_on_engine_death(llm: Any) -> threading.Event:
+    """vLLM 0.32's offline client marks the engine dead when its engine core process ends
+    without a word (killed, os._exit) but wakes no one: LLM.generate and collective_rpc wait
+    for ever (until the launch's timeout). A thread wakes them with vLLM's own EngineDeadError.
+    Set the returned event to stop watching (before a deliberate shutdown)."""
+    stop = threading.Event()
+    client = _engine_client(llm)
+    resources = getattr(client, "resources", None)
+    outputs = getattr(client, "outputs_queue", None)
+    if resources is None or outputs is None:
+        return stop  # another client (no engine core process): nothing to watch
+
+    def watch() -> None:
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        while not stop.wait(ENGINE_WATCH_S):
+            if getattr(resources, "engine_dead", False):
+                outputs.put_nowait(EngineDeadError())
+                for future in list((getattr(client, "utility_results", None) or {}).values()):
+                    if not future.done():
+                        future.set_exception(EngineDeadError())
+                return
+
+    threading.Thread(target=watch, name="specbench-engine-core-watch", daemon=True).start()
+    return stop
+
+
+def engine_death_error(llm: Any, stage: str) -> str:
+    """What is known when vLLM reports its engine core dead: which process, how it ended, in
+    which stage of the launch, and where its output is (vLLM's own EngineDeadError only says
+    to look at a stack trace 'above')."""
+    how = engine_core_ending(llm)
+    log = os.environ.get(LOG_FILE_ENV)
+    return (f"vLLM's engine core process died during {stage}" + (f" ({how})" if how else "")
+            + (f"; its output, with any stack trace, is in {log}" if log else ""))
+
+
 def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None,
                    result: WorkerResult) -> tuple[dict[str, Any], list[Prompt], list[Prompt]]:
     """Both modes: local model folders in a copy of the engine args (timed into `result`),
@@ -189,16 +265,25 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     llm: Any = LLM(**engine_args)
     timings.engine_start_s = time.perf_counter() - t
     speculative = "speculative_config" in engine_args
+    stage = "the warm-up"  # what the engine is doing, should its core process die
+    watching = wake_on_engine_death(llm)
 
     engine_prompts = [to_engine_prompt(p) for p in prompts]
     sampling = [params(i) for i in range(len(prompts))]
     whash = workload_hash(prompts)
 
     def warm_up() -> None:
+        nonlocal stage
+        stage = "the warm-up"
         llm.generate([to_engine_prompt(p) for p in warm], [params(i) for i in range(len(warm))],
                      use_tqdm=False)
 
     def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
+        nonlocal stage
+        # A shared launch measures its checked warm-up through this function too; the warm-up
+        # is over once its block count is set (schedule.measure_launch).
+        warming = run.design == "one-engine" and result.warmup_blocks == 0
+        stage = "the warm-up" if warming else f"pass {repeat}"
         before = read_counters(llm) if speculative else None
         started = time.time()
         t = time.perf_counter()
@@ -218,11 +303,24 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         )
 
     def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+        nonlocal stage
+        stage = "a switch between arms"
         return list(llm.collective_rpc(SWITCH_RPC, args=(choice or "",)))
 
-    result.stopped, timings.warmup_s = measure_launch(
-        run, measure, warm_up if warm else None, switch, deadline_unix,
-        int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result.passes)
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    try:
+        result.stopped, timings.warmup_s = measure_launch(
+            run, measure, warm_up if warm else None, switch, deadline_unix,
+            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result)
+    except EngineDeadError:
+        traceback.print_exc()
+        # The passes that finished are kept (as data) in a failed result.
+        result.error = engine_death_error(llm, stage)
+        result.impl_reports = read_impl_reports(report_dir)
+        return result
+    finally:
+        watching.set()
 
     t = time.perf_counter()
     llm = None  # the closures above share this cell: drop the engine for them too

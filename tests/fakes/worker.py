@@ -4,7 +4,9 @@ Each variant picks its behaviour with the FAKE_MODE environment variable (set in
 scenario's variant env): ok, crash, hang, garbage, wrong-key, short, fill (writes beside its
 result until the disk is full, then exits), orphan (hangs like 'hang' but without the worker's
 guard: it outlives a killed parent, as a process that lost its death signal would), watchdog
-(hangs without the death signal but with the guard: only its parent watchdog can end it).
+(hangs without the death signal but with the guard: only its parent watchdog can end it),
+stubborn (like 'ok', but its child ignores SIGTERM, writing <run_key>.sigterm in FAKE_PID_DIR
+when one arrives: the runner's group kill then waits its grace period before SIGKILL).
 'ok' writes
 a small well-formed result so the healthy arm of a fault test has something to report; real
 measurements only ever come from harness.engine.worker.
@@ -44,7 +46,16 @@ def main() -> int:
     run = spec["run"]
     pid_dir = os.environ.get("FAKE_PID_DIR")
     # Like vLLM's engine core: a child process in the worker's process group.
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    child_code = "import time; time.sleep(600)"
+    if mode == "stubborn":
+        marker = str(Path(pid_dir or ".", f"{run['run_key']}.sigterm"))
+        child_code = ("import pathlib, signal\nsignal.signal(signal.SIGTERM, lambda *_: "
+                      f"pathlib.Path({marker!r}).write_text('x'))\nprint('ready', flush=True)\n"
+                      f"{child_code}")
+    child = subprocess.Popen([sys.executable, "-c", child_code],
+                             stdout=subprocess.PIPE if mode == "stubborn" else None)
+    if child.stdout is not None:
+        child.stdout.readline()  # its SIGTERM handler is in place before this worker ends
     if pid_dir:
         Path(pid_dir, f"{run['run_key']}.pids").write_text(f"{os.getpid()} {child.pid}")
     print(f"fake worker {run['run_key']} mode={mode}", flush=True)

@@ -23,7 +23,7 @@ from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.executor import WORKER_MODULE_ENV
 from harness.store import load_results
 from tests.conftest import ROOT
-from tests.processes import alive, processes_in
+from tests.processes import alive, processes_in, start_specbench
 
 # Seconds a fake worker may take: its 'ok' mode needs about one on an idle machine and has
 # needed several on a machine busy with vLLM engines; only the hanging ones should hit it.
@@ -102,11 +102,9 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
 def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subprocess.Popen[str]:
     """`specbench run` whose second launch hangs; returns once that worker is up."""
     scenario = _scenario(tmp_path, {"good": "ok", "stuck": mode}, timeout_s=300)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "r"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env=_fake_env(tmp_path))
+    proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
+                           "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=_fake_env(tmp_path))
     deadline = time.monotonic() + 120
     while not (tmp_path / "stuck.r0.pids").exists():
         if time.monotonic() > deadline or proc.poll() is not None:
@@ -140,6 +138,48 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path, sig: int
     assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
                                                              ("stuck.r0", "interrupted")]
     assert results.runs[1].log_file == "logs/stuck.r0.log"
+    time.sleep(0.2)
+    assert not [p for p in _pids(tmp_path) if alive(p)]
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
+    """specbench started with SIGINT ignored (a background job of a script) keeps it
+    ignored, also while it stops a launch's process group, where it otherwise holds SIGINT
+    and SIGTERM to raise them once the group is gone: the run goes on to its end."""
+    scenario = _scenario(tmp_path, {"stubborn": "stubborn", "good": "ok"},
+                         timeout_s=FAKE_TIMEOUT_S)
+    proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
+                           "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=_fake_env(tmp_path), preexec_fn=_ignore_sigint)
+    try:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        ignored = int(next(line for line in status.splitlines()
+                           if line.startswith("SigIgn:")).split()[1], 16)
+        assert ignored & (1 << (signal.SIGINT - 1)), "the test did not start it ignoring SIGINT"
+        # The stubborn launch ended well; its group kill is now in its grace period (the
+        # child ignores SIGTERM), the moment specbench holds signals to finish the kill.
+        marker = tmp_path / "stubborn.r0.sigterm"
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the group kill never began"
+            time.sleep(0.05)
+        for _ in range(3):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    results = load_results(tmp_path / "results" / "r")
+    assert results.manifest["status"] == "complete"
+    assert [(r.run_key, r.status) for r in results.runs] == [("stubborn.r0", "ok"),
+                                                             ("good.r0", "ok")]
     time.sleep(0.2)
     assert not [p for p in _pids(tmp_path) if alive(p)]
 

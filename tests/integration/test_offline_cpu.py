@@ -25,6 +25,7 @@ from harness.records import SCHEMA_VERSION
 from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.store import RunResults, load_results
 from tests.conftest import ROOT, SCENARIOS
+from tests.patches.kill_engine_core import KILL_AT_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -344,6 +345,36 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
     assert comparison.design == "one-engine" and not comparison.unproven
     rate = next(r for r in comparison.candidates[0].rows if r.key == "acceptance_rate")
     assert rate.baseline > 20 and rate.candidate < 5
+
+
+def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(tmp_path: Path) -> None:
+    """A patch kills vLLM's engine core (os._exit(3)) at its first request of pass 1: the
+    launch fails at once (vLLM 0.32's offline client alone would wait for the timeout),
+    saying which process died, how, in which pass and where its log is, instead of vLLM's
+    'EngineDeadError: ... see stack trace (above)'; pass 0 is kept as data, and the baseline's
+    own engine completes."""
+    data = _scenario("cpu-medusa-proposer.yaml")
+    data.pop("precision")
+    # An engine per arm: 1 warm-up request, then passes of 2 requests; request 4 opens pass 1.
+    data.update(name="dies", design="launch-per-arm", repeats=2, warmup=1, timeout_s=120,
+                variants={"baseline": {"baseline": True},
+                          "dies": {"patch": "tests.patches.kill_engine_core:install",
+                                   "env": {KILL_AT_ENV: "4"}}})
+    data["workload"].update(num_prompts=2, max_tokens=8)
+    path = tmp_path / "dies.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = run_cli(path, tmp_path / "results", "dies")
+    assert run.returncode == int(ExitCode.RUN_FAILED), run.stderr[-3000:]
+    by_variant = {r.variant: r for r in run.results.runs}
+    assert by_variant["baseline"].status == "ok"
+    launch = by_variant["dies"]
+    error = ("vLLM's engine core process died during pass 1 (exit code 3); its output, with "
+             "any stack trace, is in logs/dies.r0.log")
+    assert (launch.status, launch.error) == ("failed", error)
+    assert launch.wall_s < 100  # told at once, not found by the timeout
+    assert launch.result is not None and [p.repeat for p in launch.result.passes] == [0]
+    assert (run.results.path / "logs" / "dies.r0.log").is_file()
+    assert f"FAILED dies: dies.r0: failed: {error}" in run.stdout
 
 
 def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:

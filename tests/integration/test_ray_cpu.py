@@ -25,7 +25,7 @@ from harness.report import table_rows
 from harness.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_faults import _fake_model
-from tests.processes import alive
+from tests.processes import alive, start_specbench
 
 pytestmark = pytest.mark.integration
 ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'")
@@ -153,11 +153,10 @@ def _hanging_run(tmp: Path, address: str, run_id: str, timeout_s: float = 60,
                  ) -> subprocess.Popen[str]:
     """`specbench run` through Ray of two fake launches that hang, one per node."""
     scenario = _fakes(tmp, {"a": "hang", "b": "hang"}, timeout_s=timeout_s)
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp / "results"), "--run-id", run_id, "--executor", "ray", "--address", address],
-        cwd=ROOT, env={**os.environ, **FAKE_ENV}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    return start_specbench(
+        "run", str(scenario), "--results-dir", str(tmp / "results"), "--run-id", run_id,
+        "--executor", "ray", "--address", address, env={**os.environ, **FAKE_ENV},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _none_left(tmp: Path) -> None:

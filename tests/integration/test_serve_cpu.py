@@ -10,7 +10,6 @@ while its server is starting.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,7 +25,13 @@ from harness.metrics import passes_frame, requests_frame
 from harness.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, assert_tp2_switched_in_place, run_cli
-from tests.processes import kill_once_engine_runs, processes_in, sessions_of, wait_gone
+from tests.processes import (
+    kill_once_engine_runs,
+    processes_in,
+    sessions_of,
+    start_specbench,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -189,11 +194,8 @@ def _tp1_scenario(tmp_path: Path, name: str) -> Path:
 def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
     path = _tp1_scenario(tmp_path, "serve-sigint")
     results = tmp_path / "results"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir", str(results),
-         "--run-id", "r"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ})
+    proc = start_specbench("run", str(path), "--results-dir", str(results), "--run-id", "r",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         # Interrupt once vLLM's engine core exists: the hardest moment to leave nothing behind.

@@ -20,6 +20,7 @@ import yaml
 from harness.store import load_results
 from harness.sweep import compare_sweep
 from tests.conftest import ROOT, SCENARIOS
+from tests.processes import start_specbench
 
 pytestmark = pytest.mark.integration
 
@@ -44,10 +45,8 @@ def interrupted_then_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[s
     tmp = tmp_path_factory.mktemp("sweep")
     scenario, results = _scenario(tmp), tmp / "results"
     run_dir = results / "s"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(results), "--run-id", "s"], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    proc = start_specbench("run", str(scenario), "--results-dir", str(results), "--run-id", "s",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Wait for the first cell's record and the second cell's worker, then interrupt.
         deadline = time.time() + 400

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.cli import main
@@ -23,7 +24,8 @@ def row(delta: float, low: float | None, high: float | None, higher: bool = True
         kind: str = "relative", note: str | None = None, se: float = 0.01) -> MetricRow:
     est = DeltaEstimate(kind, delta, low, high, 0.5, "paired t (blocks)", False, 0.02,  # type: ignore[arg-type]
                         None, None, False, 40, 40, note, "one-engine", 40, 39.0, se,
-                        VarianceComponents(None, 0.05, se * math.sqrt(40), None))
+                        VarianceComponents(None, 0.05, se * math.sqrt(40), None), 0,
+                        "block", se * math.sqrt(40), 40)
     return MetricRow("output_throughput" if higher else "mean_tpot_ms", "metric", higher, 1.0,
                      1.0, est)
 
@@ -45,6 +47,71 @@ def test_three_way_decision(delta: float, low: float, high: float, higher: bool,
     if verdict == "INCONCLUSIVE":
         assert "MDE ±2.00%" in decision.reason and decision.more_units is not None
         assert decision.more_units > 0 and "more blocks would decide" in decision.reason
+
+
+def _one_engine_estimate(launches: int, blocks: int, true: float, interaction: float,
+                         seed: int) -> DeltaEstimate:
+    """Output throughput of a one-engine run: launch offsets, a launch x arm interaction of sd
+    `interaction`, block noise 2%, through the shipped estimator."""
+    from harness.stats import arm_delta
+
+    rng = np.random.default_rng(seed)
+    values, cand, launch, block = [], [], [], []
+    for lid in range(launches):
+        offset = rng.normal(0, 0.08)
+        effect = math.log1p(true) + rng.normal(0, interaction)
+        for b in range(blocks):
+            for arm in (0, 1, 1, 0):
+                values.append(math.exp(7 + offset + arm * effect + rng.normal(0, 0.02)))
+                cand.append(arm)
+                launch.append(lid)
+                block.append(b)
+    return arm_delta(np.array(values), np.array(cand), np.array(launch), np.array(launch),
+                     np.array(block), "relative", "one-engine")
+
+
+def test_more_units_advice_counts_launches_when_launches_carry_the_error() -> None:
+    """2 launches x 40 blocks at a true -3% said 'about 51 more blocks would decide' from the
+    within-launch block noise, while the interval comes from the 2 launch means (1 df): more
+    blocks cannot narrow it; more launches can."""
+    est = _one_engine_estimate(2, 40, -0.03, 0.02, seed=3)
+    assert est.error_unit == "launch" and est.error_n == 2 and est.df == 1.0
+    metric = MetricRow("output_throughput", "Output throughput", True, 1.0, 1.0, est)
+    decision = judge_metric(metric, 0.02, "opt", "blocks")
+    assert decision.verdict == "INCONCLUSIVE", decision.reason
+    assert "more launches would decide" in decision.reason, decision.reason
+    assert "blocks would decide" not in decision.reason
+    # The advice is what the error term needs: the launch means' sd at df = n - 1.
+    from harness.stats import units_for_halfwidth
+
+    assert est.error_sd is not None
+    needed = units_for_halfwidth(est.error_sd, abs(math.log1p(est.delta) - math.log1p(-0.02)))
+    assert needed is not None and decision.more_units == needed - 2
+
+
+def test_welch_fallback_counts_rounds_not_launches() -> None:
+    """Unpaired launches (a round lost on one side): the interval's se is sqrt(vb + vc) over
+    the rounds per arm, so the units to add are rounds, not the launches of both arms."""
+    from harness.stats import arm_delta
+
+    rng = np.random.default_rng(0)
+    values, cand, launch, rnd = [], [], [], []
+    lid = 0
+    for arm, rounds in ((0, range(4)), (1, range(3))):
+        for r in rounds:
+            level = 7 + rng.normal(0, 0.05) + arm * math.log(0.98)
+            for _ in range(6):
+                values.append(math.exp(level + rng.normal(0, 0.01)))
+                cand.append(arm)
+                launch.append(lid)
+                rnd.append(r if arm == 0 else r + 10)  # rounds do not match: Welch
+            lid += 1
+    est = arm_delta(np.array(values), np.array(cand), np.array(launch), np.array(rnd),
+                    np.zeros(len(values)), "relative", "launch-per-arm")
+    assert est.test == "Welch t (launches)" and est.units == 7
+    assert est.error_unit == "round" and est.error_n == 3
+    assert est.se is not None and est.error_sd is not None
+    assert math.isclose(est.error_sd / math.sqrt(3), est.se)
 
 
 def test_points_and_exact_values() -> None:
@@ -182,3 +249,39 @@ def test_saved_baseline_gate_and_refusal(tmp_path: Path,
     assert "machine (None vs 'aarch64')" in err and len(err.strip().splitlines()) == 1
     assert main(["gate", str(pr), "--against", "nope", "--baselines-dir",
                  str(baselines)]) == ExitCode.USAGE
+
+
+def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_stated_rate(
+) -> None:
+    """calibrate's promise, simulated through the shipped code: tolerances proposed from one
+    A/A run (40 blocks, AR(1) pass noise 3%) let a later A/A run fail to PASS with about the
+    false-alarm probability asked for. t_{1-fa} + t_{0.975} gave 6.2% for 5% and 2.2% for 1%
+    (the calibration's se is an estimate too)."""
+    from types import SimpleNamespace
+
+    from harness.stats import arm_delta
+
+    rng = np.random.default_rng(7)
+    abba = np.array([0, 1, 1, 0])
+
+    def aa(blocks: int = 40) -> MetricRow:
+        e = rng.normal(0, 0.03, 4 * blocks)
+        ar = np.zeros(4 * blocks)
+        for i in range(4 * blocks):
+            ar[i] = (0.3 * ar[i - 1] if i else 0.0) + e[i]
+        z = np.zeros(4 * blocks, dtype=int)
+        est = arm_delta(np.exp(7 + ar), np.tile(abba, blocks), z, z,
+                        np.repeat(np.arange(blocks), 4), "relative", "one-engine")
+        return MetricRow("output_throughput", "Output throughput", True, 1.0, 1.0, est)
+
+    spec = GateSpec(metrics={"output_throughput": 0.02})
+    trials, not_pass, regressions = 1500, 0, 0
+    for _ in range(trials):
+        calibration = SimpleNamespace(candidates=[SimpleNamespace(rows=[aa()])])
+        tol = propose_tolerances(calibration, spec, 0.05)  # type: ignore[arg-type]
+        verdict = judge_metric(aa(), tol["output_throughput"], "opt").verdict
+        not_pass += verdict != "PASS"
+        regressions += verdict == "REGRESSION"
+    rate = not_pass / trials
+    assert 0.035 <= rate <= 0.065, rate  # 5% +- 2.7 binomial se
+    assert regressions / trials < 0.005

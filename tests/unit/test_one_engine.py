@@ -136,7 +136,10 @@ def test_block_loop_switches_before_and_collects_after_each_pass(
 
     passes, stopped = drive_shared_launch(spec, measure, switch, None, 1, 7, log=lambda m: None)
     assert stopped is None and len(passes) == spec.expected_passes == 8
-    assert [p.arm for p in passes] == spec.block_order * 2
+    # Odd blocks run the mirror of the balanced order (A B B A, then B A A B).
+    a, b = spec.block_order[0], spec.block_order[1]
+    assert spec.block_order == [a, b, b, a]
+    assert [p.arm for p in passes] == [a, b, b, a, b, a, a, b]
     assert [p.block for p in passes] == [0] * 4 + [1] * 4
     # Each pass's reports were taken right after it, under the arm it ran.
     for p in passes:

@@ -5,6 +5,7 @@ launched), and neither vLLM nor torch imported by specbench."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,10 +56,11 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
 
 
-def _run(tmp_path: Path, data: dict[str, Any], *extra: str,
+def _run(tmp_path: Path, data: dict[str, Any] | str, *extra: str,
          command: str = "run") -> subprocess.CompletedProcess[str]:
+    """`specbench COMMAND` on a scenario: a mapping, or the file's text as written."""
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
     results = ["--results-dir", str(tmp_path / "results")] if command == "run" else []
     return _cli(tmp_path, command, str(path), *results, *extra)
 
@@ -156,6 +158,44 @@ def _both(*mutators: Any) -> Any:
     return mutate
 
 
+def _written_twice(line: str, after: str | None = None) -> Any:
+    """A mutator returning the scenario's text with `line` added after the line `after` (or at
+    the end): a key written twice, which YAML alone resolves silently to its second value.
+    (MINIMAL as written: batch_size on line 4, workload.max_tokens on 12, variants.opt's
+    implementation on 18, the last.)"""
+    def mutate(data: dict[str, Any], tmp_path: Path) -> str:
+        text = yaml.safe_dump(data, sort_keys=False)
+        if after is None:
+            return f"{text}{line}\n"
+        assert after in text.splitlines()
+        return text.replace(f"{after}\n", f"{after}\n{line}\n", 1)
+    return mutate
+
+
+def _workload_at(path: Any) -> Any:
+    """A mutator pointing workload.path at `path(tmp_path)`."""
+    def mutate(data: dict[str, Any], tmp_path: Path) -> None:
+        data["workload"] = {"kind": "jsonl", "path": str(path(tmp_path)), "num_prompts": 2,
+                            "max_tokens": 8}
+    return mutate
+
+
+def _folder_at(tmp_path: Path) -> Path:
+    (tmp_path / "prompts.jsonl").mkdir()
+    return tmp_path / "prompts.jsonl"
+
+
+def _fifo_at(tmp_path: Path) -> Path:
+    os.mkfifo(tmp_path / "prompts.jsonl")  # no writer: opening it to read would wait for ever
+    return tmp_path / "prompts.jsonl"
+
+
+# 40 x 40: 1600 cells, past the default limit of 1000 (a linked group counts once).
+BIG_GRID = {"axes": {"batch_size": list(range(1, 41)), "workload.seed": list(range(40))}}
+BIG_LINKED = {"axes": {"workload.seed": list(range(100))},
+              "linked": [{"batch_size": list(range(1, 12)), "workload.max_tokens": [8] * 11}]}
+
+
 def _long_text_prompts(data: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "long.jsonl").write_text(json.dumps({"prompt": " ".join(["w5"] * 600)}) + "\n")
     data["max_model_len"] = 512
@@ -229,9 +269,47 @@ CASES: list[tuple[str, Any, int, str, str]] = [
      "variants.opt.patch: expected 'package.module:function', got 'just_a_name'", "run"),
     ("patch-and-swap", _set("variants.opt.patch", "tests.patches.medusa_zero_drafts:install"),
      2, "variants.opt: implementation and patch both swap code: choose one", "run"),
+    ("patch-no-such-function", _set("variants.opt", {
+        "patch": "tests.patches.medusa_zero_drafts:instal"}), 2,
+     "variants.opt.patch: module 'tests.patches.medusa_zero_drafts' has no function 'instal'; "
+     "did you mean 'install'?", "run"),
+    ("patch-not-callable", _set("variants.opt", {
+        "patch": "tests.patches.wrong_shapes:NOT_A_FUNCTION"}), 2,
+     "variants.opt.patch: tests.patches.wrong_shapes:NOT_A_FUNCTION is 3 (type int), not a "
+     "function", "run"),
+    ("patch-two-arguments", _set("variants.opt", {
+        "patch": "tests.patches.wrong_shapes:two_arguments"}), 2,
+     "variants.opt.patch: tests.patches.wrong_shapes:two_arguments(ctx: 'Any', extra: 'Any') "
+     "-> 'None' cannot be called with one argument, the context", "run"),
+    ("patch-import-fails", _set("variants.opt", {
+        "patch": "tests.patches.fails_to_import:install"}), 2,
+     "variants.opt.patch: importing module 'tests.patches.fails_to_import' under ",
+     "run"),
     ("workload-file-missing", _set("workload", {"kind": "jsonl", "path": "nope.jsonl",
                                                 "num_prompts": 2, "max_tokens": 8}), 2,
      "workload.path: file not found: ", "plan"),
+    ("workload-path-a-folder", _workload_at(_folder_at), 2,
+     "prompts.jsonl is a directory; prompts must come from a regular file", "plan"),
+    ("workload-path-dev-zero", _workload_at(lambda t: "/dev/zero"), 2,
+     "workload.path: /dev/zero is not a regular file (a character device); prompts must come "
+     "from a regular file, which every launch reads again to the same end", "plan"),
+    ("workload-path-fifo", _workload_at(_fifo_at), 2,
+     "prompts.jsonl is not a regular file (a FIFO); prompts must come from a regular file",
+     "run"),
+    ("key-twice", _written_twice("batch_size: 64"), 2,
+     "s.yaml:19: key 'batch_size' is written twice (lines 4 and 19); YAML would keep only the "
+     "second, so remove one", "plan"),
+    ("key-twice-nested", _written_twice("  max_tokens: 64", after="  max_tokens: 8"), 2,
+     "s.yaml:13: key 'workload.max_tokens' is written twice (lines 12 and 13)", "run"),
+    ("key-twice-in-a-variant", _written_twice("    implementation: medusa-proposer:baseline"),
+     2, "s.yaml:19: key 'variants.opt.implementation' is written twice (lines 18 and 19)",
+     "run"),
+    ("sweep-too-many-cells", _set("sweep", BIG_GRID), 2,
+     "sweep: 1600 cells (batch_size 40 x workload.seed 40) is more than the limit of 1000 "
+     "cells; make the grid smaller, or raise the limit on purpose (--max-cells N)", "plan"),
+    ("sweep-too-many-cells-run", _set("sweep", BIG_LINKED), 2,
+     "sweep: 1100 cells (workload.seed 100 x batch_size+workload.max_tokens 11) is more than "
+     "the limit of 1000 cells", "run"),
     ("beyond-max-positions", _set("workload", {"num_prompts": 2, "input_len": 2000,
                                                "max_tokens": 100}), 2,
      "= 2100 exceeds the model's max_position_embeddings 2048 (max_model_len unset)", "run"),
@@ -242,8 +320,9 @@ CASES: list[tuple[str, Any, int, str, str]] = [
                          ids=[c[0] for c in CASES])
 def test_bad_scenarios(tmp_path: Path, scenario_data: dict[str, Any], name: str, mutate: Any,
                        code: int, fragment: str, command: str) -> None:
-    mutate(scenario_data, tmp_path)
-    _refused(_run(tmp_path, scenario_data, command=command), fragment, tmp_path, code)
+    text = mutate(scenario_data, tmp_path)  # the file's text, where a mapping cannot say it
+    _refused(_run(tmp_path, text if isinstance(text, str) else scenario_data, command=command),
+             fragment, tmp_path, code)
 
 
 DAMAGE: list[tuple[str, bytes | None, str]] = [

@@ -3,6 +3,7 @@ non-zero without a traceback."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 
 from harness.errors import ScenarioError
 from harness.scenario import load_scenario, parse_scenario, scenario_hash, scenario_json_schema
+from harness.userfiles import load_yaml
 from tests.conftest import ROOT, SCENARIOS
 
 
@@ -91,6 +93,40 @@ def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_file() -> None:
     with pytest.raises(ScenarioError, match="scenario file not found"):
         load_scenario("/nonexistent/scenario.yaml")
+
+
+def test_a_scenario_that_is_no_regular_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A folder, a device or a FIFO is refused before it is opened (reading /dev/zero or a
+    FIFO without a writer would never return)."""
+    os.mkfifo(tmp_path / "fifo.yaml")
+    for path, what in ((tmp_path, "is a directory"), (Path("/dev/zero"),
+                       "is not a regular file (a character device)"),
+                       (tmp_path / "fifo.yaml", "is not a regular file (a FIFO)")):
+        with pytest.raises(ScenarioError) as info:
+            load_scenario(path)
+        assert str(info.value) == f"{path}: cannot read it as a scenario: it {what} (a " \
+            "scenario is a YAML file)"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a: 1\nb:\n  c: 2\n  c: 3\n", "s.yaml:4: key 'b.c' is written twice (lines 3 and 4)"),
+    ("sweep:\n  linked:\n  - model: [a]\n    model: [b]\n",
+     "s.yaml:4: key 'sweep.linked.0.model' is written twice (lines 3 and 4)"),
+    ("1: a\n0x1: b\n", "s.yaml:2: key '0x1' is written twice (lines 1 and 2)"),  # one int
+])
+def test_a_key_written_twice_names_both_lines(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(info.value).startswith(f"{path.parent}/{message}"), str(info.value)
+
+
+def test_merge_keys_still_override(tmp_path: Path) -> None:
+    """'<<' merges a mapping whose keys the mapping may then set again: YAML's own overriding,
+    not a key written twice."""
+    assert load_yaml("base: &b {x: 1, y: 2}\nmine:\n  <<: *b\n  x: 3\n", "s.yaml") == {
+        "base": {"x": 1, "y": 2}, "mine": {"x": 3, "y": 2}}
 
 
 def test_hash_ignores_formatting(tmp_path: Path, scenario_data: dict[str, Any]) -> None:

@@ -150,10 +150,13 @@ def test_aa_false_positives_and_coverage(design: str, launches: int, size: int, 
     assert 0.03 <= false_positive_rate(aa) <= 0.07
     ests = _runs(design, launches, size, sigma_l, sigma_p, EFFECT, seed + 1).estimates()
     assert 0.93 <= coverage(ests, EFFECT) <= 0.97
-    # Degrees of freedom come from the independent units, never from passes.
+    # Degrees of freedom come from the independent units, never from passes (one-engine, one
+    # launch: fewer when a warm-up cut left leading blocks out, which this noise seldom asks).
     expected_df = {"launch-per-arm": launches - 1, "one-engine": size - 1 if launches == 1
                    else launches - 1}[design]
-    assert {e.df for e in ests} == {expected_df}
+    dfs = [e.df for e in ests]
+    assert max(d or 0 for d in dfs) == expected_df
+    assert sum(d == expected_df for d in dfs) >= 0.97 * len(dfs)
 
 
 def test_passes_as_units_was_the_bug() -> None:
@@ -321,11 +324,25 @@ def test_components_recover_the_noise_sources() -> None:
 
 def test_relative_needs_positive_values_and_inputs_must_align() -> None:
     cand, launch, block = _one_engine_layout(3)
-    values = np.linspace(-1, 1, 12)
+    values = np.linspace(-1, -0.1, 12)
     est = arm_delta(values, cand, launch, launch, block, "relative", "one-engine")
     assert est.ci_low is None and est.note == "relative delta needs positive values"
     with pytest.raises(ValueError, match="length"):
         arm_delta(values[:5], cand, launch, launch, block, "relative", "one-engine")
+
+
+def test_a_pass_at_zero_drops_its_block_not_the_metric() -> None:
+    """One pass that produced nothing (throughput 0) used to void the whole metric (NaN, no
+    interval: a precision run could never stop on target); it is now left out like a missing
+    pass (its block keeps the arm's other pass of the A B B A)."""
+    rng = np.random.default_rng(4)
+    cand, launch, block = _one_engine_layout(40)
+    values = np.exp(7 + 0.01 * cand + rng.normal(0, 0.02, len(cand)))
+    values[17] = 0.0
+    est = arm_delta(values, cand, launch, launch, block, "relative", "one-engine")
+    assert est.ci_low is not None and est.mde is not None
+    assert est.units == 40 and est.n_baseline + est.n_candidate == 159
+    assert est.note is not None and "1 pass(es) at zero left out" in est.note
 
 
 def test_cv_and_noise_flag() -> None:

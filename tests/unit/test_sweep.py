@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from harness.errors import ScenarioError
 from harness.plan import expand_plan
-from harness.scenario import parse_scenario, sweep_cells
+from harness.scenario import Sweep, parse_scenario, sweep_cells
 from tests.conftest import ROOT, SCENARIOS
 from tests.unit.test_preflight import _refused, _run
 
@@ -77,6 +78,51 @@ def test_bad_sweeps_are_one_line(tmp_path: Path, scenario_data: dict[str, Any],
     with pytest.raises(ScenarioError) as err:
         parse_scenario(_sweep(scenario_data, **sweep), "s.yaml")
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path,
+                                                     scenario_data: dict[str, Any]) -> None:
+    """1000 x 1000 values: validating the long axes costs their length, not its square; the
+    cells are counted, not expanded, and refused in one line naming the product and each axis,
+    within 2 s through the library and through `plan` and `run`."""
+    axes = {"workload.seed": list(range(1000)), "workload.num_prompts": list(range(1, 1001))}
+    started = time.perf_counter()
+    sweep = Sweep.model_validate({"axes": axes})
+    assert time.perf_counter() - started < 2
+    assert sweep.cell_count == 1_000_000
+    data = _sweep(scenario_data, axes=axes)
+    fragment = ("sweep: 1000000 cells (workload.seed 1000 x workload.num_prompts 1000) is more "
+                "than the limit of 1000 cells; make the grid smaller, or raise the limit on "
+                "purpose (--max-cells N)")
+    started = time.perf_counter()
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(data, "s.yaml")
+    assert time.perf_counter() - started < 2
+    assert str(err.value) == f"s.yaml: {fragment}"
+    for command in ("plan", "run"):
+        started = time.perf_counter()
+        refused = _run(tmp_path, data, command=command)
+        took = time.perf_counter() - started
+        _refused(refused, fragment, tmp_path)
+        assert took < 2, f"{command} took {took:.1f} s"
+
+
+def test_max_cells_raises_the_limit_on_purpose(tmp_path: Path,
+                                               scenario_data: dict[str, Any]) -> None:
+    small = _sweep(scenario_data, axes={"batch_size": [1, 2, 4], "workload.seed": [0, 1]})
+    for command in ("plan", "run"):
+        _refused(_run(tmp_path, small, "--max-cells", "5", command=command),
+                 "sweep: 6 cells (batch_size 3 x workload.seed 2) is more than the limit of 5 "
+                 "cells", tmp_path)
+    big = _sweep(scenario_data, axes={"batch_size": list(range(1, 41)),
+                                      "workload.seed": list(range(40))})
+    planned = _run(tmp_path, big, "--max-cells", "1600", command="plan")
+    assert planned.returncode == 0, planned.stderr
+    assert "sweep: 1600 cells over batch_size, workload.seed" in planned.stdout
+    # The library: a limit of its own, or none (a stored run's grid was accepted already).
+    with pytest.raises(ScenarioError, match="1600 cells .* more than the limit of 1000 cells"):
+        parse_scenario(big, "s.yaml")
+    assert len(sweep_cells(parse_scenario(big, "s.yaml", max_cells=None))) == 1600
 
 
 def test_draft_paths_need_a_draft(scenario_data: dict[str, Any]) -> None:

@@ -1,0 +1,104 @@
+"""Repeated runs of one comparison: the earlier runs in a results folder of the same scenario,
+builds (overlaid changes included) and machine, the note a table gets when there are any, and
+the comparison of all of them together, each run a launch, so that a gate can decide on all
+of them instead of the last (the launch x arm interaction then stays in the error term).
+
+Re-running a precision run until it comes out significant gives 10.8% / 17.6% / 28.7% false
+positives for up to 2 / 3 / 5 runs (simulated); nothing noticed it before. The index here is a
+scan of the results folder's manifests: the minimal one until a run store replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.compare import Comparison, compare_records, planned_labels, run_design, tp_sizes
+from harness.env import compat_id
+from harness.errors import ResultsError
+from harness.records import RunRecord
+from harness.scenario import parse_scenario
+from harness.store import MANIFEST, RunResults, load_results
+
+
+def comparison_key(manifest: dict[str, Any]) -> str | None:
+    """What makes two runs the same comparison: the scenario (its hash), each variant's vLLM
+    build and overlaid change, and the machine (the fingerprint's compat id)."""
+    fingerprint = manifest.get("fingerprint")
+    scenario_hash = manifest.get("scenario_hash")
+    if not isinstance(fingerprint, dict) or not scenario_hash:
+        return None
+    builds = {name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
+              for name, build in (manifest.get("builds") or {}).items()
+              if isinstance(build, dict)}
+    blob = json.dumps([scenario_hash, compat_id(fingerprint), builds], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def earlier_runs(results: RunResults) -> list[Path]:
+    """Complete runs of the same comparison in the same results folder, made before this
+    one, oldest first."""
+    key = comparison_key(results.manifest)
+    created = results.manifest.get("created_unix")
+    if key is None or not isinstance(created, (int, float)):
+        return []
+    found: list[tuple[float, Path]] = []
+    for path in sorted(results.path.parent.glob(f"*/{MANIFEST}")):
+        folder = path.parent
+        if folder.resolve() == results.path.resolve():
+            continue
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        when = manifest.get("created_unix")
+        if (manifest.get("status") == "complete" and isinstance(when, (int, float))
+                and when < created and comparison_key(manifest) == key):
+            found.append((when, folder))
+    return [folder for _, folder in sorted(found)]
+
+
+def repeat_note(earlier: list[Path]) -> str | None:
+    """One line under the table when this comparison was run before."""
+    if not earlier:
+        return None
+    names = ", ".join(p.name for p in earlier[-3:]) + (" ..." if len(earlier) > 3 else "")
+    return (f"this comparison was run {len(earlier)} time(s) before in this results folder "
+            f"({names}): re-running until one comes out significant inflates false positives "
+            "(up to 3 runs: about 18%); `specbench gate RUN --combine` decides on all of them, "
+            "each run a launch")
+
+
+def combined(results: RunResults) -> tuple[Comparison, int]:
+    """This run and every earlier run of the same comparison, compared as one run whose
+    launches they are (df from the runs: the interaction between runs and arms stays in the
+    error term). Returns the comparison and how many runs it combines."""
+    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/{MANIFEST}",
+                              max_cells=None)
+    if scenario.sweep is not None:
+        raise ResultsError(f"{results.path}: a sweep; --combine judges one A/B")
+    runs: list[RunResults] = [load_results(p) for p in earlier_runs(results)] + [results]
+    records: list[RunRecord] = []
+    offset = 0
+    for run in runs:
+        span = max((r.order for r in run.runs), default=-1) + 1
+        rounds = max((r.round for r in run.runs), default=-1) + 1
+        for r in run.runs:
+            records.append(r.model_copy(update={
+                "run_key": f"{run.run_id}/{r.run_key}", "order": r.order + offset,
+                "round": r.round + offset}))
+        offset += max(span, rounds)
+    comparison = compare_records(
+        records, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
+        planned_labels(results) or {n: v.proof_label for n, v in scenario.variants.items()},
+        greedy=scenario.workload.temperature == 0.0,
+        expect_identical={n: scenario.expects_identical_outputs(n)
+                          for n in scenario.candidates},
+        design=run_design(results), tp_sizes=tp_sizes(scenario))
+    comparison.setup = scenario.describe_setup()
+    comparison.warnings.append(
+        f"combined: {len(runs)} runs of this comparison ({', '.join(r.run_id for r in runs)}), "
+        "each a launch")
+    return comparison, len(runs)

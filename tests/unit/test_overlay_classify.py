@@ -1,0 +1,240 @@
+"""Overlay classification against the installed vLLM: each diff under tests/fixtures/overlay/
+is read and classified, and must come out as expected.yaml says (the known traps included)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.errors import ScenarioError
+from harness.overlay import Change, ChangeIdentity, FileChange, classify, read_diff
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "overlay"
+EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load(
+    (FIXTURES / "expected.yaml").read_text(encoding="utf-8"))
+
+# Every trap a classifier of vLLM changes must get right; each needs a fixture.
+KNOWN_TRAPS = {
+    "plain-method-body",                 # MedusaProposer.propose
+    "base-proposer-method-body",         # SpecDecodeBaseProposer._greedy_sample
+    "new-helper-constant-import",        # used by a changed body
+    "zero-arg-super",                    # gemma4 _greedy_sample -> super()._greedy_sample
+    "zero-arg-super-new-override",       # draft_model: a new override calling super()
+    "name-mangled-attribute",            # self.__x in a changed method
+    "future-annotations-type-checking",  # extract_hidden_states.py
+    "helper-imported-by-value",          # spec_decode/utils.py -> llm_base_proposer.py
+    "constant-imported-by-others",       # PADDING_SLOT_ID
+    "triton-kernel",                     # @triton.jit
+    "triton-dispatcher",                 # @triton_kernel_dispatcher_with_warmup
+    "compiled-forward",                  # a model forward, compiled
+    "eager-forward",                     # the same, enforce_eager
+    "config-field",                      # SpeculativeConfig gains a field
+    "config-method",                     # a SpeculativeConfig validator
+    "startup-load-model",
+    "startup-dummy-run",
+    "init-new-attribute",                # class layout
+    "base-class-change",
+    "slots-change",
+    "caching-decorator",                 # functools.cache / lru_cache
+    "compiling-decorator",               # torch.compile
+    "module-level-side-effect",          # a registration call at import
+    "non-python-in-package",             # a vllm/*.json
+    "native-source",                     # csrc/*.cu
+    "scheduler",
+    "engine-core",
+    "front-end",
+    "bound-at-init",                     # self.forward = self.forward_cpu
+    "deleted-referenced",
+    "deleted-unreferenced",
+    "inert-tests-and-docs",
+    "does-not-apply",
+}
+
+
+def _vllm_root() -> Path | None:
+    """The installed vllm package, found without importing it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+ROOT = _vllm_root()
+needs_vllm = pytest.mark.skipif(ROOT is None, reason="no vLLM installed to classify against")
+
+
+@pytest.fixture(scope="module")
+def root() -> Path:
+    assert ROOT is not None
+    return ROOT
+
+
+def test_every_known_trap_has_a_fixture() -> None:
+    traps = [entry["trap"] for entry in EXPECTED.values()]
+    assert len(traps) == len(set(traps)), "one trap name per fixture"
+    assert KNOWN_TRAPS <= set(traps), sorted(KNOWN_TRAPS - set(traps))
+
+
+def test_fixtures_and_expectations_match() -> None:
+    diffs = {p.name for p in FIXTURES.glob("*.diff")}
+    assert diffs == set(EXPECTED)
+    assert len(diffs) >= 22
+    for name, entry in EXPECTED.items():
+        assert re.fullmatch(r"\d\d-[a-z0-9-]+\.diff", name), name
+        assert set(entry) <= {"trap", "overlayable", "compiled", "reason", "functions",
+                              "applies"}, name
+        assert ("overlayable" in entry) != (entry.get("applies", True) is False), name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_is_a_git_style_diff(name: str) -> None:
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    headers = [ln for ln in text.splitlines() if ln.startswith(("--- ", "+++ "))]
+    assert headers, name
+    for line in headers:
+        assert "\t" not in line, f"{name}: timestamp in {line!r}"
+        path = line[4:]
+        assert path == "/dev/null" or path.startswith(("a/", "b/")), line
+
+
+@needs_vllm
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_classifies_as_expected(name: str, root: Path) -> None:
+    want = EXPECTED[name]
+    diff = FIXTURES / name
+    if want.get("applies", True) is False:
+        with pytest.raises(ScenarioError) as info:
+            read_diff(diff, root)
+        message = str(info.value)
+        assert want["reason"] in message
+        assert "\n" not in message
+        return
+    change = read_diff(diff, root)
+    got = classify(change, root, compiled=want.get("compiled", False), device="cpu")
+    lines = "\n".join(("ok  " if f.overlayable else "NO  ") + f.line() for f in got.findings)
+    assert got.findings, name
+    assert got.overlayable is want["overlayable"], lines
+    if want["overlayable"]:
+        assert not got.blockers
+        if "reason" in want:
+            assert any(want["reason"] in f.line() for f in got.findings), lines
+    else:
+        assert any(want["reason"] in f.line() for f in got.blockers), lines
+        for f in got.blockers:
+            assert f.reason and "\n" not in f.line(), f.line()
+    if "functions" in want:
+        assert got.functions == want["functions"], lines
+
+
+@needs_vllm
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e.get("overlayable")))
+def test_overlay_code_compiles_as_the_engine_compiles_it(name: str, root: Path) -> None:
+    """Each piece of code the engine will compile parses where the engine puts it: a method
+    inside `class Owner:` at its own line, a function or statement at module level."""
+    got = classify(read_diff(FIXTURES / name, root), root,
+                   compiled=EXPECTED[name].get("compiled", False))
+    for code in got.code:
+        changed = next(f for f in got.change.files if f.path == code.file)
+        assert changed.new is not None
+        first = changed.new.splitlines(keepends=True)[code.line - 1]
+        assert code.source.startswith(first), code.key
+        text = (f"class {code.owner}:\n" + code.source) if code.owner else code.source
+        tree = ast.parse(text)
+        node = tree.body[0].body[0] if code.owner else tree.body[0]  # type: ignore[attr-defined]
+        if code.kind == "function":
+            assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            assert node.name == code.name
+
+
+@needs_vllm
+def test_inert_files_are_named_and_ignored(root: Path) -> None:
+    change = read_diff(FIXTURES / "35-tests-and-docs-alongside.diff", root)
+    assert change.inert == ["docs/features/speculative_decoding/medusa.md",
+                            "tests/v1/spec_decode/test_medusa_propose.py"]
+    assert [f.path for f in change.files] == ["vllm/v1/spec_decode/medusa.py"]
+
+
+@needs_vllm
+def test_does_not_apply_names_the_line_it_expected(root: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"line 50 reads 'logits = self\.model\."
+                                            r"compute_logits\(blocks\)', the diff expects"):
+        read_diff(FIXTURES / "36-does-not-apply.diff", root)
+
+
+def _fake_vllm(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package laid out like vllm (worker paths) holding only `files`."""
+    root = tmp_path / "vllm"
+    for rel, text in {"__init__.py": "", **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def _change(root: Path, rel: str, new: str | None) -> Change:
+    old = (root / rel).read_text(encoding="utf-8")
+    path = f"vllm/{rel}"
+    identity = ChangeIdentity(kind="diff", path="x.diff", sha256="0", files=[path])
+    return Change(identity, [FileChange(path, old, new)])
+
+
+HELPERS = "def pick(x):\n    return x\n"
+
+
+def test_importer_copying_a_helper_at_import_blocks_it(tmp_path: Path) -> None:
+    """`from m import f` is rebound in the engine; a table the importer built from f at
+    import is not, so the changed f would never run through it."""
+    root = _fake_vllm(tmp_path, {
+        "v1/spec_decode/helpers.py": HELPERS,
+        "v1/spec_decode/user.py": "from vllm.v1.spec_decode.helpers import pick\n\n"
+                                  "TABLE = {'pick': pick}\n",
+    })
+    got = classify(_change(root, "v1/spec_decode/helpers.py",
+                           "def pick(x):\n    return x + 1\n"), root)
+    assert not got.overlayable
+    assert "referenced by value at import in vllm/v1/spec_decode/user.py (line 3: TABLE = " \
+        in got.blockers[0].line()
+
+
+def test_importer_rebinding_alone_is_a_note(tmp_path: Path) -> None:
+    root = _fake_vllm(tmp_path, {
+        "v1/spec_decode/helpers.py": HELPERS,
+        "v1/spec_decode/user.py": "from .helpers import pick\n\n\ndef use(x):\n"
+                                  "    return pick(x)\n",
+    })
+    got = classify(_change(root, "v1/spec_decode/helpers.py",
+                           "def pick(x):\n    return x + 1\n"), root)
+    assert got.overlayable
+    assert "imported by value into 1 module(s) (vllm/v1/spec_decode/user.py)" \
+        in got.findings[0].line()
+
+
+def test_deleted_method_named_elsewhere_blocks(tmp_path: Path) -> None:
+    """Deleting an override: the branch would run the base class's method, but an overlay
+    cannot remove the installed override, so the changed arm would keep running it."""
+    root = _fake_vllm(tmp_path, {
+        "v1/spec_decode/base.py": "class Base:\n    def step(self):\n        return 0\n\n"
+                                  "    def run(self):\n        return self.step()\n",
+        "v1/spec_decode/sub.py": "from .base import Base\n\n\nclass Sub(Base):\n"
+                                 "    def step(self):\n        return 1\n",
+    })
+    got = classify(_change(root, "v1/spec_decode/sub.py",
+                           "from .base import Base\n\n\nclass Sub(Base):\n    pass\n"), root)
+    assert not got.overlayable
+    assert "method Sub.step deleted — still referenced (vllm/v1/spec_decode/base.py)" \
+        in got.blockers[0].line()
+
+
+def test_non_worker_file_gains_nothing_silently(tmp_path: Path) -> None:
+    """A new constant in scheduler code would run where the switch never reaches; it is
+    named, not dropped (a change with no finding would look overlayable)."""
+    root = _fake_vllm(tmp_path, {"v1/core/sched/policy.py": "A = 1\n"})
+    got = classify(_change(root, "v1/core/sched/policy.py", "A = 1\nB = 2\n"), root)
+    assert not got.overlayable
+    assert "new module constant B — runs in the scheduler" in got.blockers[0].line()

@@ -1,0 +1,74 @@
+"""Repeated runs of one comparison: found in the results folder, named under the table, and
+gated together with --combine, each run a launch (df = runs - 1)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from harness.errors import ExitCode
+from harness.outputs import gate_run, write_outputs
+from harness.repeats import combined, comparison_key, earlier_runs
+from harness.store import load_results, save_manifest, save_run_record
+from tests.unit.test_forecast import shared_launch
+
+SCENARIO = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
+            "workload": {"num_prompts": 2, "max_tokens": 5},
+            "variants": {"a": {"baseline": True}, "b": {}}}
+
+
+def stored(root: Path, name: str, created: float, seed: int, scenario_hash: str = "h1",
+           cpu: str = "cpu-x") -> Path:
+    rng = np.random.default_rng(seed)
+    run_dir = root / name
+    save_manifest(run_dir, {
+        "run_id": name, "status": "complete", "created_unix": created,
+        "scenario_hash": scenario_hash, "scenario": SCENARIO,
+        "fingerprint": {"cpu_model": cpu, "vllm": "0.32.0"},
+        "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
+                   "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": None}},
+        "plan": {"design": "one-engine"}})
+    save_run_record(run_dir, shared_launch(0, 30, math.log(0.99), rng, 0.0))
+    return run_dir
+
+
+def test_earlier_runs_of_the_same_comparison_are_found_and_named(tmp_path: Path) -> None:
+    first = stored(tmp_path, "r1", 100.0, 1)
+    stored(tmp_path, "other-scenario", 150.0, 2, scenario_hash="h2")
+    stored(tmp_path, "other-machine", 160.0, 3, cpu="cpu-y")
+    second = stored(tmp_path, "r2", 200.0, 4)
+    stored(tmp_path, "later", 300.0, 5)
+    results = load_results(second)
+    assert comparison_key(results.manifest) == comparison_key(load_results(first).manifest)
+    assert earlier_runs(results) == [first]
+    assert earlier_runs(load_results(first)) == []
+    comparison, text = write_outputs(second, figures=False)
+    assert "this comparison was run 1 time(s) before in this results folder (r1)" in text
+    assert "--combine" in text
+    _, first_text = write_outputs(first, figures=False)
+    assert "run 1 time(s) before" not in first_text
+
+
+def test_combine_treats_each_run_as_a_launch(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(3):
+        stored(tmp_path, f"r{i}", 100.0 * (i + 1), 10 + i)
+    last = tmp_path / "r2"
+    comparison, runs = combined(load_results(last))
+    assert runs == 3
+    row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
+    assert row.estimate.error_unit == "launch" and row.estimate.error_n == 3
+    assert row.estimate.df == 2.0
+    assert any(w.startswith("combined: 3 runs") for w in comparison.warnings)
+    combined_comparison, result = gate_run(last, combine=True)
+    assert combined_comparison.warnings == comparison.warnings and result.decisions
+    # Through the CLI: the gate decides on the three runs together.
+    code = main(["gate", str(last), "--combine"])
+    assert code in (ExitCode.OK, ExitCode.GATE_FAILED, ExitCode.INCONCLUSIVE)
+    capsys.readouterr()
+    assert main(["gate", str(last), "--combine", "--against", "x"]) != ExitCode.OK
+    assert "--combine gates a run with its own earlier runs" in capsys.readouterr().err
