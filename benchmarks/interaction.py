@@ -52,14 +52,12 @@ def main() -> int:
         set_path(data, key, yaml.safe_load(value))
     for variant in data["variants"].values():
         if "diff" in variant:
-            variant["diff"] = str(args.scenario.parent / variant["diff"])
-    if (args.scenario.parent / "prompts").is_dir():
-        data.setdefault("workload", {})
+            variant["diff"] = str((args.scenario.parent / variant["diff"]).resolve())
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(args.keep or scratch)
         tmp.mkdir(parents=True, exist_ok=True)
         if (args.scenario.parent / "prompts").is_dir() and not (tmp / "prompts").exists():
-            (tmp / "prompts").symlink_to(args.scenario.parent / "prompts")
+            (tmp / "prompts").symlink_to((args.scenario.parent / "prompts").resolve())
         path = tmp / "interaction.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         start = time.perf_counter()

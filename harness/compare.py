@@ -390,6 +390,12 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     )
     comparison.setup = scenario.describe_setup()
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
+    launches = {r.order for r in runs if r.status == "ok"}
+    if design == "one-engine" and len(launches) == 1 and scenario.tensor_parallel_size > 1:
+        comparison.warnings.append(
+            f"TP {scenario.tensor_parallel_size} in one launch: on this kind of machine the "
+            "effect differed between TP 2 launches by more than one launch's interval shows "
+            "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more")
     return comparison
 
 

@@ -461,7 +461,8 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     between_launches = _pooled_sd(float(np.dot(spread, spread)), len(cell_mean) - 2.0)
 
     # Stalls per arm; with any (and no one-arm excess), the stall-robust estimator.
-    stall = stalled(y, cinv)
+    # (rates in points have no "slower": stalls are looked for on relative metrics only)
+    stall = stalled(y, cinv) if relative else np.zeros(len(y), dtype=bool)
     stalls = (int(np.sum(stall & ~arm)), int(np.sum(stall & arm)))
     findings: list[str] = []
     robust = False

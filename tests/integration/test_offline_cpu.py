@@ -73,7 +73,7 @@ def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
 @pytest.fixture(scope="session")
 def eagle_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     return run_variant_of("cpu-eagle-tp2-argmax.yaml", tmp_path_factory.mktemp("eagle"),
-                          "eagle", repeats=4)
+                          "eagle", repeats=4, rounds=1)
 
 
 def _scenario(name: str) -> dict[str, Any]:
@@ -174,7 +174,11 @@ def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliR
     assert comparison.design == "one-engine" and not comparison.unproven
     assert not comparison.discarded and comparison.warnings == []
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
-    assert tput.estimate.test == "paired t (blocks)" and tput.estimate.mde is not None
+    # Real passes sometimes stall: the estimator is then the stall-robust one, named.
+    assert tput.estimate.test in ("paired t (blocks)", "Yuen 20% trimmed (blocks)")
+    assert tput.estimate.mde is not None
+    if not sum(tput.estimate.stalls):
+        assert tput.estimate.test == "paired t (blocks)" and not tput.estimate.robust
     assert "Design: one-engine" in medusa_run.stdout
 
 
