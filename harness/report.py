@@ -129,7 +129,8 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
 
 DESIGNS = {
     "one-engine": "one engine per round hosts every arm, switched between passes in balanced "
-                  "blocks (A B B A); unit: the block difference",
+                  "blocks (A B B A, mirrored B A A B in odd blocks); unit: the block "
+                  "difference",
     "launch-per-arm": "each arm in its own engine launches; unit: the launch (paired by round)",
 }
 
