@@ -894,7 +894,14 @@ def _aliases(mod: _Module, name: str) -> list[str]:
 def classify(change: Change, vllm_root: Path, compiled: bool = False,
              device: str = "cpu") -> Classified:
     """Every part of `change`, overlayable or not (with the reason), and the code to run."""
-    return _Classifier(change, _Installed(vllm_root), compiled, device).run()
+    return _Classifier(change, _installed(str(vllm_root)), compiled, device).run()
+
+
+@cache
+def _installed(root: str) -> _Installed:
+    """One reading of an installed package per process: a sweep classifies every cell, and
+    each classification would otherwise read all of vLLM's ~2,600 files again."""
+    return _Installed(Path(root))
 
 
 # --- scenarios ---------------------------------------------------------------------------------
