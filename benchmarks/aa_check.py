@@ -29,8 +29,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compare import compare_results  # noqa: E402
-from harness.store import load_results  # noqa: E402
+from harness.analysis.compare import compare_results  # noqa: E402
+from harness.results.store import load_results  # noqa: E402
 
 
 def aa_scenario(path: Path, design: str | None, repeats: int | None,

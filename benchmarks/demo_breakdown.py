@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.store import load_results  # noqa: E402
+from harness.results.store import load_results  # noqa: E402
 
 PARTS = ("startup_s", "import_s", "models_s", "engine_start_s", "warmup_s", "measure_s",
          "shutdown_s", "finish_s")

@@ -25,9 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compare import compare_results  # noqa: E402
-from harness.stats import DeltaEstimate  # noqa: E402
-from harness.store import load_results  # noqa: E402
+from harness.analysis.compare import compare_results  # noqa: E402
+from harness.analysis.stats import DeltaEstimate  # noqa: E402
+from harness.results.store import load_results  # noqa: E402
 
 
 def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:

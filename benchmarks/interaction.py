@@ -30,10 +30,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compare import compare_results  # noqa: E402
-from harness.metrics import passes_frame  # noqa: E402
-from harness.scenario import set_path  # noqa: E402
-from harness.store import load_results  # noqa: E402
+from harness.analysis.compare import compare_results  # noqa: E402
+from harness.analysis.metrics import passes_frame  # noqa: E402
+from harness.config.scenario import set_path  # noqa: E402
+from harness.results.store import load_results  # noqa: E402
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Load-generator throughput: harness.loadgen against an instant fake server, one core each.
+"""Load-generator throughput: harness.engine.loadgen against an instant fake server, one core each.
 
     .venv/bin/python benchmarks/loadgen_bench.py [--concurrency 64] [--requests 512]
         [--max-tokens 256] [--repeats 5] [--tokens-per-chunk 1] [--target 20000]
@@ -6,7 +6,8 @@
 
 Starts benchmarks/fake_openai_server.py as a subprocess pinned to one CPU (it answers every
 streamed /v1/completions request at once from precomputed bytes), pins this process to another
-CPU, and runs harness.loadgen.run_requests exactly as serve mode does (one asyncio.run per pass,
+CPU, and runs harness.engine.loadgen.run_requests exactly as serve mode does (one
+asyncio.run per pass,
 a fresh aiohttp session each time) over --requests requests of --max-tokens tokens with
 --concurrency in flight, after one warm-up pass. Since the server never waits, the pass is bound
 by the client's parsing: the streamed tokens/s (tokens received over the pass duration) is the
@@ -52,7 +53,7 @@ sys.path.insert(0, str(HERE))
 
 from fake_openai_server import token_id  # noqa: E402
 
-from harness.loadgen import StreamedRequest, completion_payload, run_requests  # noqa: E402
+from harness.engine.loadgen import StreamedRequest, completion_payload, run_requests  # noqa: E402
 
 MODEL = "tiny-llama"
 PROMPT_TOKENS = 8

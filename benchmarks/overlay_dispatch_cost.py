@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.store import load_results  # noqa: E402
+from harness.results.store import load_results  # noqa: E402
 
 MODULE = "specbench_dispatch_bench"
 SOURCE = textwrap.dedent("""

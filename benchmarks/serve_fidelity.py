@@ -9,7 +9,7 @@ vllm, specbench, vllm, ...). Each client sends the same prompts (the first --num
 scenarios/prompts/tiny-llama-prompts.jsonl, in file order, no chat template) with the same
 max_tokens, ignore_eos and temperature 0, at the same concurrency and an infinite request rate,
 after the same warm-up (--warmups copies of the first prompt, as `vllm bench serve
---num-warmups` sends). specbench's side is harness.loadgen in this process; vLLM's is the
+--num-warmups` sends). specbench's side is harness.engine.loadgen in this process; vLLM's is the
 `vllm bench serve` CLI (vllm.entrypoints.cli.main) in a subprocess, read back from its
 --save-result JSON.
 
@@ -42,6 +42,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.config.scenario import Workload  # noqa: E402
+from harness.config.workload import load_prompts  # noqa: E402
+from harness.engine.loadgen import (  # noqa: E402
+    completion_payload,
+    fetch_text,
+    parse_spec_counters,
+    request_timings,
+    run_requests,
+)
 from harness.engine.models import ensure_models  # noqa: E402
 from harness.engine.serve_worker import (  # noqa: E402
     ServerFailed,
@@ -51,16 +60,7 @@ from harness.engine.serve_worker import (  # noqa: E402
     wait_healthy,
 )
 from harness.errors import ScenarioError  # noqa: E402
-from harness.executor import read_tail  # noqa: E402
-from harness.loadgen import (  # noqa: E402
-    completion_payload,
-    fetch_text,
-    parse_spec_counters,
-    request_timings,
-    run_requests,
-)
-from harness.scenario import Workload  # noqa: E402
-from harness.workload import load_prompts  # noqa: E402
+from harness.execute.local import read_tail  # noqa: E402
 
 SERVED_NAME = "tiny-llama"
 DEFAULT_PROMPTS = ROOT / "scenarios" / "prompts" / "tiny-llama-prompts.jsonl"
@@ -189,7 +189,8 @@ def acceptance_length(base_url: str, before: dict[str, Any] | None) -> float | N
 
 
 def run_specbench(base_url: str, prompts: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Warm-up, then one measured pass through harness.loadgen; metrics as vLLM names them."""
+    """Warm-up, then one measured pass through harness.engine.loadgen; metrics as vLLM names
+    them."""
     url = base_url + "/v1/completions"
 
     def payload(prompt: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ PinKind = Literal["none", "node"]
 MaxCellsOpt = Annotated[
     int | None, typer.Option(
         "--max-cells", min=1, show_default=False, help="The most cells a sweep may have "
-        "(default: 1000, harness.scenario.MAX_CELLS); a larger grid is refused before it is "
+        "(default: 1000, harness.config.scenario.MAX_CELLS); a larger grid is refused before it is "
         "expanded. Raise it on purpose for a grid that large."),
 ]
 InconclusiveOpt = Annotated[
@@ -102,12 +102,12 @@ def run(
     max_cells: MaxCellsOpt = None,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
+    from harness.config.scenario import MAX_CELLS, load_scenario, with_precision
     from harness.errors import IncomparableError
-    from harness.executor import LocalExecutor
-    from harness.plan import expand_plan
-    from harness.progress import LaunchView
-    from harness.runner import run_plan
-    from harness.scenario import MAX_CELLS, load_scenario, with_precision
+    from harness.execute.local import LocalExecutor
+    from harness.execute.progress import LaunchView
+    from harness.execute.runner import run_plan
+    from harness.plan.plan import expand_plan
 
     max_cells = max_cells or MAX_CELLS
     if resume is not None:
@@ -129,12 +129,12 @@ def run(
     def progress(message: str) -> None:
         print(f"specbench: {message}", file=sys.stderr, flush=True)
 
-    from harness.store import resolve_run_dir
+    from harness.results.store import resolve_run_dir
 
     plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario)
     view = LaunchView(len(plan.runs))  # the launch in flight: stage, passes, tok/s, ETA
     if executor == ExecutorKind.ray:
-        from harness.ray_executor import RayExecutor
+        from harness.execute.ray_executor import RayExecutor
 
         chosen: Any = RayExecutor(address, models_cache, pin)
     else:
@@ -175,8 +175,8 @@ def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
                       ) -> tuple[Path | None, Any, Path | None]:
     """The scenario a resumed run continues: the file given, else the run's own file if it is
     still there, else the copy in its manifest (the runner checks that it is unchanged)."""
-    from harness.scenario import load_scenario, parse_scenario
-    from harness.store import load_results
+    from harness.config.scenario import load_scenario, parse_scenario
+    from harness.results.store import load_results
 
     if run_id is not None or mde is not None or budget is not None:
         raise SpecbenchError("--resume continues a run as it was planned: drop --run-id, --mde "
@@ -207,8 +207,8 @@ def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | Non
                    variant: str | None, junit: Path | None, markdown: Path | None,
                    inconclusive: Inconclusive, force: bool, combine: bool = False) -> int:
     """Judge a stored run, write the gate's files, print the decisions, map the verdict."""
-    from harness.outputs import gate_run, write_gate_files
-    from harness.report import render_gate_terminal
+    from harness.present.outputs import gate_run, write_gate_files
+    from harness.present.tables import render_gate_terminal
 
     comparison, result = gate_run(run_dir, against, baselines_dir, variant, force, combine)
     files = write_gate_files(run_dir, comparison, result, junit, markdown,
@@ -225,8 +225,8 @@ def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | Non
 
 def write_report(run_dir: Path, echo: bool, html: bool = False, figures: bool = True,
                  force: bool = False) -> Any:
-    """Write a stored run's outputs (harness.outputs) and print its table."""
-    from harness.outputs import write_outputs
+    """Write a stored run's outputs (harness.present.outputs) and print its table."""
+    from harness.present.outputs import write_outputs
 
     comparison, text = write_outputs(run_dir, html, figures, force)
     if echo:
@@ -246,7 +246,7 @@ def report(
     ] = False,
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
-    from harness.store import resolve_run_dir
+    from harness.results.store import resolve_run_dir
 
     run_dir = resolve_run_dir(results)
     write_report(run_dir, echo=not markdown, html=html, force=force)
@@ -270,9 +270,9 @@ def compare(
     markdown: Annotated[bool, typer.Option(help="Print Markdown instead.")] = False,
 ) -> int:
     """Compare two stored runs (e.g. the same scenario on two git checkouts)."""
-    from harness.compare import compare_runs
-    from harness.report import render_markdown, render_terminal
-    from harness.store import load_results
+    from harness.analysis.compare import compare_runs
+    from harness.present.tables import render_markdown, render_terminal
+    from harness.results.store import load_results
 
     a, b = load_results(base), load_results(candidate)
     comparison = compare_runs(a, b, base_variant, candidate_variant, force)
@@ -298,9 +298,9 @@ def plan(
     """Show what `run` would launch (a sweep: its cells), and how long it will take, timed
     from a stored run (--from, else the newest run of this scenario in --results-dir);
     nothing runs."""
-    from harness.plan import expand_plan
-    from harness.preflight import preflight
-    from harness.scenario import MAX_CELLS, load_scenario
+    from harness.config.scenario import MAX_CELLS, load_scenario
+    from harness.plan.plan import expand_plan
+    from harness.plan.preflight import preflight
 
     loaded = load_scenario(scenario, max_cells or MAX_CELLS)
     expanded = expand_plan(loaded, scenario_file=scenario)
@@ -340,8 +340,8 @@ def plan(
                 if r.design == "one-engine" else f"{r.repeats} pass(es)")
         print(f"  {r.order + 1:>3}. {r.run_key:<24} {what} x "
               f"{r.workload.num_prompts} prompts{impl}{spec_text}")
-    from harness.forecast import describe_wall, estimate_wall, newest_run_of
-    from harness.store import load_results, resolve_run_dir
+    from harness.analysis.forecast import describe_wall, estimate_wall, newest_run_of
+    from harness.results.store import load_results, resolve_run_dir
 
     stored = (load_results(resolve_run_dir(from_run)) if from_run is not None
               else newest_run_of(results_dir, loaded.name))
@@ -351,7 +351,7 @@ def plan(
     else:
         print(f"  {describe_wall(estimate_wall(expanded, stored))}")
     if from_run is not None and stored is not None and not expanded.cells:
-        from harness.forecast import describe, forecast
+        from harness.analysis.forecast import describe, forecast
 
         target_mde = mde or (loaded.precision.mde if loaded.precision else None) or 0.01
         for line in describe(forecast(stored, target_mde)):
@@ -380,7 +380,7 @@ def gate_command(
         "a launch, instead of on this run alone.")] = False,
 ) -> int:
     """Decide PASS, REGRESSION or INCONCLUSIVE per gated metric of a stored run."""
-    from harness.store import resolve_run_dir
+    from harness.results.store import resolve_run_dir
 
     return _gate_and_exit(resolve_run_dir(run_dir), against, baselines_dir, variant, junit,
                           markdown, inconclusive, force, combine)
@@ -397,9 +397,9 @@ def calibrate(
 ) -> int:
     """Run SCENARIO as an A/A (the baseline in both arms) and print a `gates:` block whose
     tolerances its measured noise supports."""
-    from harness.calibrate import calibrate as run_calibration
-    from harness.calibrate import gates_yaml
-    from harness.scenario import load_scenario
+    from harness.analysis.calibrate import calibrate as run_calibration
+    from harness.analysis.calibrate import gates_yaml
+    from harness.config.scenario import load_scenario
 
     spec = load_scenario(scenario)
     if spec.sweep is not None:
@@ -428,7 +428,7 @@ def baseline_save(
         help="Where saved baselines live (default: baselines/).")] = None,
 ) -> int:
     """Save a run as a self-contained reference folder (manifest and raw run records)."""
-    from harness.store import DEFAULT_BASELINES, resolve_run_dir, save_baseline
+    from harness.results.store import DEFAULT_BASELINES, resolve_run_dir, save_baseline
 
     path = save_baseline(resolve_run_dir(run_dir), name, baselines_dir or DEFAULT_BASELINES)
     print(f"saved baseline {name!r}: {path}")
@@ -438,7 +438,7 @@ def baseline_save(
 @app.command()
 def schema() -> int:
     """Print the JSON Schema of scenario files."""
-    from harness.scenario import scenario_json_schema
+    from harness.config.scenario import scenario_json_schema
 
     print(json.dumps(scenario_json_schema(), indent=2))
     return 0
@@ -477,7 +477,7 @@ def models(
     """List the built-in tiny models, or build the named ones (worker-side process)."""
     import subprocess
 
-    from harness.catalog import BUILTIN_MODELS
+    from harness.config.catalog import BUILTIN_MODELS
 
     if not build:
         for name, text in BUILTIN_MODELS.items():
@@ -488,7 +488,7 @@ def models(
         raise SpecbenchError(f"unknown built-in model(s): {', '.join(unknown)} (known: "
                              f"{', '.join(BUILTIN_MODELS)})")
     names = list(BUILTIN_MODELS) if "all" in build else build
-    from harness.executor import models_command
+    from harness.execute.local import models_command
 
     return subprocess.run(models_command(names, models_cache), check=False).returncode
 

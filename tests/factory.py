@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.records import (
+from harness.results.records import (
     PassRecord,
     RequestRecord,
     RunRecord,
@@ -51,7 +51,7 @@ def simple_pass(repeat: int, duration_s: float, scale: float = 1.0,
 def stored_run(tmp_path: Path, name: str, runs: list[RunRecord], fingerprint: dict[str, object],
                variants: dict[str, object], scenario: dict[str, object] | None = None) -> Path:
     """A results folder holding `runs` under a minimal scenario with `variants`."""
-    from harness.store import save_manifest, save_run_record
+    from harness.results.store import save_manifest, save_run_record
 
     run_dir = tmp_path / name
     data = {"name": "unit", "model": "tiny-llama", "batch_size": 2,

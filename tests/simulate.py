@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.plan import ArmSpec, RunSpec, expand_plan
-from harness.records import PassRecord, RequestRecord
-from harness.scenario import Precision, parse_scenario
-from harness.schedule import WarmUp, drive_shared_launch, pass_throughput
-from harness.stats import DeltaEstimate, arm_delta
+from harness.analysis.stats import DeltaEstimate, arm_delta
+from harness.config.scenario import Precision, parse_scenario
+from harness.plan.plan import ArmSpec, RunSpec, expand_plan
+from harness.plan.schedule import WarmUp, drive_shared_launch, pass_throughput
+from harness.results.records import PassRecord, RequestRecord
 from tests.conftest import MINIMAL
 
 

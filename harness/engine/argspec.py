@@ -2,7 +2,7 @@
 the kinds of value it takes (bool, int, float, str, null, dict, list, or any) and, where vLLM
 fixes them, the accepted choices (dtype's Literal, an enum's names).
 
-The parent never imports vLLM: it reads this description (harness.vllm_args), shipped for the
+The parent never imports vLLM: it reads this description (harness.config.vllm_args), shipped for the
 pinned vLLM and written once to the cache for any other version by running this module.
 
     python -m harness.engine.argspec OUT.json
@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-# harness.vllm_args reads descriptions of this version (bump when the layout changes).
+# harness.config.vllm_args reads descriptions of this version (bump when the layout changes).
 DESCRIPTION_VERSION = 1
 
 _SCALARS: dict[type, list[str]] = {

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import IMPL_REPORT_DIR_ENV, NOOP_SWITCH_FAULT_ENV, SLOW_CHOICE_FAULT_ENV
+from harness.config.catalog import IMPL_REPORT_DIR_ENV, NOOP_SWITCH_FAULT_ENV, SLOW_CHOICE_FAULT_ENV
 from harness.engine.swaps import SWAPS
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
@@ -267,7 +267,7 @@ def install_patch(path: str) -> bool:
 
 
 def install_overlay(path: str) -> bool:
-    """Install the overlay spec at `path` (harness.overlay.OverlaySpec as JSON) in this
+    """Install the overlay spec at `path` (harness.plan.overlay.OverlaySpec as JSON) in this
     process; False if it was already installed here. Raises what compiling the change raises
     (the plugin turns that into a failed launch with the reason)."""
     global _overlay_arms

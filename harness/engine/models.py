@@ -1,4 +1,5 @@
-"""Built-in tiny models (harness.catalog.BUILTIN_MODELS): deterministic local builds, no network.
+"""Built-in tiny models (harness.config.catalog.BUILTIN_MODELS): deterministic local builds,
+no network.
 
 Owns their recipes, cache folders (hash-named, built atomically under a file lock) and build CLI.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_MODELS, VOCAB_TWINS
+from harness.config.catalog import BUILTIN_MODELS, VOCAB_TWINS
 
 # Bump on any change to how a model is built that the parameters below do not capture.
 RECIPE_VERSION = "1"

@@ -3,7 +3,7 @@ its source against the module's own globals, and in the function's place a dispa
 runs the active arm's version and counts the call (harness.engine.impls reports the counts
 pass by pass, through the same switch the built-in swaps use).
 
-The spec is harness.overlay.OverlaySpec as JSON; this side reads it as plain data.
+The spec is harness.plan.overlay.OverlaySpec as JSON; this side reads it as plain data.
 """
 
 from __future__ import annotations

@@ -10,7 +10,13 @@ import logging
 import os
 from typing import Any
 
-from harness.catalog import IMPL_ENV, OVERLAY_ENV, PATCH_ENV, SWITCH_RPC, parse_implementation
+from harness.config.catalog import (
+    IMPL_ENV,
+    OVERLAY_ENV,
+    PATCH_ENV,
+    SWITCH_RPC,
+    parse_implementation,
+)
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")

@@ -2,7 +2,7 @@
 
 Starts vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on 127.0.0.1 and a
 free port with the variant's engine args, environment and implementation, waits for /health,
-sends the warm-up and the measured passes through harness.loadgen, scrapes the spec-decode
+sends the warm-up and the measured passes through harness.engine.loadgen, scrapes the spec-decode
 counters from /metrics around each pass, stops the server and writes a WorkerResult. The server
 runs in this worker's process group, so the runner's group kill also ends it (and its engine
 core and TP workers) on a timeout, Ctrl-C or crash.
@@ -27,7 +27,17 @@ from typing import Any
 
 import aiohttp
 
-from harness.catalog import SWITCH_RPC, TAKEN_PORT_FAULT_ENV
+from harness.config.catalog import SWITCH_RPC, TAKEN_PORT_FAULT_ENV
+from harness.config.scenario import ServeSettings
+from harness.config.workload import Prompt, workload_hash
+from harness.engine.loadgen import (
+    StreamedRequest,
+    completion_payload,
+    fetch_text,
+    parse_spec_counters,
+    request_timings,
+    run_requests,
+)
 from harness.engine.worker import (
     counter_delta,
     exit_now,
@@ -36,25 +46,15 @@ from harness.engine.worker import (
     worker_main,
 )
 from harness.env import package_version
-from harness.loadgen import (
-    StreamedRequest,
-    completion_payload,
-    fetch_text,
-    parse_spec_counters,
-    request_timings,
-    run_requests,
-)
-from harness.plan import RunSpec
-from harness.records import (
+from harness.plan.plan import RunSpec
+from harness.plan.schedule import measure_launch
+from harness.results.records import (
     PassRecord,
     RequestRecord,
     ServerInfo,
     Timings,
     WorkerResult,
 )
-from harness.scenario import ServeSettings
-from harness.schedule import measure_launch
-from harness.workload import Prompt, workload_hash
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The fault-injection seam: tests point this at a server that dies, errors or never starts.

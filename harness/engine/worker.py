@@ -1,6 +1,7 @@
 """One measured engine launch: `python -m harness.engine.worker --spec S --out O`.
 
-Runs in its own process (started by harness.runner): builds vLLM's offline LLM engine with the
+Runs in its own process (started by harness.execute.runner): builds vLLM's offline LLM engine
+with the
 variant's settings, warms it up, runs the measured passes, and writes a WorkerResult JSON.
 Failures it can catch are written as data (status "failed"); the parent handles the rest.
 """
@@ -21,16 +22,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import (
+from harness.config.catalog import (
     BUILTIN_MODELS,
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
     SPAWNED_ENV,
     SWITCH_RPC,
 )
-from harness.lifeline import guard_process_group
-from harness.plan import WORKER_SPEC_VERSION, RunSpec, WorkerSpec
-from harness.records import (
+from harness.config.workload import (
+    Prompt,
+    load_prompts,
+    model_vocab_size,
+    warmup_prompts,
+    workload_hash,
+)
+from harness.execute.lifeline import guard_process_group
+from harness.plan.plan import WORKER_SPEC_VERSION, RunSpec, WorkerSpec
+from harness.plan.schedule import measure_launch
+from harness.results.records import (
     ImplReport,
     PassRecord,
     RequestRecord,
@@ -38,8 +47,6 @@ from harness.records import (
     Timings,
     WorkerResult,
 )
-from harness.schedule import measure_launch
-from harness.workload import Prompt, load_prompts, model_vocab_size, warmup_prompts, workload_hash
 
 SPEC_COUNTERS = {
     "vllm:spec_decode_num_drafts": "num_drafts",

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.catalog import TAKEN_PORT_FAULT_ENV
+from harness.config.catalog import TAKEN_PORT_FAULT_ENV
 from harness.engine.serve_worker import SERVER_MODULE_ENV
-from harness.executor import WORKER_MODULE_ENV
-from harness.store import load_results
+from harness.execute.local import WORKER_MODULE_ENV
+from harness.results.store import load_results
 from tests.conftest import ROOT
 from tests.processes import alive, processes_in, start_specbench
 
@@ -398,10 +398,10 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner takes a Plan and an executor: an executor that fails on one launch (a lost
     node, a broken transport) fails that launch as data; the others run and are stored."""
-    from harness.executor import LocalExecutor
-    from harness.plan import RunSpec, expand_plan
-    from harness.runner import run_plan
-    from harness.scenario import load_scenario
+    from harness.config.scenario import load_scenario
+    from harness.execute.local import LocalExecutor
+    from harness.execute.runner import run_plan
+    from harness.plan.plan import RunSpec, expand_plan
 
     class Flaky(LocalExecutor):
         def launch(self, run: RunSpec, *args: Any, **kwargs: Any) -> Any:

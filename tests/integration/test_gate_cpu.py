@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.catalog import SLOW_CHOICE_FAULT_ENV
+from harness.config.catalog import SLOW_CHOICE_FAULT_ENV
 from harness.errors import ExitCode
 from tests.conftest import ROOT, SCENARIOS
 

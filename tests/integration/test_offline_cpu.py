@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.catalog import NOOP_SWITCH_FAULT_ENV
-from harness.compare import compare_results
+from harness.analysis.compare import compare_results
+from harness.analysis.metrics import passes_frame, requests_frame
+from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
+from harness.config.catalog import NOOP_SWITCH_FAULT_ENV
 from harness.errors import ExitCode
-from harness.metrics import passes_frame, requests_frame
-from harness.records import SCHEMA_VERSION
-from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
-from harness.store import RunResults, load_results
+from harness.results.records import SCHEMA_VERSION
+from harness.results.store import RunResults, load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.patches.kill_engine_core import KILL_AT_ENV
 

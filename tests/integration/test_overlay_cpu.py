@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.compare import compare_results
+from harness.analysis.compare import compare_results
 from harness.errors import ExitCode
 from tests.conftest import SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, run_cli

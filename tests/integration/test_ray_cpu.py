@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.compare import compare_results
-from harness.executor import WORKER_MODULE_ENV
-from harness.report import table_rows
-from harness.store import load_results
+from harness.analysis.compare import compare_results
+from harness.execute.local import WORKER_MODULE_ENV
+from harness.present.tables import table_rows
+from harness.results.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_faults import _fake_model
 from tests.processes import alive, start_specbench

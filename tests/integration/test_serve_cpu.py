@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.compare import compare_results
-from harness.metrics import passes_frame, requests_frame
-from harness.store import load_results
+from harness.analysis.compare import compare_results
+from harness.analysis.metrics import passes_frame, requests_frame
+from harness.results.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, assert_tp2_switched_in_place, run_cli
 from tests.processes import (
@@ -235,7 +235,7 @@ def test_request_rate_arrivals_are_vllms_seeded_schedule(monkeypatch: pytest.Mon
     from harness.engine.serve_worker import vllm_arrivals
 
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")  # as device_env sets it for the worker
-    from harness.scenario import ServeSettings
+    from harness.config.scenario import ServeSettings
 
     def schedule(load: ServeSettings, seed: int) -> list[float]:
         waits: list[float] = []

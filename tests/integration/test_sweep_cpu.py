@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.store import load_results
-from harness.sweep import compare_sweep
+from harness.analysis.sweep_comparison import compare_sweep
+from harness.results.store import load_results
 from tests.conftest import ROOT, SCENARIOS
 from tests.processes import start_specbench
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import BUILTIN_CONFIGS, BUILTIN_WORD_TOKENIZERS
+from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_WORD_TOKENIZERS
+from harness.config.vllm_args import description_path
 from harness.engine.models import is_built, model_dir
-from harness.vllm_args import description_path
 
 pytestmark = pytest.mark.integration
 

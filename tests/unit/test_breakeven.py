@@ -1,7 +1,8 @@
 """The break-even interval is checked the way every interval here is: on simulated sweeps whose
 cells are one-engine launches with the machine's noise structure (launch offsets, pass noise,
-AR(1) noise, warm-up climb, drift; tests/unit/test_stats.py), run through harness.stats like a
-real cell, then through harness.breakeven. Its interval must cover the true crossing about 95%
+AR(1) noise, warm-up climb, drift; tests/unit/test_stats.py), run through
+harness.analysis.stats like a real cell, then through harness.analysis.breakeven. Its interval
+must cover the true crossing about 95%
 of the time, and a candidate that wins everywhere must rarely be given a crossing inside the
 grid."""
 
@@ -12,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.breakeven import AxisPoint, break_even, choose_scale, describe
+from harness.analysis.breakeven import AxisPoint, break_even, choose_scale, describe
 from tests.unit.test_stats import one_engine_runs
 
 GRID = [1, 2, 4, 8, 16, 32, 64]
@@ -21,7 +22,7 @@ TRIALS = 400
 
 def _sweeps(effects: list[float], blocks: int, sigma_p: float, seed: int) -> list[list[AxisPoint]]:
     """TRIALS simulated sweeps: per cell, a one-engine launch of `blocks` ABBA blocks whose
-    candidate effect is that cell's; each cell's estimate as harness.stats gives it."""
+    candidate effect is that cell's; each cell's estimate as harness.analysis.stats gives it."""
     per_cell = [one_engine_runs(seed + i, 1, blocks, 0.05, sigma_p, effect, trials=TRIALS)
                 for i, effect in enumerate(effects)]
     sweeps = []

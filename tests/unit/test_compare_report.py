@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import check_comparable, compare_records, output_parity
+from harness.analysis.compare import check_comparable, compare_records, output_parity
 from harness.errors import IncomparableError, ResultsError
-from harness.records import SCHEMA_VERSION
-from harness.report import render_markdown, render_terminal
-from harness.store import RunResults, load_results, save_manifest, save_run_record
+from harness.present.tables import render_markdown, render_terminal
+from harness.results.records import SCHEMA_VERSION
+from harness.results.store import RunResults, load_results, save_manifest, save_run_record
 from tests.factory import run, simple_pass, stored_run
 
 
@@ -124,7 +124,7 @@ def test_incomparable_environments_are_refused() -> None:
 
 
 def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> None:
-    from harness.compare import compare_runs
+    from harness.analysis.compare import compare_runs
 
     variants = {"base": {"baseline": True}, "opt": {}}
     fp = {"vllm": "0.32.0", "torch": "2.13.0"}
@@ -165,7 +165,7 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
 
 
 def test_expected_parity_defaults(scenario_data: dict) -> None:
-    from harness.scenario import parse_scenario
+    from harness.config.scenario import parse_scenario
 
     scenario_data["variants"]["tuned"] = {"engine": {"enforce_eager": True}}
     s = parse_scenario(scenario_data)

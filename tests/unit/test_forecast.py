@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.forecast import forecast
-from harness.records import PassRecord, RunRecord, WorkerResult
-from harness.store import load_results, save_manifest, save_run_record
+from harness.analysis.forecast import forecast
+from harness.results.records import PassRecord, RunRecord, WorkerResult
+from harness.results.store import load_results, save_manifest, save_run_record
 from tests.factory import request
 
 

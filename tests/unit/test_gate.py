@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.analysis.compare import MetricRow, compare_records
+from harness.analysis.gate import judge, judge_metric, propose_tolerances
+from harness.analysis.stats import DeltaEstimate, VarianceComponents
 from harness.cli import main
-from harness.compare import MetricRow, compare_records
+from harness.config.scenario import GateSpec, parse_scenario
 from harness.errors import ExitCode
-from harness.gate import judge, judge_metric, propose_tolerances
-from harness.scenario import GateSpec, parse_scenario
-from harness.stats import DeltaEstimate, VarianceComponents
 from tests.factory import run, simple_pass, stored_run
 
 
@@ -53,7 +53,7 @@ def _one_engine_estimate(launches: int, blocks: int, true: float, interaction: f
                          seed: int) -> DeltaEstimate:
     """Output throughput of a one-engine run: launch offsets, a launch x arm interaction of sd
     `interaction`, block noise 2%, through the shipped estimator."""
-    from harness.stats import arm_delta
+    from harness.analysis.stats import arm_delta
 
     rng = np.random.default_rng(seed)
     values, cand, launch, block = [], [], [], []
@@ -82,7 +82,7 @@ def test_more_units_advice_counts_launches_when_launches_carry_the_error() -> No
     assert "more launches would decide" in decision.reason, decision.reason
     assert "blocks would decide" not in decision.reason
     # The advice is what the error term needs: the launch means' sd at df = n - 1.
-    from harness.stats import units_for_halfwidth
+    from harness.analysis.stats import units_for_halfwidth
 
     assert est.error_sd is not None
     needed = units_for_halfwidth(est.error_sd, abs(math.log1p(est.delta) - math.log1p(-0.02)))
@@ -92,7 +92,7 @@ def test_more_units_advice_counts_launches_when_launches_carry_the_error() -> No
 def test_welch_fallback_counts_rounds_not_launches() -> None:
     """Unpaired launches (a round lost on one side): the interval's se is sqrt(vb + vc) over
     the rounds per arm, so the units to add are rounds, not the launches of both arms."""
-    from harness.stats import arm_delta
+    from harness.analysis.stats import arm_delta
 
     rng = np.random.default_rng(0)
     values, cand, launch, rnd = [], [], [], []
@@ -126,7 +126,7 @@ def test_points_and_exact_values() -> None:
 
 
 def _shared(opt_factor: float, choice: str = "optimized") -> Any:
-    from harness.records import ImplReport
+    from harness.results.records import ImplReport
 
     passes = []
     for block in range(8):
@@ -150,7 +150,7 @@ IMPLS = {"base": "medusa-proposer:baseline", "opt": "medusa-proposer:optimized"}
 
 
 def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
-    from harness.report import render_gate_junit, render_gate_markdown
+    from harness.present.tables import render_gate_junit, render_gate_markdown
 
     comparison = compare_records([_shared(1.25)], "base", ["opt"], "r", "unit", IMPLS,
                                  design="one-engine")
@@ -259,7 +259,7 @@ def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_st
     (the calibration's se is an estimate too)."""
     from types import SimpleNamespace
 
-    from harness.stats import arm_delta
+    from harness.analysis.stats import arm_delta
 
     rng = np.random.default_rng(7)
     abba = np.array([0, 1, 1, 0])

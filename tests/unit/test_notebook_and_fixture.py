@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.compare import compare_results
-from harness.store import load_results
+from harness.analysis.compare import compare_results
+from harness.results.store import load_results
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
@@ -121,7 +121,7 @@ SWEEP = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-sweep-small"
 
 
 def test_sweep_fixture_is_one_tidy_frame() -> None:
-    from harness.sweep import compare_sweep
+    from harness.analysis.sweep_comparison import compare_sweep
 
     sweep = compare_sweep(load_results(SWEEP))
     frame = sweep.frame()

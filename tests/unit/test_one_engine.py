@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from harness.compare import compare_records
+from harness.analysis.compare import compare_records
+from harness.analysis.proof import proof_problems
+from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
+from harness.config.scenario import parse_scenario, with_precision
 from harness.errors import ScenarioError
-from harness.plan import ArmSpec, expand_plan
-from harness.proof import proof_problems
-from harness.records import ImplReport, PassRecord
-from harness.report import render_terminal
-from harness.scenario import parse_scenario, with_precision
-from harness.schedule import drive_shared_launch
-from harness.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
+from harness.plan.plan import ArmSpec, expand_plan
+from harness.plan.schedule import drive_shared_launch
+from harness.present.tables import render_terminal
+from harness.results.records import ImplReport, PassRecord
 from tests.factory import run, simple_pass
 
 MEDUSA = "medusa-proposer"
@@ -227,7 +227,7 @@ def test_a_failed_shared_launch_fails_every_arm() -> None:
 def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine(
         scenario_data: dict[str, Any]) -> None:
     from harness.errors import HardwareError
-    from harness.preflight import check_hardware
+    from harness.plan.preflight import check_hardware
 
     scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
                                         "synthetic_acceptance_length": 2.0}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from harness.errors import ScenarioError
-from harness.overlay import Change, ChangeIdentity, FileChange, classify, read_diff
+from harness.plan.overlay import Change, ChangeIdentity, FileChange, classify, read_diff
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "overlay"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load(

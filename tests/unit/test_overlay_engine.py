@@ -1,5 +1,5 @@
 """harness.engine.overlay without vLLM: a small package shaped like the known traps is
-classified by the parent side (harness.overlay), its spec built as Overlays.spec() builds it,
+classified by the parent side (harness.plan.overlay), its spec built as Overlays.spec() builds it,
 and installed in this process; each arm must then run its own version of every function."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.engine import overlay as engine
-from harness.overlay import (
+from harness.plan.overlay import (
     Change,
     ChangeIdentity,
     Classified,

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
-from harness.overlay import OverlaySpec, read_diff, read_source
-from harness.plan import expand_plan
-from harness.scenario import parse_scenario
+from harness.plan.overlay import OverlaySpec, read_diff, read_source
+from harness.plan.plan import expand_plan
 from tests.conftest import ROOT, SCENARIOS
 
 DIFFS = SCENARIOS / "diffs"

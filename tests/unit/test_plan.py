@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from harness.plan import expand_plan, launch_order
-from harness.scenario import parse_scenario
+from harness.config.scenario import parse_scenario
+from harness.plan.plan import expand_plan, launch_order
 from tests.conftest import ROOT
 
 
@@ -100,8 +100,8 @@ def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[st
 def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
     """The worker protocol's spec is a model with a version; a worker of another specbench
     (a variant's environment) answers a spec it cannot read with a failed result that says so."""
-    from harness.plan import WORKER_SPEC_VERSION, WorkerSpec
-    from harness.records import WorkerResult
+    from harness.plan.plan import WORKER_SPEC_VERSION, WorkerSpec
+    from harness.results.records import WorkerResult
 
     [run] = expand_plan(parse_scenario(scenario_data)).runs
     spec = WorkerSpec(run=run, base_dir=str(tmp_path))

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from harness.catalog import PROGRESS_ENV
-from harness.plan import expand_plan
-from harness.progress import LaunchView, describe, read_progress, write_progress
-from harness.records import PassRecord, RequestRecord
-from harness.scenario import parse_scenario
+from harness.config.catalog import PROGRESS_ENV
+from harness.config.scenario import parse_scenario
+from harness.execute.progress import LaunchView, describe, read_progress, write_progress
+from harness.plan.plan import expand_plan
+from harness.results.records import PassRecord, RequestRecord
 
 
 def _pass(i: int) -> PassRecord:

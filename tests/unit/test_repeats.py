@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.analysis.repeats import combined, comparison_key, earlier_runs
 from harness.cli import main
 from harness.errors import ExitCode
-from harness.outputs import gate_run, write_outputs
-from harness.repeats import combined, comparison_key, earlier_runs
-from harness.store import load_results, save_manifest, save_run_record
+from harness.present.outputs import gate_run, write_outputs
+from harness.results.store import load_results, save_manifest, save_run_record
 from tests.unit.test_forecast import shared_launch
 
 SCENARIO = {"name": "unit", "model": "tiny-llama", "batch_size": 2,

@@ -12,9 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.config.scenario import (
+    load_scenario,
+    parse_scenario,
+    scenario_hash,
+    scenario_json_schema,
+)
+from harness.config.userfiles import load_yaml
 from harness.errors import ScenarioError
-from harness.scenario import load_scenario, parse_scenario, scenario_hash, scenario_json_schema
-from harness.userfiles import load_yaml
 from tests.conftest import ROOT, SCENARIOS
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.stats import (
+from harness.analysis.stats import (
     ALPHA,
     DeltaEstimate,
     DeltaKind,

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.scenario import Precision
+from harness.config.scenario import Precision
 from tests.simulate import Noise, rates, simulate
 
 EFFECT = math.log(1.01)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.catalog import IMPLEMENTATION_CONFIG, IMPLEMENTATION_METHODS, IMPLEMENTATIONS
+from harness.config.catalog import IMPLEMENTATION_CONFIG, IMPLEMENTATION_METHODS, IMPLEMENTATIONS
+from harness.config.vllm_args import DESCRIPTION_ENV, description
 from harness.engine.swaps import SWAPS
-from harness.vllm_args import DESCRIPTION_ENV, description
 from tests.conftest import ROOT
 
 
@@ -37,7 +37,7 @@ def test_registry_is_complete_and_agrees_with_vllm() -> None:
 
 
 def test_registry_import_stays_engine_free() -> None:
-    code = ("import sys, harness.catalog, harness.engine.swaps; "
+    code = ("import sys, harness.config.catalog, harness.engine.swaps; "
             "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)

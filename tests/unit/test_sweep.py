@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from harness.config.scenario import Sweep, parse_scenario, sweep_cells
 from harness.errors import ScenarioError
-from harness.plan import expand_plan
-from harness.scenario import Sweep, parse_scenario, sweep_cells
+from harness.plan.plan import expand_plan
 from tests.conftest import ROOT, SCENARIOS
 from tests.unit.test_preflight import _refused, _run
 
@@ -211,7 +211,7 @@ def _as_stored(scenario: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stored(tmp_path: Path, **manifest: Any) -> Path:
-    from harness.scenario import scenario_hash
+    from harness.config.scenario import scenario_hash
 
     run = tmp_path / "results" / FIXTURE.name
     shutil.copytree(FIXTURE, run)
@@ -224,9 +224,9 @@ def _stored(tmp_path: Path, **manifest: Any) -> Path:
 
 
 def _resume(run: Path, scenario: dict[str, Any] | None = None) -> tuple[Any, Any]:
-    from harness.builds import builds_of
-    from harness.runner import check_resumable
-    from harness.store import load_results
+    from harness.execute.runner import check_resumable
+    from harness.plan.builds import builds_of
+    from harness.results.store import load_results
 
     results = load_results(run)
     data = scenario or results.manifest["scenario"]
@@ -283,8 +283,8 @@ def test_resume_cli_refusals(tmp_path: Path) -> None:
 
 
 def test_wall_time_from_a_stored_run() -> None:
-    from harness.forecast import describe_wall, estimate_wall
-    from harness.store import load_results
+    from harness.analysis.forecast import describe_wall, estimate_wall
+    from harness.results.store import load_results
 
     stored = load_results(FIXTURE)
     scenario = parse_scenario(_as_stored(stored.manifest["scenario"]))
@@ -302,7 +302,7 @@ def test_wall_time_from_a_stored_run() -> None:
 
 
 def test_a_build_spelled_another_way_is_the_same_build(tmp_path: Path) -> None:
-    from harness.runner import _same_build
+    from harness.execute.runner import _same_build
 
     real = tmp_path / "python3.11"
     real.write_text("")

@@ -1,8 +1,8 @@
 """A stored sweep compared cell by cell, its break-even points, and one tidy DataFrame.
 
-Each cell is a full A/B compared exactly as a run without a sweep (harness.compare on the
+Each cell is a full A/B compared exactly as a run without a sweep (harness.analysis.compare on the
 cell's own launches and scenario); the break-even along the chosen axis comes from the cells'
-estimates (harness.breakeven). Library code: the CLI, the reports and notebooks call it.
+estimates (harness.analysis.breakeven). Library code: the CLI, the reports and notebooks call it.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from typing import Any
 
 import pandas as pd
 
-from harness.breakeven import AxisPoint, Crossing, break_even, describe
-from harness.compare import (
+from harness.analysis.breakeven import AxisPoint, Crossing, break_even, describe
+from harness.analysis.compare import (
     Comparison,
     MetricRow,
     compare_scenario,
     planned_labels,
     run_design,
 )
+from harness.analysis.metrics import METRICS
+from harness.config.scenario import Scenario, parse_scenario, sweep_cells
 from harness.errors import ResultsError
-from harness.metrics import METRICS
-from harness.scenario import Scenario, parse_scenario, sweep_cells
-from harness.store import RunResults
+from harness.results.store import RunResults
 
 
 @dataclass

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare import Comparison, compare_results, compare_runs
+from harness.analysis.compare import Comparison, compare_results, compare_runs
+from harness.analysis.gate import GateResult, judge
+from harness.analysis.metrics import passes_frame, requests_frame
+from harness.analysis.repeats import combined, earlier_runs, repeat_note
+from harness.analysis.sweep_comparison import SweepComparison, compare_sweep, is_sweep
+from harness.config.scenario import parse_scenario
 from harness.errors import ResultsError
-from harness.figures import html_report, markdown_links, write_figures
-from harness.gate import GateResult, judge
-from harness.metrics import passes_frame, requests_frame
-from harness.repeats import combined, earlier_runs, repeat_note
-from harness.report import (
+from harness.present.figures import html_report, markdown_links, write_figures
+from harness.present.tables import (
     render_gate_junit,
     render_gate_markdown,
     render_markdown,
@@ -26,15 +28,13 @@ from harness.report import (
     render_sweep_terminal,
     render_terminal,
 )
-from harness.scenario import parse_scenario
-from harness.store import (
+from harness.results.store import (
     RunResults,
     load_results,
     resolve_baseline,
     write_json_atomic,
     write_text_atomic,
 )
-from harness.sweep import SweepComparison, compare_sweep, is_sweep
 
 # summary.json history (bump when a reader must know; readers refuse newer ones):
 #   1 - first versioned summary: run_id, status, comparison (with design, unit, variance

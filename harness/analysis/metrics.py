@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from harness.records import RunRecord
+from harness.results.records import RunRecord
 
 
 @dataclass(frozen=True)

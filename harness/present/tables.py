@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.compare import CandidateResult, Comparison, MetricRow
-from harness.gate import Decision, GateResult
-from harness.sweep import SweepComparison
+from harness.analysis.compare import CandidateResult, Comparison, MetricRow
+from harness.analysis.gate import Decision, GateResult
+from harness.analysis.sweep_comparison import SweepComparison
 
 SIGNIFICANT_MARK = "*"
 

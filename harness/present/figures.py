@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.breakeven import choose_scale
-from harness.metrics import passes_frame, requests_frame
-from harness.store import RunResults
-from harness.sweep import SweepComparison
+from harness.analysis.breakeven import choose_scale
+from harness.analysis.metrics import passes_frame, requests_frame
+from harness.analysis.sweep_comparison import SweepComparison
+from harness.results.store import RunResults
 
 FIGURE_DIR = "figures"
 

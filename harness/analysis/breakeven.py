@@ -1,7 +1,8 @@
 """Where a candidate's delta crosses zero along a swept axis, with an interval.
 
 Input: one estimate per cell along the axis (its value on the analysis scale, standard error and
-degrees of freedom, as harness.stats gives them; cells are independent launches). The delta is
+degrees of freedom, as harness.analysis.stats gives them; cells are independent launches). The
+delta is
 taken to move one way along the axis (the way its precision-weighted trend goes): the estimates
 get a weighted monotone (isotonic) fit, which pools neighbours that disagree with that direction
 instead of picking a crossing out of noise near zero, and the crossing is where that fit crosses
@@ -12,7 +13,8 @@ puts the crossing beyond the grid on that side. The 2.5% and 97.5% points of the
 interval, which may be open at either end ("below 1", "above 64").
 
 Checked by simulation in tests/unit/test_breakeven.py on per-cell data with the machine's noise
-structure run through harness.stats: about 95% coverage of the true crossing (the crossing of
+structure run through harness.analysis.stats: about 95% coverage of the true crossing (the
+crossing of
 the raw estimates nearest the winning end, tried first, was biased by noise and covered 89%).
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import ResultsError
-from harness.plan import Plan, RunSpec
-from harness.store import MANIFEST, RunResults, load_results
+from harness.plan.plan import Plan, RunSpec
+from harness.results.store import MANIFEST, RunResults, load_results
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ def forecast(results: RunResults, target_mde: float) -> Forecast:
     """Blocks (one-engine, one launch), launches (one-engine, several: their means are the
     error term) or rounds (launch-per-arm) needed for `target_mde`, and the wall time, from
     the stored run's output-throughput error term and its launches' timings."""
-    from harness.compare import compare_results
-    from harness.metrics import passes_frame
-    from harness.stats import blocks_needed
+    from harness.analysis.compare import compare_results
+    from harness.analysis.metrics import passes_frame
+    from harness.analysis.stats import blocks_needed
 
     comparison = compare_results(results)
     rows = [r for c in comparison.candidates for r in c.rows if r.key == "output_throughput"]

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.errors import ResultsError
-from harness.records import SCHEMA_VERSION, RunRecord
+from harness.results.records import SCHEMA_VERSION, RunRecord
 
 MANIFEST = "manifest.json"
 # What readers of a manifest rely on, checked on load so a damaged one is one line: the
@@ -136,7 +136,7 @@ def resolve_run_dir(path: Path) -> Path:
 
 
 def load_results(path: str | Path) -> RunResults:
-    """Load a results folder (notebooks: harness.store.load_results('results/...'))."""
+    """Load a results folder (notebooks: harness.results.store.load_results('results/...'))."""
     run_dir = resolve_run_dir(Path(path))
     manifest_path = run_dir / MANIFEST
     try:
@@ -228,7 +228,7 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     """Runs under `results_root` still marked running whose specbench process is gone (killed
     by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which, with any of
     their engine processes still running (stopped when `clean`)."""
-    from harness.lifeline import kill_processes, session_processes
+    from harness.execute.lifeline import kill_processes, session_processes
 
     found: list[str] = []
     if not results_root.is_dir():

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.env import git_sha
 from harness.errors import ScenarioError
-from harness.plan import Plan, RunSpec
+from harness.plan.plan import Plan, RunSpec
 
 # Run by the variant's interpreter: where vLLM and specbench's worker are, and whether vLLM's
 # processes there load specbench's plugin (the swaps need it), without importing vLLM.
@@ -106,7 +106,7 @@ def check_build(run: RunSpec, where: str) -> dict[str, Any]:
     except ScenarioError as exc:
         raise ScenarioError(f"{where}: {exc}") from None
     fix = (f"install specbench there: {python} -m pip install -e "
-           f"{Path(__file__).resolve().parent.parent} --no-deps")
+           f"{Path(__file__).resolve().parents[2]} --no-deps")
     if build["vllm"] is None or build["vllm_location"] is None:
         raise ScenarioError(f"{where}: {python} has no vLLM (import vllm finds nothing)")
     if not build["worker"]:

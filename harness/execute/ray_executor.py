@@ -2,7 +2,7 @@
 
 Each launch is one task that asks for what the launch needs (TP CPUs on CPU, TP GPUs on CUDA,
 all on one node), builds any built-in model it lacks on that node, and runs the unchanged
-worker there in a fresh process group (harness.executor.run_one), in a scratch folder of its
+worker there in a fresh process group (harness.execute.local.run_one), in a scratch folder of its
 own. It ships back the launch's record, its logs and work files, and the node it ran on with
 that node's environment fingerprint; the parent writes them into the run folder as each task
 finishes, so statistics, storage and reports never know where a launch ran. A task that fails,
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.catalog import BUILTIN_MODELS
+from harness.config.catalog import BUILTIN_MODELS
 from harness.errors import HardwareError, ScenarioError
-from harness.executor import Interrupted, Progress, run_tp
-from harness.plan import Plan, RunSpec
-from harness.records import RunRecord
+from harness.execute.local import Interrupted, Progress, run_tp
+from harness.plan.plan import Plan, RunSpec
+from harness.results.records import RunRecord
 
 Pin = Literal["none", "node"]
 # What a task is given of the parent's environment: specbench's own settings (models cache,
@@ -77,7 +77,7 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
     SIGKILLs that process's children, and a worker killed so cannot end its engine's process
     group. Under the keeper the worker is a grandchild: the keeper dies, the worker gets its
     death signal (SIGTERM) and ends its whole group, as it does locally."""
-    from harness.lifeline import die_with_parent
+    from harness.execute.lifeline import die_with_parent
 
     scratch = Path(tempfile.mkdtemp(prefix="specbench-ray-"))
     node: dict[str, Any] = {"hostname": socket.gethostname()}
@@ -115,12 +115,12 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
 
 
 def keep(scratch: Path) -> int:
-    """The keeper (python -m harness.ray_executor SCRATCH): models, then the worker, as a
+    """The keeper (python -m harness.execute.ray_executor SCRATCH): models, then the worker, as a
     local launch runs them; SIGTERM ends the launch (its worker's whole group) first."""
     import signal
 
     from harness.env import fingerprint
-    from harness.executor import (
+    from harness.execute.local import (
         default_worker_cmd,
         launch,
         models_command,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.config.scenario import Workload
+from harness.config.userfiles import NOT_FOUND, file_problem
 from harness.errors import ScenarioError
-from harness.scenario import Workload
-from harness.userfiles import NOT_FOUND, file_problem
 
 # A prompt is either token ids (exact lengths, no tokenizer needed) or text.
 Prompt = list[int] | str

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.plan import ArmSpec, RunSpec
-from harness.records import ImplReport, PassRecord, RunRecord, WorkerResult
-from harness.stats import (
+from harness.analysis.stats import (
     PRECISION_LOOK_EVERY,
     PRECISION_MIN_BLOCKS,
     precision_reached,
     warmup_still_settling,
 )
+from harness.plan.plan import ArmSpec, RunSpec
+from harness.results.records import ImplReport, PassRecord, RunRecord, WorkerResult
 
 # Checked warm-up (one-engine): at least min(16, blocks) blocks, at most this many.
 WARMUP_MIN_BLOCKS = 16
@@ -48,7 +48,7 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                    in every unit is settled), so each gate can decide with 80% power."""
     from fnmatch import fnmatchcase
 
-    from harness.compare import compare_records
+    from harness.analysis.compare import compare_records
 
     assert run.precision is not None
     base = next(a for a in run.arms if a.baseline)
@@ -259,7 +259,7 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `result.passes` (one-engine: the checked warm-up's passes into
     `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds."""
-    from harness.progress import write_progress
+    from harness.execute.progress import write_progress
 
     passes = result.passes
     expected, at_least = run.expected_passes, run.precision is not None

@@ -2,7 +2,8 @@
 importing vLLM or torch, each refusal one line naming the field (or file and line):
 
 - check_engine_keys: every `engine:`, `dtype`, `draft.config:` and per-variant override key
-  and value against the installed vLLM's EngineArgs and SpeculativeConfig (harness.vllm_args);
+  and value against the installed vLLM's EngineArgs and SpeculativeConfig
+  (harness.config.vllm_args);
 - check_run: one RunSpec on its own, as it will launch: the hardware its device and
   tensor_parallel_size need, its model and draft folders (loadable, the right kind for the
   method), and its workload (readable prompts that fit the context).
@@ -17,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
+from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
+from harness.config.scenario import Scenario, Workload, cell_label, sweep_cells
 from harness.env import cuda_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
-from harness.plan import Plan, RunSpec
-from harness.scenario import Scenario, Workload, cell_label, sweep_cells
+from harness.plan.plan import Plan, RunSpec
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 # Engine arguments whose values must lie in a range (the scenario's own fields say theirs).
@@ -81,7 +82,7 @@ def check_engine_keys(scenario: Scenario,
     them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx).
     Each variant is checked against the vLLM it runs under (`descriptions`: variant -> that
     build's argument description; default: the installed vLLM's for all)."""
-    from harness.vllm_args import check_keys, check_value, description
+    from harness.config.vllm_args import check_keys, check_value, description
 
     for name, variant in scenario.variants.items():
         data = (descriptions or {}).get(name) or description()
@@ -258,7 +259,7 @@ def _count_text(model: str, base_dir: Path) -> Any:
 
 def _read_prompts(workload: Workload, base_dir: Path, model: str,
                   vocab: int | None) -> _Prompts:
-    from harness.workload import load_prompts
+    from harness.config.workload import load_prompts
 
     if workload.kind == "random":
         return _Prompts(lengths=[workload.input_len])
@@ -315,9 +316,9 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
               hardware: bool = True) -> dict[str, dict[str, Any]]:
     """Every check, scenario-wide then launch by launch; the first problem raises (what the
     machine lacks first: nothing else matters until it can run at all). Returns the vLLM build
-    each variant runs under (harness.builds)."""
-    from harness.builds import builds_of
-    from harness.vllm_args import description
+    each variant runs under (harness.plan.builds)."""
+    from harness.config.vllm_args import description
+    from harness.plan.builds import builds_of
 
     for run in plan.runs if hardware else []:
         check_hardware(run)

@@ -12,10 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from harness.catalog import IMPLEMENTATION_CONFIG, parse_implementation
-from harness.errors import ScenarioError
-from harness.overlay import Overlays, OverlaySpec, refusal, resolve_overlays
-from harness.scenario import (
+from harness.config.catalog import IMPLEMENTATION_CONFIG, parse_implementation
+from harness.config.scenario import (
     Cell,
     GateSpec,
     Precision,
@@ -26,6 +24,8 @@ from harness.scenario import (
     scenario_hash,
     sweep_cells,
 )
+from harness.errors import ScenarioError
+from harness.plan.overlay import Overlays, OverlaySpec, refusal, resolve_overlays
 
 Design = Literal["one-engine", "launch-per-arm"]
 

@@ -16,14 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.catalog import (
+from harness.config.catalog import (
     BUILTIN_MODELS,
     IMPLEMENTATION_CONFIG,
     IMPLEMENTATION_METHODS,
     parse_implementation,
 )
+from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
-from harness.userfiles import load_yaml_file
 
 # Speculative methods vLLM 0.32 accepts in speculative_config.method.
 DraftMethod = Literal[

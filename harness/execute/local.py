@@ -1,9 +1,11 @@
 """Executors: how one RunSpec becomes a finished launch and its RunRecord.
 
-The runner (harness.runner) walks a Plan and stores what comes back; an executor decides where
+The runner (harness.execute.runner) walks a Plan and stores what comes back; an executor
+decides where
 and how each launch runs. LocalExecutor starts one worker process per RunSpec on this machine,
-in its own session tied to specbench's life (harness.lifeline), with a timeout and a
-process-group kill whatever happens; RayExecutor (harness.ray_executor) runs them as tasks on
+in its own session tied to specbench's life (harness.execute.lifeline), with a timeout and a
+process-group kill whatever happens; RayExecutor (harness.execute.ray_executor) runs them as
+tasks on
 a Ray cluster, several at once. Neither imports vLLM: the worker does.
 """
 
@@ -23,7 +25,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from harness.catalog import (
+from harness.config.catalog import (
     BUILTIN_MODELS,
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
@@ -33,11 +35,11 @@ from harness.catalog import (
     PROGRESS_ENV,
     SPAWNED_ENV,
 )
-from harness.lifeline import die_with_parent
-from harness.plan import Plan, RunSpec, WorkerSpec
-from harness.progress import read_progress
-from harness.records import RunRecord, RunStatus, WorkerResult
-from harness.store import write_json_atomic
+from harness.execute.lifeline import die_with_parent
+from harness.execute.progress import read_progress
+from harness.plan.plan import Plan, RunSpec, WorkerSpec
+from harness.results.records import RunRecord, RunStatus, WorkerResult
+from harness.results.store import write_json_atomic
 
 WORKER_MODULE = "harness.engine.worker"
 SERVE_WORKER_MODULE = "harness.engine.serve_worker"
@@ -62,7 +64,7 @@ class Executor(Protocol):
     """Where and how the launches of a plan run. An executor that can run several launches at
     once also has `launch_all(runs, run_dir, base_dir, deadline_of, started, done)`: it calls
     `started(run)` as each is submitted and `done(run, record)` as each finishes, and on Ctrl-C
-    or SIGTERM stops what is left before re-raising (harness.ray_executor.RayExecutor). An
+    or SIGTERM stops what is left before re-raising (harness.execute.ray_executor.RayExecutor). An
     optional `check(plan)` runs before any run folder exists and raises what it cannot do."""
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
@@ -227,7 +229,7 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
 def default_worker_cmd(mode: str, python: str | None = None) -> list[str]:
     """The worker process of a mode under `python`, another vLLM build's interpreter (default:
     specbench's own). The fault-injection seam overrides the module of both modes."""
-    from harness.builds import interpreter
+    from harness.plan.builds import interpreter
 
     module = SERVE_WORKER_MODULE if mode == "serve" else WORKER_MODULE
     return [interpreter(python), "-m", os.environ.get(WORKER_MODULE_ENV, module)]
@@ -333,7 +335,7 @@ class LocalExecutor:
     models_cache: Path | None = None
     # The fault-injection seam: a worker command instead of harness.engine.(serve_)worker.
     worker_cmd: list[str] | None = None
-    # Shown every second while a launch runs (harness.progress.LaunchView.tick).
+    # Shown every second while a launch runs (harness.execute.progress.LaunchView.tick).
     status: Status | None = None
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config.scenario import cell_label, scenario_hash
 from harness.env import COMPAT_FIELDS, fingerprint
 from harness.errors import ExitCode, ScenarioError, StorageError
-from harness.executor import (
+from harness.execute.local import (
     Executor,
     Interrupted,
     LocalExecutor,
@@ -29,11 +30,10 @@ from harness.executor import (
     failure_tail,
     run_logs,
 )
-from harness.plan import Plan, RunSpec
-from harness.preflight import preflight
-from harness.records import RunRecord
-from harness.scenario import cell_label, scenario_hash
-from harness.store import (
+from harness.plan.plan import Plan, RunSpec
+from harness.plan.preflight import preflight
+from harness.results.records import RunRecord
+from harness.results.store import (
     RunResults,
     load_results,
     mark_abandoned,

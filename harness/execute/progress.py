@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from harness.catalog import PROGRESS_ENV
-from harness.plan import RunSpec
-from harness.records import PassRecord
+from harness.config.catalog import PROGRESS_ENV
+from harness.plan.plan import RunSpec
+from harness.results.records import PassRecord
 
 PLAIN_EVERY_S = 30.0
 

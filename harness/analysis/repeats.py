@@ -15,12 +15,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.compare import Comparison, compare_records, planned_labels, run_design, tp_sizes
+from harness.analysis.compare import (
+    Comparison,
+    compare_records,
+    planned_labels,
+    run_design,
+    tp_sizes,
+)
+from harness.config.scenario import parse_scenario
 from harness.env import compat_id
 from harness.errors import ResultsError
-from harness.records import RunRecord
-from harness.scenario import parse_scenario
-from harness.store import MANIFEST, RunResults, load_results
+from harness.results.records import RunRecord
+from harness.results.store import MANIFEST, RunResults, load_results
 
 
 def comparison_key(manifest: dict[str, Any]) -> str | None:

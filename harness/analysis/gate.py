@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.compare import Comparison, MetricRow
-from harness.scenario import GateSpec
-from harness.stats import units_for_halfwidth
+from harness.analysis.compare import Comparison, MetricRow
+from harness.analysis.stats import units_for_halfwidth
+from harness.config.scenario import GateSpec
 
 Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
 

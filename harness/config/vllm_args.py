@@ -20,7 +20,7 @@ from typing import Any
 from harness.env import package_version
 from harness.errors import ScenarioError
 
-SHIPPED = Path(__file__).parent / "data"
+SHIPPED = Path(__file__).resolve().parent.parent / "data"
 PINNED_VLLM = "0.32.0"
 DESCRIPTION_VERSION = 1  # as harness.engine.argspec.DESCRIPTION_VERSION (that module imports vLLM)
 

@@ -13,20 +13,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.env import BUILD_FIELDS, COMPAT_FIELDS, MACHINE_FIELDS, fingerprint_differences
-from harness.errors import IncomparableError, ResultsError
-from harness.metrics import (
+from harness.analysis.metrics import (
     METRICS,
     MetricDef,
     passes_frame,
     position_metrics,
 )
-from harness.plan import engine_args_for
-from harness.proof import proof_problems
-from harness.records import PassRecord, RunRecord
-from harness.scenario import Scenario, parse_scenario
-from harness.stats import DeltaEstimate, Design, arm_delta
-from harness.store import RunResults
+from harness.analysis.proof import proof_problems
+from harness.analysis.stats import DeltaEstimate, Design, arm_delta
+from harness.config.scenario import Scenario, parse_scenario
+from harness.env import BUILD_FIELDS, COMPAT_FIELDS, MACHINE_FIELDS, fingerprint_differences
+from harness.errors import IncomparableError, ResultsError
+from harness.plan.plan import engine_args_for
+from harness.results.records import PassRecord, RunRecord
+from harness.results.store import RunResults
 
 
 @dataclass
@@ -98,9 +98,9 @@ class Comparison:
     unproven: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # why precision launches ended
     warmups: list[str] = field(default_factory=list)  # each shared launch's checked warm-up
-    # Arm -> the vLLM build it ran under, one line (harness.builds.describe).
+    # Arm -> the vLLM build it ran under, one line (harness.plan.builds.describe).
     builds: dict[str, str] = field(default_factory=dict)
-    # Arm -> its own change overlaid on vLLM's functions, one line (harness.overlay).
+    # Arm -> its own change overlaid on vLLM's functions, one line (harness.plan.overlay).
     overlays: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -422,7 +422,7 @@ def planned_labels(results: RunResults) -> dict[str, str | None] | None:
 
 def overlay_notes(results: RunResults) -> dict[str, str]:
     """Arm -> 'overlay: N function(s) (...) from <change>' for arms that ran their own change."""
-    from harness.overlay import OverlaySpec, describe_spec
+    from harness.plan.overlay import OverlaySpec, describe_spec
 
     for run in results.manifest.get("plan", {}).get("runs", []):
         if isinstance(run, dict) and run.get("overlay"):
@@ -433,7 +433,7 @@ def overlay_notes(results: RunResults) -> dict[str, str]:
 def _builds(results: RunResults, labels: dict[str, str]) -> dict[str, str]:
     """label -> one line on the build each variant ran under (runs from before builds were
     recorded have none)."""
-    from harness.builds import describe
+    from harness.plan.builds import describe
 
     found = results.manifest.get("builds") or {}
     return {label: describe(found[name]) for name, label in labels.items()

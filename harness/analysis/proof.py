@@ -6,8 +6,8 @@ discard unproven passes and fail the run) judge the same ImplReports the same wa
 
 from __future__ import annotations
 
-from harness.catalog import proof_parts
-from harness.records import ImplReport
+from harness.config.catalog import proof_parts
+from harness.results.records import ImplReport
 
 
 def proof_problems(reports: list[ImplReport] | None, implementation: str | None, tp_size: int,

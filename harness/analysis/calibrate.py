@@ -8,13 +8,13 @@ from pathlib import Path
 
 import yaml
 
-from harness.compare import compare_results
-from harness.executor import LocalExecutor, Progress
-from harness.gate import propose_tolerances
-from harness.plan import expand_plan
-from harness.runner import run_plan
-from harness.scenario import Scenario, as_aa
-from harness.store import load_results
+from harness.analysis.compare import compare_results
+from harness.analysis.gate import propose_tolerances
+from harness.config.scenario import Scenario, as_aa
+from harness.execute.local import LocalExecutor, Progress
+from harness.execute.runner import run_plan
+from harness.plan.plan import expand_plan
+from harness.results.store import load_results
 
 
 def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path,

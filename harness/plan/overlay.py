@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from harness.config.scenario import Scenario, StrictModel
 from harness.errors import ScenarioError
-from harness.scenario import Scenario, StrictModel
 
 # --- what travels in the plan (RunSpec.overlay) ------------------------------------------------
 
@@ -267,7 +267,7 @@ def read_source(source: Path, vllm_root: Path) -> Change:
     digest = hashlib.sha256()
     for f in changed:
         digest.update(f.path.encode() + b"\0" + (f.new or "").encode() + b"\0")
-    from harness.builds import checkout_commit
+    from harness.plan.builds import checkout_commit
 
     commit = checkout_commit(package)
     identity = ChangeIdentity(kind="source", path=str(source.resolve()),
@@ -918,7 +918,7 @@ def engine_is_compiled(scenario: Scenario) -> bool:
 
 def vllm_location(python: str | None) -> Path:
     """The vllm package the baseline's interpreter imports (found without importing it)."""
-    from harness.builds import interpreter, probe
+    from harness.plan.builds import interpreter, probe
 
     build = probe(interpreter(python))
     if not build.get("vllm_location"):

@@ -1,0 +1,3 @@
+"""Running a plan: the runner, the local and Ray executors, the worker protocol, process lifelines,
+progress.
+"""

@@ -1,0 +1,1 @@
+"""What a run leaves: raw records, the results folder, and the typed Run loaded from it."""
