@@ -29,8 +29,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.compare import compare_results  # noqa: E402
-from harness.results.store import load_results  # noqa: E402
+from harness.analysis.compare import compare_run  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
 
 
 def aa_scenario(path: Path, design: str | None, repeats: int | None,
@@ -79,7 +79,7 @@ def main() -> int:
             wall = time.perf_counter() - start
             if proc.returncode not in (0, 6):
                 sys.exit(f"A/A run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-            comparison = compare_results(load_results(tmp / run_id))
+            comparison = compare_run(load_run(tmp / run_id))
             row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
             est = row.estimate
             ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"

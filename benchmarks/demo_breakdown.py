@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.results.store import load_results  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
 
 PARTS = ("startup_s", "import_s", "models_s", "engine_start_s", "warmup_s", "measure_s",
          "shutdown_s", "finish_s")
@@ -39,7 +39,7 @@ def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    loaded = load_results(results / run_id)
+    loaded = load_run(results / run_id)
     split = dict.fromkeys(PARTS, 0.0)
     workers_wall = 0.0
     for record in loaded.runs:

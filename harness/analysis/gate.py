@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.analysis.compare import Comparison, MetricRow
+from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.stats import units_for_halfwidth
 from harness.config.scenario import GateSpec
 

@@ -52,7 +52,6 @@ METRICS: tuple[MetricDef, ...] = (
     # unless the server merged steps); why ITL exceeds TPOT under speculation.
     MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True),
 )
-METRICS_BY_KEY = {m.key: m for m in METRICS}
 
 REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
                    "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",

@@ -13,55 +13,39 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
-from harness.analysis.compare import (
-    Comparison,
-    compare_records,
-    planned_labels,
-    run_design,
-    tp_sizes,
-)
-from harness.config.scenario import parse_scenario
+from harness.analysis.compare import compare_records, tp_sizes
+from harness.analysis.comparison import Comparison
 from harness.env import compat_id
 from harness.errors import ResultsError
 from harness.results.records import RunRecord
-from harness.results.store import MANIFEST, RunResults, load_results
+from harness.results.run import Manifest, Run, load_run, stored_manifests
 
 
-def comparison_key(manifest: dict[str, Any]) -> str | None:
+def comparison_key(manifest: Manifest) -> str | None:
     """What makes two runs the same comparison: the scenario (its hash), each variant's vLLM
     build and overlaid change, and the machine (the fingerprint's compat id)."""
-    fingerprint = manifest.get("fingerprint")
-    scenario_hash = manifest.get("scenario_hash")
-    if not isinstance(fingerprint, dict) or not scenario_hash:
+    if "fingerprint" not in manifest.model_fields_set or not manifest.scenario_hash:
         return None
     builds = {name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
-              for name, build in (manifest.get("builds") or {}).items()
-              if isinstance(build, dict)}
-    blob = json.dumps([scenario_hash, compat_id(fingerprint), builds], sort_keys=True)
+              for name, build in manifest.builds.items() if isinstance(build, dict)}
+    blob = json.dumps([manifest.scenario_hash, compat_id(manifest.fingerprint), builds],
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def earlier_runs(results: RunResults) -> list[Path]:
+def earlier_runs(results: Run) -> list[Path]:
     """Complete runs of the same comparison in the same results folder, made before this
     one, oldest first."""
     key = comparison_key(results.manifest)
-    created = results.manifest.get("created_unix")
-    if key is None or not isinstance(created, (int, float)):
+    created = results.manifest.created_unix
+    if key is None or created is None:
         return []
     found: list[tuple[float, Path]] = []
-    for path in sorted(results.path.parent.glob(f"*/{MANIFEST}")):
-        folder = path.parent
-        if folder.resolve() == results.path.resolve():
-            continue
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        when = manifest.get("created_unix")
-        if (manifest.get("status") == "complete" and isinstance(when, (int, float))
-                and when < created and comparison_key(manifest) == key):
+    for folder, manifest in stored_manifests(results.path.parent, besides=results.path):
+        when = manifest.created_unix
+        if (manifest.status == "complete" and when is not None and when < created
+                and comparison_key(manifest) == key):
             found.append((when, folder))
     return [folder for _, folder in sorted(found)]
 
@@ -77,15 +61,14 @@ def repeat_note(earlier: list[Path]) -> str | None:
             "each run a launch")
 
 
-def combined(results: RunResults) -> tuple[Comparison, int]:
+def combined(results: Run) -> tuple[Comparison, int]:
     """This run and every earlier run of the same comparison, compared as one run whose
     launches they are (df from the runs: the interaction between runs and arms stays in the
     error term). Returns the comparison and how many runs it combines."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/{MANIFEST}",
-                              max_cells=None)
+    scenario = results.scenario
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep; --combine judges one A/B")
-    runs: list[RunResults] = [load_results(p) for p in earlier_runs(results)] + [results]
+    runs: list[Run] = [load_run(p, scenario) for p in earlier_runs(results)] + [results]
     records: list[RunRecord] = []
     offset = 0
     for run in runs:
@@ -98,11 +81,11 @@ def combined(results: RunResults) -> tuple[Comparison, int]:
         offset += max(span, rounds)
     comparison = compare_records(
         records, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
-        planned_labels(results) or {n: v.proof_label for n, v in scenario.variants.items()},
+        results.proof_labels or {n: v.proof_label for n, v in scenario.variants.items()},
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n)
                           for n in scenario.candidates},
-        design=run_design(results), tp_sizes=tp_sizes(scenario))
+        design=results.design, tp_sizes=tp_sizes(scenario))
     comparison.setup = scenario.describe_setup()
     comparison.warnings.append(
         f"combined: {len(runs)} runs of this comparison ({', '.join(r.run_id for r in runs)}), "

@@ -20,11 +20,13 @@ ALPHA = 0.05
 POWER = 0.8
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
 
-# Precision on demand (one-engine, one launch): the worker adds ABBA blocks and looks every
-# PRECISION_LOOK_EVERY blocks once PRECISION_MIN_BLOCKS exist, stopping when the MDE reaches the
-# target or at PRECISION_MAX_BLOCKS. The rule reads only the sample variance, never the sign of
-# the estimate, so the t interval at the stop keeps its coverage (Stein 1945; Chow & Robbins
-# 1965) but for one effect: a stop selects a small variance. Simulated through the shipped
+# Precision on demand (one-engine, one launch): the worker (harness.plan.schedule) adds blocks
+# of the plan's order, odd blocks mirrored, and looks every PRECISION_LOOK_EVERY blocks once
+# PRECISION_MIN_BLOCKS (and the planned blocks) exist, stopping when the MDE reaches the target
+# (or, precision until: gates, when every gate can decide), at PRECISION_MAX_BLOCKS, or when
+# the budget has no room for another block. The rule reads only the sample variance, never
+# the sign of the estimate, so the t interval at the stop keeps its coverage (Stein 1945; Chow
+# & Robbins 1965) but for one effect: a stop selects a small variance. Simulated through the shipped
 # scheduler (tests/unit/test_stats_stress.py, pass noise 3%, target 2%): a first look after 12
 # blocks gave 7.0% A/A false positives and 93.0% coverage; after 20 blocks, 5.7% and 94.3%.
 PRECISION_MIN_BLOCKS = 20

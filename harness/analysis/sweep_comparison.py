@@ -1,8 +1,9 @@
 """A stored sweep compared cell by cell, its break-even points, and one tidy DataFrame.
 
-Each cell is a full A/B compared exactly as a run without a sweep (harness.analysis.compare on the
-cell's own launches and scenario); the break-even along the chosen axis comes from the cells'
-estimates (harness.analysis.breakeven). Library code: the CLI, the reports and notebooks call it.
+Each cell is a full A/B compared exactly as a run without a sweep (harness.analysis.compare on
+the cell's own launches and scenario); the break-even along the chosen axis comes from the
+cells' estimates (harness.analysis.breakeven). Library code: the CLI, the reports and notebooks
+call it.
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.breakeven import AxisPoint, Crossing, break_even, describe
-from harness.analysis.compare import (
-    Comparison,
-    MetricRow,
-    compare_scenario,
-    planned_labels,
-    run_design,
-)
+from harness.analysis.compare import compare_scenario
+from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.metrics import METRICS
-from harness.config.scenario import Scenario, parse_scenario, sweep_cells
+from harness.config.scenario import Scenario
 from harness.errors import ResultsError
-from harness.results.store import RunResults
+from harness.results.run import Run
 
 
 @dataclass
@@ -77,10 +73,6 @@ class SweepComparison:
         return [f"{c.id}: {name}" for c in self.cells
                 for name in c.comparison.parity_violations]
 
-    @property
-    def failed_cells(self) -> list[str]:
-        return [c.id for c in self.cells if c.failed]
-
     def frame(self) -> pd.DataFrame:
         """One row per (cell, candidate, metric), a column per swept field: the tidy form for
         pandas and plotting."""
@@ -129,32 +121,25 @@ def comparison_rows(comparison: Comparison) -> list[dict[str, Any]]:
     return out
 
 
-def is_sweep(results: RunResults) -> bool:
-    return bool(results.manifest.get("scenario", {}).get("sweep"))
-
-
-def compare_sweep(results: RunResults, force: bool = False) -> SweepComparison:
+def compare_sweep(run: Run, force: bool = False) -> SweepComparison:
     """Every cell of a stored sweep compared on its own launches, and the break-even lines."""
-    scenario = parse_scenario(results.manifest["scenario"], f"{results.path}/manifest.json",
-                              max_cells=None)
+    scenario = run.scenario
     if scenario.sweep is None:
-        raise ResultsError(f"{results.path}: not a sweep")
-    design = run_design(results)
-    planned: dict[str, int] = {}
-    for run in results.manifest.get("plan", {}).get("runs", []):
-        if isinstance(run, dict) and run.get("cell"):
-            planned[run["cell"]] = planned.get(run["cell"], 0) + 1
+        raise ResultsError(f"{run.path}: not a sweep")
+    planned = run.manifest.plan.launches_per_cell()
+    passes = run.passes
     cells = []
-    for cell in sweep_cells(scenario, f"{results.path}/manifest.json"):
-        runs = [r for r in results.runs if r.cell == cell.id]
-        comparison = compare_scenario(runs, cell.scenario, f"{results.run_id} {cell.id}",
-                                      design, force, planned_labels(results))
+    for cell in run.cells:
+        runs = [r for r in run.runs if r.cell == cell.id]
+        comparison = compare_scenario(
+            runs, cell.scenario, f"{run.run_id} {cell.id}", run.design, force,
+            run.proof_labels, passes[passes["cell"] == cell.id] if not passes.empty else passes)
         failed = sum(r.status != "ok" for r in runs)
         launches = planned.get(cell.id, len(runs))
         cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,
                                     failed + max(0, launches - len(runs))))
-    return SweepComparison(results.run_id, scenario.name, scenario.sweep.paths, cells,
-                           break_even_lines(scenario, cells), design, groups_of(scenario))
+    return SweepComparison(run.run_id, scenario.name, scenario.sweep.paths, cells,
+                           break_even_lines(scenario, cells), run.design, groups_of(scenario))
 
 
 def groups_of(scenario: Scenario) -> list[list[str]]:

@@ -5,7 +5,7 @@ Pure data, so the parent can validate a scenario without importing torch or vLLM
 
 from __future__ import annotations
 
-from harness.engine.swaps import SWAPS
+from harness.config.swaps import SWAPS
 
 # Built-in tiny models, built deterministically by harness.engine.models on first use.
 # name -> what it is (shown by `specbench models`).
@@ -46,8 +46,8 @@ for _tag, _size in VOCAB_TWINS.items():
 BUILTIN_WORD_TOKENIZERS = {"tiny-llama", *(f"tiny-llama-{tag}" for tag in VOCAB_TWINS)}
 
 # Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin, as
-# their registry declares them (harness.engine.swaps: one module per swap; importing it never
-# imports vLLM). name -> {choice -> description}. A variant selects one as "name:choice".
+# their registry declares them (harness.config.swaps: one record per swap, pure data).
+# name -> {choice -> description}. A variant selects one as "name:choice".
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     name: dict(swap.choices) for name, swap in SWAPS.items()}
 # Implementation choices that are (also) a speculative_config switch, and the speculative
@@ -57,28 +57,6 @@ IMPLEMENTATION_CONFIG: dict[tuple[str, str], dict[str, object]] = {
     for choice, keys in swap.forces.items()}
 IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
     name: swap.methods for name, swap in SWAPS.items()}
-
-# Environment variables of the worker <-> plugin protocol.
-IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
-PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
-OVERLAY_ENV = "SPECBENCH_OVERLAY"  # an OverlaySpec JSON file: a variant's change, overlaid
-PROGRESS_ENV = "SPECBENCH_PROGRESS_FILE"  # where the worker leaves its progress note
-IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
-# The vLLM worker method the plugin adds; the worker calls it between passes through
-# collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.
-SWITCH_RPC = "specbench_switch_epoch"
-# Fault injection for tests only: the switch RPC answers but changes nothing.
-NOOP_SWITCH_FAULT_ENV = "SPECBENCH_FAULT_NOOP_SWITCH"
-# Fault injection for tests only: "name:choice:seconds" makes that choice sleep this long on
-# every call inside vLLM (a planted regression for the gate tests).
-SLOW_CHOICE_FAULT_ENV = "SPECBENCH_FAULT_SLOW_CHOICE"
-# Fault injection for tests only: a port (held by the test) the first server start binds.
-TAKEN_PORT_FAULT_ENV = "SPECBENCH_FAULT_TAKEN_PORT"
-# Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
-SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
-# Runner <-> worker: the worker's own log, relative to the run folder, for its errors to name.
-LOG_FILE_ENV = "SPECBENCH_LOG_FILE"
-
 
 def proof_parts(label: str) -> tuple[str, str]:
     """(implementation, choice) a report names for a proof label: 'name:choice' of a swap, or

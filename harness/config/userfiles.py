@@ -42,14 +42,21 @@ def file_problem(path: Path) -> str | None:
     return f"is not a regular file ({kind})"
 
 
-def load_yaml_file(path: Path) -> Any:
-    """A scenario file's data (load_yaml), refusing what is not a readable regular file."""
+def require_regular_file(path: Path, missing: str, unusable: str) -> None:
+    """Refuse, in one line, a path that is not a readable regular file: `missing` when there
+    is nothing there, else `unusable` with {problem} filled in (file_problem's words)."""
     problem = file_problem(path)
     if problem == NOT_FOUND:
-        raise ScenarioError(f"{path}: scenario file not found")
+        raise ScenarioError(missing)
     if problem is not None:
-        raise ScenarioError(f"{path}: cannot read it as a scenario: it {problem} (a scenario "
-                            "is a YAML file)")
+        raise ScenarioError(unusable.replace("{problem}", problem))
+
+
+def load_yaml_file(path: Path) -> Any:
+    """A scenario file's data (load_yaml), refusing what is not a readable regular file."""
+    require_regular_file(path, f"{path}: scenario file not found",
+                         f"{path}: cannot read it as a scenario: it {{problem}} (a scenario "
+                         "is a YAML file)")
     try:
         text = path.read_text()
     except OSError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.config.scenario import Workload
-from harness.config.userfiles import NOT_FOUND, file_problem
+from harness.config.userfiles import require_regular_file
 from harness.errors import ScenarioError
 
 # A prompt is either token ids (exact lengths, no tokenizer needed) or text.
@@ -109,15 +109,12 @@ def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> 
     path = Path(workload.path)
     if not path.is_absolute():
         path = base_dir / path
-    problem = file_problem(path)
-    if problem == NOT_FOUND:
-        raise ScenarioError(f"workload.path: file not found: {path}")
-    if problem is not None:
-        # Every launch reads the prompts again and hashes them to prove each arm saw the same:
-        # only a regular file reads to the same end each time (a FIFO gives its data once,
-        # /dev/zero never ends).
-        raise ScenarioError(f"workload.path: {path} {problem}; prompts must come from a "
-                            "regular file, which every launch reads again to the same end")
+    # Every launch reads the prompts again and hashes them to prove each arm saw the same:
+    # only a regular file reads to the same end each time (a FIFO gives its data once,
+    # /dev/zero never ends).
+    require_regular_file(path, f"workload.path: file not found: {path}",
+                         f"workload.path: {path} {{problem}}; prompts must come from a "
+                         "regular file, which every launch reads again to the same end")
     prompts = _read_jsonl(path) if workload.kind == "jsonl" else _read_sharegpt(path)
     if not prompts:
         what = ("no prompts" if workload.kind == "jsonl"

@@ -15,12 +15,13 @@ import collections.abc
 import dataclasses
 import enum
 import inspect
-import json
 import sys
 import types
 import typing
 from pathlib import Path
 from typing import Any
+
+from harness.atomic import write_json_atomic
 
 # harness.config.vllm_args reads descriptions of this version (bump when the layout changes).
 DESCRIPTION_VERSION = 1
@@ -127,10 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="Where to write the JSON description.")
     args = parser.parse_args(argv)
     data = describe()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(args.out)
+    write_json_atomic(args.out, data)
     return 0
 
 

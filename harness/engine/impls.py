@@ -1,6 +1,6 @@
-"""Implementation swaps inside vLLM's processes: installing one from the registry
-(harness.engine.swaps) with its context, switching the active choice between passes, and the
-reports of what actually ran.
+"""Implementation swaps inside vLLM's processes: installing one (its record:
+harness.config.swaps; its installer: harness.engine.swaps) with its context, switching the
+active choice between passes, and the reports of what actually ran.
 
 harness.engine.plugin calls install(); the worker calls read_impl_reports() after a run.
 """
@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.config.catalog import IMPL_REPORT_DIR_ENV, NOOP_SWITCH_FAULT_ENV, SLOW_CHOICE_FAULT_ENV
-from harness.engine.swaps import SWAPS
+from harness.config.swaps import SWAPS
+from harness.engine.swaps import INSTALLERS
+from harness.execute.protocol import IMPL_REPORT_DIR_ENV
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.impls")
@@ -229,9 +230,6 @@ class _Context:
     def mark(self, fn: Any) -> None:
         _mark(fn, self.name, self._recorder.choice)
 
-    def planted_delay(self) -> None:
-        _planted_delay(self.name)
-
 
 def install(implementation: str, choice: str) -> bool:
     """Install implementation:choice in this process; False if it was already installed.
@@ -244,7 +242,7 @@ def install(implementation: str, choice: str) -> bool:
         raise ValueError(f"unknown implementation choice {implementation}:{choice}")
     _active.setdefault(implementation, choice)
     recorder = _Recorder(implementation, choice)
-    installed = swap.install(_Context(implementation, recorder))
+    installed = INSTALLERS[implementation](_Context(implementation, recorder))
     if installed:
         _recorders[implementation] = recorder
     return installed
@@ -288,15 +286,6 @@ def install_overlay(path: str) -> bool:
     return True
 
 
-def _planted_delay(implementation: str) -> None:
-    """The fault seam for gate tests: the choice named in SLOW_CHOICE_FAULT_ENV sleeps."""
-    fault = os.environ.get(SLOW_CHOICE_FAULT_ENV)
-    if fault:
-        name, choice, seconds = fault.split(":")
-        if name == implementation and _active.get(implementation) == choice:
-            time.sleep(float(seconds))
-
-
 def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     """End the current epoch: return, per installed swap, what ran in this process since the
     last call (paths, calls, under which choice), then make `choice` active (None: keep).
@@ -312,9 +301,7 @@ def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
                 SWAPS[implementation].choices if implementation in SWAPS else ())
         if implementation not in _recorders or wanted not in known:
             raise ValueError(f"specbench: {choice!r} is not installed in this process")
-        # The fault seam for tests: a switch that silently does nothing.
-        if not os.environ.get(NOOP_SWITCH_FAULT_ENV):
-            _active[implementation] = wanted
+        _active[implementation] = wanted
     return reports
 
 

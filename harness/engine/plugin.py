@@ -10,13 +10,8 @@ import logging
 import os
 from typing import Any
 
-from harness.config.catalog import (
-    IMPL_ENV,
-    OVERLAY_ENV,
-    PATCH_ENV,
-    SWITCH_RPC,
-    parse_implementation,
-)
+from harness.config.catalog import parse_implementation
+from harness.execute.protocol import IMPL_ENV, OVERLAY_ENV, PATCH_ENV, SWITCH_RPC
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")

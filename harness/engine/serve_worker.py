@@ -27,7 +27,6 @@ from typing import Any
 
 import aiohttp
 
-from harness.config.catalog import SWITCH_RPC, TAKEN_PORT_FAULT_ENV
 from harness.config.scenario import ServeSettings
 from harness.config.workload import Prompt, workload_hash
 from harness.engine.loadgen import (
@@ -46,6 +45,7 @@ from harness.engine.worker import (
     worker_main,
 )
 from harness.env import package_version
+from harness.execute.protocol import SWITCH_RPC
 from harness.plan.plan import RunSpec
 from harness.plan.schedule import measure_launch
 from harness.results.records import (
@@ -105,12 +105,8 @@ def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[st
             "--served-model-name", name, *cli_args(engine_args)]
 
 
-def free_port(first: bool = False) -> int:
-    """A port nothing listens on now (the server binds it a few seconds later). Fault seam:
-    the first choice is the port TAKEN_PORT_FAULT_ENV names (a test holds it)."""
-    taken = os.environ.get(TAKEN_PORT_FAULT_ENV)
-    if first and taken:
-        return int(taken)
+def free_port() -> int:
+    """A port nothing listens on now (the server binds it a few seconds later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -270,7 +266,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         for attempt in range(1, PORT_TRIES + 1):
             # The port is free when chosen; another process may bind it before the server
             # does. That is retried on a new port, not reported as a server failure.
-            port = free_port(first=attempt == 1)
+            port = free_port()
             base_url = f"http://127.0.0.1:{port}"
             cmd = server_command(engine_args, port, name)
             info.url, info.command = base_url, cmd
@@ -388,4 +384,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    # Run the module as imported, not this __main__ copy: one copy of its functions, the ones
+    # harness.engine.serve_worker names (where a patch of the module reaches them).
+    from harness.engine import serve_worker
+
+    exit_now(serve_worker.main())

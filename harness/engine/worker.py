@@ -1,8 +1,9 @@
 """One measured engine launch: `python -m harness.engine.worker --spec S --out O`.
 
-Runs in its own process (started by harness.execute.runner): builds vLLM's offline LLM engine
-with the
-variant's settings, warms it up, runs the measured passes, and writes a WorkerResult JSON.
+Runs in its own process (started by an executor, harness.execute.local or .ray_executor, for
+the runner): builds vLLM's offline LLM engine with the launch's settings, warms it up, runs
+the measured passes (one arm, or every arm of a shared launch switched between passes), and
+writes a WorkerResult JSON.
 Failures it can catch are written as data (status "failed"); the parent handles the rest.
 """
 
@@ -22,13 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.config.catalog import (
-    BUILTIN_MODELS,
-    IMPL_REPORT_DIR_ENV,
-    LOG_FILE_ENV,
-    SPAWNED_ENV,
-    SWITCH_RPC,
-)
+from harness.atomic import write_json_atomic
+from harness.config.catalog import BUILTIN_MODELS
 from harness.config.workload import (
     Prompt,
     load_prompts,
@@ -37,7 +33,15 @@ from harness.config.workload import (
     workload_hash,
 )
 from harness.execute.lifeline import guard_process_group
-from harness.plan.plan import WORKER_SPEC_VERSION, RunSpec, WorkerSpec
+from harness.execute.protocol import (
+    IMPL_REPORT_DIR_ENV,
+    LOG_FILE_ENV,
+    SPAWNED_ENV,
+    SWITCH_RPC,
+    WORKER_SPEC_VERSION,
+    WorkerSpec,
+)
+from harness.plan.plan import RunSpec
 from harness.plan.schedule import measure_launch
 from harness.results.records import (
     ImplReport,
@@ -56,10 +60,6 @@ SPEC_COUNTERS = {
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
 
 
 def resolve_models(engine_args: dict[str, Any], cache_dir: Path | None,
@@ -365,7 +365,7 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
             f"worker spec version {raw.get('spec_version')!r}, but this worker "
             f"({Path(__file__).resolve().parents[2]}) reads version {WORKER_SPEC_VERSION}: "
             "install the same specbench in this environment"))
-        write_json_atomic(args.out, result.model_dump(mode="json"))
+        write_json_atomic(args.out, result.model_dump(mode="json"), indent=None)
         return 1
     spec = WorkerSpec.model_validate(raw)
     run = spec.run
@@ -380,7 +380,7 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
         result = WorkerResult(run_key=run.run_key, status="failed",
                               error=f"{type(exc).__name__}: {exc}".strip()[:2000],
                               impl_reports=read_impl_reports(report_dir))
-    write_json_atomic(args.out, result.model_dump(mode="json"))
+    write_json_atomic(args.out, result.model_dump(mode="json"), indent=None)
     return 0 if result.status == "ok" else 1
 
 

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -111,3 +112,22 @@ def kill_processes(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _answers(send: Callable[[int, int], None], target: int) -> bool:
+    """Whether a process (os.kill) or process group (os.killpg) exists: signal 0 asks."""
+    try:
+        send(target, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    return _answers(os.kill, pid)
+
+
+def group_alive(pgid: int) -> bool:
+    return _answers(os.killpg, pgid)

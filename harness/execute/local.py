@@ -25,8 +25,11 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from harness.config.catalog import (
-    BUILTIN_MODELS,
+from harness.atomic import write_json_atomic
+from harness.config.catalog import BUILTIN_MODELS
+from harness.execute.lifeline import die_with_parent, group_alive
+from harness.execute.progress import read_progress
+from harness.execute.protocol import (
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
@@ -34,12 +37,10 @@ from harness.config.catalog import (
     PATCH_ENV,
     PROGRESS_ENV,
     SPAWNED_ENV,
+    WorkerSpec,
 )
-from harness.execute.lifeline import die_with_parent
-from harness.execute.progress import read_progress
-from harness.plan.plan import Plan, RunSpec, WorkerSpec
+from harness.plan.plan import Plan, RunSpec
 from harness.results.records import RunRecord, RunStatus, WorkerResult
-from harness.results.store import write_json_atomic
 
 WORKER_MODULE = "harness.engine.worker"
 SERVE_WORKER_MODULE = "harness.engine.serve_worker"
@@ -48,7 +49,11 @@ SERVE_WORKER_MODULE = "harness.engine.serve_worker"
 WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
 MODELS_MODULE = "harness.engine.models"
 LOG_TAIL_LINES = 25
-KILL_GRACE_S = 10.0
+KILL_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+SIGKILL_WAIT_S = 5.0  # after SIGKILL, the most we wait for the group to go
+# Built-in models not yet in the cache are built before the first launch, under this limit
+# (prepare_models; on Ray, by each launch's task that lacks them).
+MODELS_BUILD_TIMEOUT_S = 1800.0
 TICK_S = 1.0  # how often a running launch's progress is looked at
 
 Progress = Callable[[str], None]
@@ -60,12 +65,28 @@ class Interrupted(Exception):
     """SIGINT or SIGTERM reached the parent while a run was in flight."""
 
 
+# (runs, run_dir, base_dir, deadline_of, started, done): run every launch, as many at once as
+# the executor can; `started(run)` as each is submitted, `done(run, record)` as each finishes.
+LaunchAll = Callable[[list[RunSpec], Path, Path, Callable[[RunSpec], "float | None"],
+                      Callable[[RunSpec], None], Callable[[RunSpec, RunRecord], None]], None]
+
+
 class Executor(Protocol):
-    """Where and how the launches of a plan run. An executor that can run several launches at
-    once also has `launch_all(runs, run_dir, base_dir, deadline_of, started, done)`: it calls
-    `started(run)` as each is submitted and `done(run, record)` as each finishes, and on Ctrl-C
-    or SIGTERM stops what is left before re-raising (harness.execute.ray_executor.RayExecutor). An
-    optional `check(plan)` runs before any run folder exists and raises what it cannot do."""
+    """Where and how the launches of a plan run: everything the runner calls.
+    harness.execute.local.LocalExecutor runs one launch at a time here;
+    harness.execute.ray_executor.RayExecutor runs them as Ray tasks, several at once."""
+
+    def check(self, plan: Plan) -> None:
+        """Before any run folder exists: raise what this executor cannot do for `plan` (e.g.
+        no node can host a launch)."""
+        ...
+
+    @property
+    def launch_all(self) -> LaunchAll | None:
+        """None: the runner calls `launch` for one launch after another. Otherwise the
+        executor runs them all (LaunchAll), and on Ctrl-C or SIGTERM stops what is left
+        before re-raising."""
+        ...
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         """Anything every launch needs first (built-in models): (ok, why not, seconds)."""
@@ -114,26 +135,19 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pgid = os.getpgid(proc.pid)
     except ProcessLookupError:
         pgid = proc.pid
-    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, SIGKILL_WAIT_S)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             break
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            if proc.poll() is not None and not _group_alive(pgid):
+            if proc.poll() is not None and not group_alive(pgid):
                 return
             time.sleep(0.1)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
 
 
 @contextlib.contextmanager
@@ -219,7 +233,8 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     progress(f"preparing built-in models: {', '.join(names)}")
     cmd = models_command(names, models_cache)
     log = run_dir / "logs" / "models.log"
-    code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
+    code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log,
+                                    MODELS_BUILD_TIMEOUT_S)
     if code != 0:
         why = "timed out" if timed_out else f"exit code {code}"
         return False, f"building models failed ({why}):\n{read_tail(log)}", wall
@@ -333,10 +348,12 @@ class LocalExecutor:
     """One worker process per launch on this machine (the default)."""
 
     models_cache: Path | None = None
-    # The fault-injection seam: a worker command instead of harness.engine.(serve_)worker.
-    worker_cmd: list[str] | None = None
     # Shown every second while a launch runs (harness.execute.progress.LaunchView.tick).
     status: Status | None = None
+    launch_all: None = None  # one launch at a time, each through launch()
+
+    def check(self, plan: Plan) -> None:
+        """Nothing to check before a run folder exists: pre-flight covers this machine."""
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         return prepare_models(plan, run_dir, self.models_cache, progress)
@@ -345,5 +362,5 @@ class LocalExecutor:
                deadline_unix: float | None,
                on_start: Callable[[int], None] | None) -> RunRecord:
         return run_one(run, run_dir, base_dir, self.models_cache,
-                       self.worker_cmd or default_worker_cmd(run.mode, run.python),
+                       default_worker_cmd(run.mode, run.python),
                        deadline_unix, on_start, self.status)

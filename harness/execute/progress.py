@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from harness.config.catalog import PROGRESS_ENV
+from harness.execute.protocol import PROGRESS_ENV
 from harness.plan.plan import RunSpec
 from harness.results.records import PassRecord
 

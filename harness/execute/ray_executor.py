@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from harness.config.catalog import BUILTIN_MODELS
 from harness.errors import HardwareError, ScenarioError
-from harness.execute.local import Interrupted, Progress, run_tp
+from harness.execute.local import MODELS_BUILD_TIMEOUT_S, Interrupted, Progress, run_tp
 from harness.plan.plan import Plan, RunSpec
 from harness.results.records import RunRecord
 
@@ -144,7 +144,8 @@ def keep(scratch: Path) -> int:
     if names:
         log = scratch / "logs" / f"{run.run_key}.models.log"
         code, _, timed_out = launch(models_command(names, cache),
-                                    {**os.environ, "PYTHONUNBUFFERED": "1"}, log, 1800)
+                                    {**os.environ, "PYTHONUNBUFFERED": "1"}, log,
+                                    MODELS_BUILD_TIMEOUT_S)
         if code != 0:
             why = "timed out" if timed_out else f"exit code {code}"
             record = RunRecord(**run.record_fields(), status="failed", wall_s=0.0,

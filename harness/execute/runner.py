@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config.scenario import cell_label, scenario_hash
+from harness.config.scenario import scenario_hash
+from harness.config.sweep import cell_label
 from harness.env import COMPAT_FIELDS, fingerprint
 from harness.errors import ExitCode, ScenarioError, StorageError
+from harness.execute.lifeline import pid_alive
 from harness.execute.local import (
     Executor,
     Interrupted,
@@ -33,12 +35,10 @@ from harness.execute.local import (
 from harness.plan.plan import Plan, RunSpec
 from harness.plan.preflight import preflight
 from harness.results.records import RunRecord
+from harness.results.run import Run, load_run
 from harness.results.store import (
-    RunResults,
-    load_results,
     mark_abandoned,
     new_run_id,
-    pid_alive,
     release_space,
     reserve_space,
     save_manifest,
@@ -97,31 +97,30 @@ def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
 RESUME_FIELDS = (*COMPAT_FIELDS, "git_sha")
 
 
-def check_resumable(plan: Plan, results: RunResults, builds: dict[str, Any]) -> None:
+def check_resumable(plan: Plan, results: Run, builds: dict[str, Any]) -> None:
     """A stored run may be resumed by this plan here: same scenario, same machine and builds,
     not complete, and not still running."""
     where = f"--resume {results.path}"
     manifest = results.manifest
-    stored = manifest.get("scenario_hash")
-    if stored != plan.scenario_hash:
-        old, new = manifest["scenario"], plan.scenario.model_dump(mode="json")
+    if manifest.scenario_hash != plan.scenario_hash:
+        old, new = manifest.scenario, plan.scenario.model_dump(mode="json")
         fields = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         raise ScenarioError(f"{where}: the scenario changed since that run started ("
                             f"{', '.join(fields) or 'hash'} differ); start a new run")
     now = fingerprint(plan.scenario_hash)
-    was = manifest.get("fingerprint") or {}
+    was = manifest.fingerprint
     changed = [f"{k} ({was.get(k)} -> {now.get(k)})" for k in RESUME_FIELDS
                if was.get(k) != now.get(k)]
-    old_builds = manifest.get("builds") or {}
+    old_builds = manifest.builds
     changed += [f"the build of {name}" for name in builds
                 if name in old_builds and not _same_build(old_builds[name], builds[name])]
     if changed:
         raise ScenarioError(f"{where}: the environment changed since that run started: "
                             f"{', '.join(changed)}; start a new run")
-    status = manifest.get("status")
+    status = manifest.status
     if status == "complete":
         raise ScenarioError(f"{where}: that run is complete; nothing to resume")
-    pid = manifest.get("runner_pid")
+    pid = manifest.runner_pid
     if status == "running" and isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
         raise ScenarioError(f"{where}: that run is still running (specbench pid {pid})")
     planned = {r.run_key for r in plan.runs}
@@ -157,9 +156,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     scenario, base_dir = plan.scenario, Path(plan.base_dir)
     builds = preflight(scenario, plan, base_dir)
     executor = executor or LocalExecutor()
-    check = getattr(executor, "check", None)
-    if check is not None:  # e.g. a cluster to join, with room for every launch
-        check(plan)
+    executor.check(plan)  # e.g. a cluster to join, with room for every launch
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
         raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
                             "'_', '.'), no '/' or '..'")
@@ -172,7 +169,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         raise ScenarioError(f"--results-dir {results_root}: not writable")
     for line in mark_abandoned(results_root, clean):
         progress(f"found a dead run: {line}")
-    previous = load_results(resume) if resume is not None else None
+    previous = load_run(resume, scenario) if resume is not None else None
     if previous is not None:
         check_resumable(plan, previous, builds)
         run_id, run_dir = previous.run_id, previous.path
@@ -206,11 +203,11 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         kept = [r for r in previous.runs if r.status == "ok"]
         done = {r.run_key for r in kept}
         outcome.records.extend(kept)
-        manifest.update(created_unix=previous.manifest.get("created_unix"),
-                        fingerprint=previous.manifest.get("fingerprint"),
+        manifest.update(created_unix=previous.manifest.created_unix,
+                        fingerprint=previous.manifest.fingerprint,
                         runs=[{"run_key": r.run_key, "status": r.status} for r in kept],
-                        resumed=[*previous.manifest.get("resumed", []), {
-                            "unix": time.time(), "from_status": previous.manifest.get("status"),
+                        resumed=[*previous.manifest.resumed, {
+                            "unix": time.time(), "from_status": previous.manifest.status,
                             "kept": len(kept)}])
 
     def finish(status: str, error: str | None = None) -> RunOutcome:
@@ -289,7 +286,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                     progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
                              f"{record.status} in {record.wall_s:.1f}s{where}{detail}")
 
-                launch_all = getattr(executor, "launch_all", None)
+                launch_all = executor.launch_all
                 if launch_all is not None:  # launches at once, as the executor can
                     try:
                         launch_all(todo, run_dir, base_dir, deadline_of, begun, ended)

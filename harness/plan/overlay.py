@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from harness.config.scenario import Scenario, StrictModel
+from harness.config.base import StrictModel
+from harness.config.scenario import Scenario
 from harness.errors import ScenarioError
 
 # --- what travels in the plan (RunSpec.overlay) ------------------------------------------------

@@ -12,18 +12,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from harness.config.base import StrictModel
 from harness.config.catalog import IMPLEMENTATION_CONFIG, parse_implementation
 from harness.config.scenario import (
-    Cell,
     GateSpec,
     Precision,
     Scenario,
     ServeSettings,
-    StrictModel,
     Workload,
     scenario_hash,
-    sweep_cells,
 )
+from harness.config.sweep import Cell, sweep_cells
 from harness.errors import ScenarioError
 from harness.plan.overlay import Overlays, OverlaySpec, refusal, resolve_overlays
 
@@ -109,32 +108,15 @@ class RunSpec(StrictModel):
     def record_fields(self) -> dict[str, Any]:
         """What every record of this launch repeats of it: its key, arm, round, place and
         sweep cell."""
-        return {"run_key": self.run_key, "variant": self.variant, "round": self.round,
-                "order": self.order, "cell": self.cell,
+        return {"run_key": self.run_key, "variant": self.variant,
+                "arms": [arm.variant for arm in self.arms] or [self.variant],
+                "round": self.round, "order": self.order, "cell": self.cell,
                 "cell_values": self.cell_values or None}
 
     @property
     def expected_passes(self) -> int:
         """Passes a complete launch returns (at least, under precision)."""
         return self.blocks * len(self.block_order) if self.design == "one-engine" else self.repeats
-
-
-# WorkerSpec history (a worker refuses a newer one, naming both):
-#   1 - the run, the base folder for relative paths, the built-in models cache, and the wall
-#       clock a precision run must stop by.
-WORKER_SPEC_VERSION = 1
-
-
-class WorkerSpec(StrictModel):
-    """What an executor hands a worker for one launch (spec.json): the worker protocol is
-    this spec in, one WorkerResult out, logs and implementation reports beside it."""
-
-    spec_version: int = Field(default=WORKER_SPEC_VERSION, description="See the history.")
-    run: RunSpec = Field(description="The launch.")
-    base_dir: str = Field(description="Folder relative paths resolve against.")
-    models_cache: str | None = Field(default=None, description="Built-in models cache.")
-    deadline_unix: float | None = Field(
-        default=None, description="Precision runs: no block may start that ends past this.")
 
 
 class PlanCell(StrictModel):

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
-from harness.config.scenario import Scenario, Workload, cell_label, sweep_cells
+from harness.config.scenario import Scenario, Workload
+from harness.config.sweep import cell_label, sweep_cells
 from harness.env import cuda_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
 from harness.plan.plan import Plan, RunSpec
@@ -57,7 +58,7 @@ def check_versions(scenario: Scenario, name: str, data: dict[str, Any]) -> None:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    from harness.engine.swaps import SWAPS
+    from harness.config.swaps import SWAPS
 
     version = data["vllm_version"]
     variant = scenario.variants[name]

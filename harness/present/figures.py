@@ -22,9 +22,9 @@ import pandas as pd
 import yaml
 
 from harness.analysis.breakeven import choose_scale
-from harness.analysis.metrics import passes_frame, requests_frame
 from harness.analysis.sweep_comparison import SweepComparison
-from harness.results.store import RunResults
+from harness.atomic import atomic_path
+from harness.results.run import Run
 
 FIGURE_DIR = "figures"
 
@@ -115,12 +115,10 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
     return fig
 
 
-def run_figures(results: RunResults) -> dict[str, Any]:
+def run_figures(run: Run) -> dict[str, Any]:
     """name -> matplotlib Figure for every figure the run has data for."""
-    baseline = next((n for n, v in results.manifest["scenario"].get("variants", {}).items()
-                     if v.get("baseline")), "")
-    title = str(results.manifest["scenario"].get("name", results.run_id))
-    passes, requests = passes_frame(results.runs), requests_frame(results.runs)
+    baseline, title = run.scenario.baseline, run.scenario.name
+    passes, requests = run.passes, run.requests
     if passes.empty:
         return {}
     makers: dict[str, Callable[[], Any]] = {
@@ -132,17 +130,16 @@ def run_figures(results: RunResults) -> dict[str, Any]:
     return {name: fig for name, fig in figures.items() if fig is not None}
 
 
-def write_figures(results: RunResults, sweep: SweepComparison | None = None) -> list[Path]:
+def write_figures(run: Run, sweep: SweepComparison | None = None) -> list[Path]:
     """PNG and SVG of every figure under the run folder's figures/; the PNG paths."""
-    out = results.path / FIGURE_DIR
+    out = run.path / FIGURE_DIR
     out.mkdir(exist_ok=True)
     written = []
-    figures = sweep_figures(results, sweep) if sweep is not None else run_figures(results)
+    figures = sweep_figures(run, sweep) if sweep is not None else run_figures(run)
     for name, fig in figures.items():
         for suffix in ("png", "svg"):
-            tmp = out / f".{name}.tmp.{suffix}"
-            fig.savefig(tmp, format=suffix)
-            tmp.replace(out / f"{name}.{suffix}")
+            with atomic_path(out / f"{name}.{suffix}") as tmp:
+                fig.savefig(tmp, format=suffix)
         written.append(out / f"{name}.png")
     keep = {p.stem for p in written}
     for old in [*out.glob("*.png"), *out.glob("*.svg")]:
@@ -160,7 +157,7 @@ def markdown_links(pngs: list[Path], run_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_report(results: RunResults, table: str, pngs: list[Path]) -> str:
+def html_report(run: Run, table: str, pngs: list[Path]) -> str:
     """One self-contained page: the comparison, the figures (embedded), the builds and the
     fingerprint, the scenario."""
     esc = html.escape
@@ -168,27 +165,27 @@ def html_report(results: RunResults, table: str, pngs: list[Path]) -> str:
         f'<figure><img alt="{esc(p.stem)}" src="data:image/png;base64,'
         f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{esc(p.stem)}'
         "</figcaption></figure>" for p in pngs)
-    manifest = results.manifest
+    manifest = run.manifest
     sections = [
         ("Comparison", f"<pre>{esc(table)}</pre>"),
         ("Figures", images or "<p>No measured passes.</p>"),
-        ("Builds", f"<pre>{esc(json.dumps(manifest['builds'], indent=1))}</pre>"
-         if manifest.get("builds") else "<p>Not recorded (a run from before builds were "
+        ("Builds", f"<pre>{esc(json.dumps(manifest.builds, indent=1))}</pre>"
+         if manifest.builds else "<p>Not recorded (a run from before builds were "
          "kept).</p>"),
         ("Environment fingerprint",
-         f"<pre>{esc(json.dumps(manifest.get('fingerprint') or {}, indent=1))}</pre>"),
-        ("Scenario", f"<pre>{esc(yaml.safe_dump(manifest['scenario'], sort_keys=False))}</pre>"),
+         f"<pre>{esc(json.dumps(manifest.fingerprint, indent=1))}</pre>"),
+        ("Scenario", f"<pre>{esc(yaml.safe_dump(manifest.scenario, sort_keys=False))}</pre>"),
     ]
     body = "\n".join(f"<h2>{esc(title)}</h2>\n{content}" for title, content in sections)
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>specbench {esc(results.run_id)}</title><style>"
+        f"<title>specbench {esc(run.run_id)}</title><style>"
         "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
         "pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px;line-height:1.25}"
         "img{max-width:100%;border:1px solid #ddd}figure{margin:1em 0}"
         "figcaption{color:#555;font-size:12px}</style></head><body>\n"
-        f"<h1>{esc(str(manifest['scenario'].get('name')))}: {esc(results.run_id)}</h1>\n"
-        f"<p>status: {esc(str(manifest.get('status')))}</p>\n{body}\n</body></html>\n")
+        f"<h1>{esc(str(manifest.scenario.get('name')))}: {esc(run.run_id)}</h1>\n"
+        f"<p>status: {esc(str(manifest.status))}</p>\n{body}\n</body></html>\n")
 
 
 # -- sweeps ----------------------------------------------------------------------------------
@@ -321,11 +318,11 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
     return fig
 
 
-def sweep_figures(results: RunResults, sweep: SweepComparison) -> dict[str, Any]:
+def sweep_figures(run: Run, sweep: SweepComparison) -> dict[str, Any]:
     """name -> Figure for a sweep: delta vs each numeric swept field (the break-even axis
     first), per-cell latency CDFs and acceptance, throughput per pass over the run."""
     title = sweep.scenario
-    passes, requests = passes_frame(results.runs), requests_frame(results.runs)
+    passes, requests = run.passes, run.requests
     makers: dict[str, Callable[[], Any]] = {}
     metric = next((b.metric for b in sweep.break_even), "output_throughput")
     first = [b.axis for b in sweep.break_even][:1]

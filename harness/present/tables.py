@@ -1,6 +1,8 @@
-"""Rendering only: the comparison as the seed PRs' box table, as Markdown, and as figures.
+"""Rendering only: a comparison (and a sweep's) as the seed PRs' box table for the terminal
+and as Markdown, and a gate's decisions as text, Markdown and JUnit XML.
 
-No statistics here: every number comes from a Comparison (compare.py).
+No statistics here: every number comes from a Comparison (harness.analysis.comparison) or a
+GateResult (harness.analysis.gate); figures are harness.present.figures.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.analysis.compare import CandidateResult, Comparison, MetricRow
+from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 

@@ -18,15 +18,19 @@ store.migrate_manifest when older files need it):
       plan proof_labels and overlays (the classification); one-engine launches warm each arm
       until checked settled: WorkerResult.warmup_passes (kept, never measured) and
       .warmup_blocks / .warmup_capped. All optional: older files read unchanged.
+  6 - RunRecord.arms: the arms a launch hosted (a shared one-engine launch, all of them), so
+      no reader recovers them from its name; records from before it get them from the
+      variant they name (a shared launch's name joins its arms with '+', which no variant
+      name can contain).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -199,6 +203,9 @@ class RunRecord(Record):
 
     run_key: str
     variant: str
+    arms: list[str] = Field(
+        default_factory=list, description="The variants this launch ran: [variant], or every "
+        "arm of a shared one-engine launch.")
     round: int
     order: int
     cell: str | None = Field(default=None, description="Sweeps: the cell's id ('c03').")
@@ -217,3 +224,9 @@ class RunRecord(Record):
         default=None, description="Serve mode: the vLLM server's log, relative to the run."
     )
     result: WorkerResult | None = None
+
+    @model_validator(mode="after")
+    def _arms(self) -> RunRecord:
+        if not self.arms:  # written before schema 6 (see the history above)
+            self.arms = self.variant.split("+")
+        return self

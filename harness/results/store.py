@@ -1,29 +1,32 @@
 """The results folder: one directory per run, written atomically as each launch finishes.
 
-    results/<run-id>/manifest.json       versioned: scenario, plan, fingerprint, run index
-    results/<run-id>/runs/NN-<key>.json  one RunRecord per launch (raw per-request samples)
-    results/<run-id>/logs/<key>.log      worker logs
-    results/<run-id>/summary.json        the comparison, machine-readable
-    results/<run-id>/table.md|.txt       the rendered tables
+    results/<run-id>/manifest.json         versioned: scenario, plan, fingerprint, builds,
+                                           the index of finished launches
+    results/<run-id>/runs/NNN-<key>.json   one RunRecord per launch (raw per-request samples)
+    results/<run-id>/logs/<key>.log        worker (and server) logs
+    results/<run-id>/work/                 the workers' specs, reports and scratch
+    results/<run-id>/superseded/           records of launches a resume ran again
+    and, derived from those by harness.present.outputs: summary.json, table.md|.txt,
+    passes|requests(|sweep).parquet, figures/, report.html, gate.*
 
 An interrupted run leaves a manifest with status "interrupted" and every finished launch.
+Reading goes through harness.results.run.load_run, which types what is stored here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from harness.atomic import write_json_atomic
 from harness.errors import ResultsError
 from harness.results.records import SCHEMA_VERSION, RunRecord
 
@@ -37,22 +40,6 @@ MANIFEST_REQUIRED = ("scenario",)
 # can still say how the run ended.
 RESERVE = ".space-reserve"
 RESERVE_BYTES = 1 << 20
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)  # a full disk keeps no half-written file
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
 
 
 def reserve_space(run_dir: Path) -> None:
@@ -105,20 +92,10 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # 4 -> 5 only added optional fields (overlays, checked warm-up); older runs warmed once.
     if version == 4:
         data, version = {**data, "schema_version": 5}, 5
+    # 5 -> 6 only added RunRecord.arms, filled from the record's variant when missing.
+    if version == 5:
+        data, version = {**data, "schema_version": 6}, 6
     return data
-
-
-@dataclass
-class RunResults:
-    """A loaded results folder."""
-
-    path: Path
-    manifest: dict[str, Any]
-    runs: list[RunRecord]
-
-    @property
-    def run_id(self) -> str:
-        return str(self.manifest.get("run_id", self.path.name))
 
 
 def resolve_run_dir(path: Path) -> Path:
@@ -135,9 +112,10 @@ def resolve_run_dir(path: Path) -> Path:
     raise ResultsError(f"{path}: no specbench results here (no {MANIFEST})")
 
 
-def load_results(path: str | Path) -> RunResults:
-    """Load a results folder (notebooks: harness.results.store.load_results('results/...'))."""
-    run_dir = resolve_run_dir(Path(path))
+def read_manifest(path: Path) -> tuple[Path, dict[str, Any]]:
+    """The run folder `path` names and its manifest, migrated to this version; a damaged one
+    is one line naming the file and the field (harness.results.run.load_run types it)."""
+    run_dir = resolve_run_dir(path)
     manifest_path = run_dir / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -155,6 +133,11 @@ def load_results(path: str | Path) -> RunResults:
             raise ResultsError(f"{manifest_path}: damaged, its {key!r} is "
                                + ("missing" if key not in manifest else
                                   f"a {type(manifest[key]).__name__}, not a {kind.__name__}"))
+    return run_dir, manifest
+
+
+def read_records(run_dir: Path) -> list[RunRecord]:
+    """Every launch's record in a run folder, in file (launch) order."""
     runs = []
     for file in sorted((run_dir / "runs").glob("*.json")):
         try:
@@ -163,12 +146,9 @@ def load_results(path: str | Path) -> RunResults:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             raise ResultsError(f"{file}: invalid run record ({loc}: {first['msg']})") from None
-    return RunResults(path=run_dir, manifest=manifest, runs=runs)
+    return runs
 
 
-# Folders a saved baseline keeps: everything a comparison is computed from, nothing derived
-# that can be re-made, no logs or worker scratch.
-BASELINE_KEEP = (MANIFEST, "runs")
 DEFAULT_BASELINES = Path("baselines")
 
 
@@ -177,16 +157,16 @@ def save_baseline(run_dir: Path, name: str, baselines_dir: Path = DEFAULT_BASELI
     results folder (copyable as a CI artifact) that `specbench gate --against` reads."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise ResultsError(f"--name {name!r}: use letters, digits, '-', '_' and '.' only")
-    results = load_results(run_dir)
-    if results.manifest.get("status") != "complete":
-        raise ResultsError(f"{results.path}: status {results.manifest.get('status')!r}; only a "
+    run_dir, manifest = read_manifest(run_dir)
+    if manifest.get("status") != "complete":
+        raise ResultsError(f"{run_dir}: status {manifest.get('status')!r}; only a "
                            "complete run can be a baseline")
     target = baselines_dir / name
     tmp = baselines_dir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    shutil.copy2(results.path / MANIFEST, tmp / MANIFEST)
-    shutil.copytree(results.path / "runs", tmp / "runs")
+    shutil.copy2(run_dir / MANIFEST, tmp / MANIFEST)
+    shutil.copytree(run_dir / "runs", tmp / "runs")
     if target.exists():
         shutil.rmtree(target)
     tmp.replace(target)
@@ -228,7 +208,7 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     """Runs under `results_root` still marked running whose specbench process is gone (killed
     by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which, with any of
     their engine processes still running (stopped when `clean`)."""
-    from harness.execute.lifeline import kill_processes, session_processes
+    from harness.execute.lifeline import kill_processes, pid_alive, session_processes
 
     found: list[str] = []
     if not results_root.is_dir():
@@ -268,11 +248,4 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
     return found
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+

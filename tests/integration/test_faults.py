@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.config.catalog import TAKEN_PORT_FAULT_ENV
 from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.execute.local import WORKER_MODULE_ENV
-from harness.results.store import load_results
+from harness.results.run import load_run
 from tests.conftest import ROOT
+from tests.faults import TAKEN_PORT_ENV, fault_env
 from tests.processes import alive, processes_in, start_specbench
 
 # Seconds a fake worker may take: its 'ok' mode needs about one on an idle machine and has
@@ -83,7 +83,7 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
     result = _run_cli(tmp_path, scenario)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     by_variant = {r.variant: r for r in results.runs}
     assert by_variant["good"].status == "ok"
     bad = by_variant["bad"]
@@ -132,7 +132,7 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path, sig: int
             proc.kill()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     assert results.manifest["status"] == "interrupted"
     # The finished launch is kept; the one in flight is recorded as interrupted.
     assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
@@ -176,7 +176,7 @@ def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, stderr
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     assert results.manifest["status"] == "complete"
     assert [(r.run_key, r.status) for r in results.runs] == [("stubborn.r0", "ok"),
                                                              ("good.r0", "ok")]
@@ -203,7 +203,7 @@ def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> Non
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     by_variant = {r.variant: r for r in results.runs}
     good = by_variant["good"]
     assert good.status == "ok" and good.result is not None and len(good.result.passes) == 2
@@ -249,7 +249,7 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path, mode: str)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert load_results(tmp_path / "results" / "r").manifest["status"] == "running"
+    assert load_run(tmp_path / "results" / "r").manifest["status"] == "running"
     # The next run in the same results folder says so and marks it abandoned.
     again = _scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
     rerun = subprocess.run(
@@ -260,7 +260,7 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path, mode: str)
     assert rerun.returncode == 0, rerun.stderr
     assert "found a dead run: r (its specbench process" in rerun.stderr
     assert "now marked abandoned" in rerun.stderr and "still run" not in rerun.stderr
-    assert load_results(tmp_path / "results" / "r").manifest["status"] == "abandoned"
+    assert load_run(tmp_path / "results" / "r").manifest["status"] == "abandoned"
 
 
 def test_leftovers_of_a_dead_run_are_reported_and_cleaned(tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
     assert "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" \
         in error
     (run_dir / "work" / "full.r0" / "filler").unlink()
-    results = load_results(run_dir)
+    results = load_run(run_dir)
     assert results.manifest["status"] == "failed"
     assert "No space left on device" in results.manifest["error"]
     assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
@@ -376,14 +376,13 @@ def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> N
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        env = {**os.environ, SERVER_MODULE_ENV: "tests.fakes.server",
-               TAKEN_PORT_FAULT_ENV: str(taken)}
+        env = fault_env({SERVER_MODULE_ENV: "tests.fakes.server", TAKEN_PORT_ENV: str(taken)})
         result = subprocess.run(
             [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
              str(tmp_path / "results"), "--run-id", "r"],
             capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
-    for record in load_results(tmp_path / "results" / "r").runs:
+    for record in load_run(tmp_path / "results" / "r").runs:
         assert record.status == "ok" and record.result is not None
         server = record.result.server
         assert server is not None and server.port_retries == 1
@@ -415,7 +414,7 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
     outcome = run_plan(plan, tmp_path / "results", Flaky(), progress=lambda _: None,
                        run_id="r")
     assert int(outcome.exit_code) == 1
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     assert [(r.variant, r.status, r.error) for r in results.runs] == [
         ("good", "ok", None),
         ("lost", "failed", "the executor failed: ConnectionError: node went away")]
@@ -435,7 +434,7 @@ def test_a_variant_under_another_interpreter_shows_its_build(tmp_path: Path) -> 
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     result = _run_cli(tmp_path, path)
     assert result.returncode == 0, result.stderr
-    results = load_results(tmp_path / "results" / "r")
+    results = load_run(tmp_path / "results" / "r")
     builds = results.manifest["builds"]
     assert builds["main"]["python"] == sys.executable
     assert builds["branch"]["python"] == str(wrapper)

@@ -1,12 +1,11 @@
 """Gates on real vLLM: one engine hosts the baseline, an A/A twin and a candidate with a planted
-regression (its proposer sleeps inside vLLM's engine core, through the test-only fault seam).
+regression (its proposer sleeps inside vLLM's engine core: a test-only fault, tests.faults).
 The gate must fail on the planted one, naming the metric in the Markdown and the JUnit file,
 and never call the A/A twin a regression."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config.catalog import SLOW_CHOICE_FAULT_ENV
 from harness.errors import ExitCode
 from tests.conftest import ROOT, SCENARIOS
+from tests.faults import SLOW_CHOICE_ENV, fault_env
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +28,7 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     data.pop("precision")
     # 6 blocks of the three arms (df 5): two blocks (df 1) left even a 70% slowdown undecided.
     data.update(name="gate-planted", repeats=12, warmup=8,
-                env={SLOW_CHOICE_FAULT_ENV: "medusa-proposer:optimized:0.01"})
+                env={SLOW_CHOICE_ENV: "medusa-proposer:optimized:0.01"})
     data["workload"].update(num_prompts=8, max_tokens=16)
     data["variants"] = {
         "baseline": {"baseline": True, "implementation": "medusa-proposer:baseline"},
@@ -42,7 +41,7 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir",
          str(tmp / "results"), "--run-id", "gate", "--gate"],
         capture_output=True, text=True, cwd=ROOT, timeout=900, check=False,
-        env={**os.environ})
+        env=fault_env())
     return proc, tmp / "results" / "gate"
 
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.analysis.compare import compare_results
+from harness.analysis.compare import compare_run
 from harness.analysis.metrics import passes_frame, requests_frame
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
-from harness.config.catalog import NOOP_SWITCH_FAULT_ENV
 from harness.errors import ExitCode
 from harness.results.records import SCHEMA_VERSION
-from harness.results.store import RunResults, load_results
+from harness.results.run import Run, load_run
 from tests.conftest import ROOT, SCENARIOS
+from tests.faults import NOOP_SWITCH_ENV, fault_env
 from tests.patches.kill_engine_core import KILL_AT_ENV
 
 pytestmark = pytest.mark.integration
@@ -35,18 +35,19 @@ class CliRun:
     returncode: int
     stdout: str
     stderr: str
-    results: RunResults
+    results: Run
 
 
-def run_cli(scenario: Path, results_dir: Path, run_id: str) -> CliRun:
+def run_cli(scenario: Path, results_dir: Path, run_id: str,
+            env: dict[str, str] | None = None) -> CliRun:
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
          str(results_dir), "--run-id", run_id],
         capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False,
-        env={**os.environ},
+        env=env if env is not None else {**os.environ},
     )
     return CliRun(proc.returncode, proc.stdout, proc.stderr,
-                  load_results(results_dir / run_id))
+                  load_run(results_dir / run_id))
 
 
 def run_variant_of(name: str, tmp: Path, run_id: str, **changes: Any) -> CliRun:
@@ -146,7 +147,7 @@ def test_medusa_passes_do_not_double_count_counters(medusa_run: CliRun) -> None:
 
 def test_medusa_greedy_outputs_identical_between_proposers(medusa_run: CliRun) -> None:
     scenario = _scenario("cpu-medusa-proposer.yaml")
-    comparison = compare_results(medusa_run.results)
+    comparison = compare_run(medusa_run.results)
     parity = comparison.candidates[0].parity
     assert parity is not None
     passes = comparison.passes_per_arm["optimized"]
@@ -170,7 +171,7 @@ def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliR
         assert rep.pid != record.result.worker_pid
         pids.add(rep.pid)
     assert len(pids) == 1
-    comparison = compare_results(medusa_run.results)
+    comparison = compare_run(medusa_run.results)
     assert comparison.design == "one-engine" and not comparison.unproven
     assert not comparison.discarded and comparison.warnings == []
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
@@ -222,7 +223,7 @@ def assert_tp2_switched_in_place(run: CliRun) -> None:
             assert r.details["use_local_argmax_reduction"] is (p.arm != "baseline")
             seen.setdefault(r.pid, set()).add(want)
     assert len(seen) == 2 and all(len(paths) == 2 for paths in seen.values())
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     assert not comparison.unproven and not comparison.discarded
 
 
@@ -231,7 +232,7 @@ def test_eagle_tp2_switch_ran_both_paths_on_both_ranks(eagle_run: CliRun) -> Non
 
 
 def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None:
-    parity = compare_results(eagle_run.results).candidates[0].parity
+    parity = compare_run(eagle_run.results).candidates[0].parity
     assert parity is not None and parity.fraction == 1.0
 
 
@@ -241,15 +242,15 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")
     data.update(name="noop-switch", repeats=2, warmup=4,
-                env={NOOP_SWITCH_FAULT_ENV: "1"})
+                env={NOOP_SWITCH_ENV: "1"})
     data["workload"].update(num_prompts=4, max_tokens=16)
     path = tmp_path / "noop.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = run_cli(path, tmp_path / "results", "noop")
+    run = run_cli(path, tmp_path / "results", "noop", env=fault_env())
     assert run.returncode == int(ExitCode.UNPROVEN), run.stderr[-2000:]
     assert "UNPROVEN" in run.stdout and "ran medusa-proposer:baseline" in run.stdout
     assert "DISCARDED passes (path not proven): optimized=2" in run.stdout
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     assert comparison.passes_per_arm == {"baseline": 2}
 
 
@@ -307,7 +308,7 @@ def test_a_variants_own_patch_runs_inside_vllm(failing_and_patched: CliRun) -> N
     assert reports and all(r.choice == "tests.patches.medusa_zero_drafts:install"
                            and set(r.paths) == {"medusa.propose.zeros"} and r.calls > 0
                            and r.pid != zeros.result.worker_pid for r in reports)
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     cand = next(c for c in comparison.candidates if c.name == "zeros")
     rate = next(r for r in cand.rows if r.key == "acceptance_rate")
     assert rate.baseline > 20 and rate.candidate < 5  # token 0 is never the target's choice
@@ -345,7 +346,7 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
                        and set(r.paths) == {"medusa.propose.zeros"} for r in reports)
         else:
             assert all(r.choice == "off" and r.calls == 0 for r in reports)
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     assert comparison.design == "one-engine" and not comparison.unproven
     rate = next(r for r in comparison.candidates[0].rows if r.key == "acceptance_rate")
     assert rate.baseline > 20 and rate.candidate < 5

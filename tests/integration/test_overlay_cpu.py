@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.analysis.compare import compare_results
+from harness.analysis.compare import compare_run
 from harness.errors import ExitCode
 from tests.conftest import SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, run_cli
@@ -76,7 +76,7 @@ def test_seed_000_as_a_diff_runs_both_proposers_in_one_engine(medusa_overlay: Cl
 
 def test_seed_000_overlay_keeps_outputs_and_says_what_ran(medusa_overlay: CliRun) -> None:
     run = medusa_overlay
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     (cand,) = comparison.candidates
     assert cand.parity is not None and cand.parity.identical == cand.parity.compared > 0
     assert not comparison.unproven and not comparison.discarded
@@ -119,6 +119,6 @@ def test_eagle_argmax_branch_at_tp2_is_proven_on_both_ranks(
         assert set(ranks) == {0, 1}, (arm, ranks)
         for r in ranks.values():
             assert r.choice == arm and r.paths.get(GREEDY, 0) > 0
-    comparison = compare_results(run.results)
+    comparison = compare_run(run.results)
     (cand,) = comparison.candidates
     assert cand.parity is not None and cand.parity.identical == cand.parity.compared

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.analysis.compare import compare_results
+from harness.analysis.compare import compare_run
 from harness.execute.local import WORKER_MODULE_ENV
 from harness.present.tables import table_rows
-from harness.results.store import load_results
+from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_faults import _fake_model
 from tests.processes import alive, start_specbench
@@ -101,10 +101,10 @@ def test_medusa_through_ray_matches_the_local_executor(cluster: Any, tmp_path: P
                   "--executor", "ray", "--address", cluster.address)
     assert remote.returncode == 0, remote.stderr
     assert "Ray: 2 node(s)" in remote.stderr
-    a, b = load_results(tmp_path / "local" / "l"), load_results(tmp_path / "ray" / "r")
+    a, b = load_run(tmp_path / "local" / "l"), load_run(tmp_path / "ray" / "r")
     # The same table: header, rows and their order; only the measured numbers differ.
-    head_a, rows_a = table_rows(compare_results(a))
-    head_b, rows_b = table_rows(compare_results(b))
+    head_a, rows_a = table_rows(compare_run(a))
+    head_b, rows_b = table_rows(compare_run(b))
     assert head_a == head_b and [r[0] for r in rows_a] == [r[0] for r in rows_b]
     assert "Output parity vs baseline" in [r[0] for r in rows_b]
     (record,) = b.runs
@@ -116,7 +116,7 @@ def test_medusa_through_ray_matches_the_local_executor(cluster: Any, tmp_path: P
     outputs = [[r.output_token_ids for r in p.requests] for p in record.result.passes]
     assert outputs == [[r.output_token_ids for r in p.requests]
                        for p in local_record.result.passes]
-    assert not compare_results(b).unproven
+    assert not compare_run(b).unproven
     assert (tmp_path / "ray" / "r" / "logs" / f"{record.run_key}.log").stat().st_size > 1000
 
 
@@ -126,7 +126,7 @@ def test_pinned_arms_share_a_node(cluster: Any, tmp_path: Path) -> None:
                   "p", "--executor", "ray", "--address", cluster.address, "--pin", "node",
                   env=FAKE_ENV)
     assert result.returncode == 0, result.stderr
-    runs = load_results(tmp_path / "results" / "p").runs
+    runs = load_run(tmp_path / "results" / "p").runs
     assert len(runs) == 4 and all(r.status == "ok" for r in runs)
     assert len({r.node["node_id"] for r in runs if r.node}) == 1
 
@@ -178,7 +178,7 @@ def test_ctrl_c_cancels_every_task(cluster: Any, tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted: 2 launch(es) in flight stopped" in err
-    runs = load_results(tmp_path / "results" / "c").runs
+    runs = load_run(tmp_path / "results" / "c").runs
     assert sorted(r.status for r in runs) == ["interrupted", "interrupted"]
     _none_left(tmp_path)
 
@@ -196,7 +196,7 @@ def test_a_lost_node_is_a_failed_launch(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 1, err
-        runs = load_results(tmp_path / "results" / "n").runs
+        runs = load_run(tmp_path / "results" / "n").runs
         by_status = {r.status: r for r in runs}
         # The launch on the lost node fails saying so; the other runs to its own timeout.
         assert set(by_status) == {"failed", "timeout"}, [(r.status, r.error) for r in runs]

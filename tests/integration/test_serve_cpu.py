@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.analysis.compare import compare_results
+from harness.analysis.compare import compare_run
 from harness.analysis.metrics import passes_frame, requests_frame
-from harness.results.store import load_results
+from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import CliRun, assert_tp2_switched_in_place, run_cli
 from tests.processes import (
@@ -145,7 +145,7 @@ def test_serve_switch_ran_both_paths_in_both_tp_ranks(serve_run: CliRun) -> None
     """One server: each pass's reports, fetched through /collective_rpc right after it, come
     from the same two TP worker processes and show the path of the pass's arm."""
     assert_tp2_switched_in_place(serve_run)
-    comparison = compare_results(serve_run.results)
+    comparison = compare_run(serve_run.results)
     parity = {c.name: c.parity for c in comparison.candidates}
     local = parity["local-argmax"]
     assert local is not None and local.fraction == 1.0
@@ -214,7 +214,7 @@ def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> No
     assert "Traceback" not in stderr
     time.sleep(0.5)
     assert processes_in(sessions) == []
-    loaded = load_results(results / "r")
+    loaded = load_run(results / "r")
     assert loaded.manifest["status"] == "interrupted"
     assert [(r.run_key, r.status) for r in loaded.runs] == [
         ("baseline+local-argmax.r0", "interrupted")]

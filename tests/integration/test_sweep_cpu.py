@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness.analysis.sweep_comparison import compare_sweep
-from harness.results.store import load_results
+from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
 from tests.processes import start_specbench
 
@@ -66,7 +66,7 @@ def interrupted_then_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[s
             proc.kill()
     first = sorted((run_dir / "runs").glob("*.json"))
     kept = {p.name: p.read_bytes() for p in first}
-    stopped = load_results(run_dir)
+    stopped = load_run(run_dir)
     stopped_sweep = compare_sweep(stopped)
     resumed = _cli("run", "--resume", str(run_dir), "--results-dir", str(results))
     return {"run_dir": run_dir, "interrupt": (proc.returncode, err), "kept": kept,
@@ -93,7 +93,7 @@ def test_resume_finishes_without_repeating(interrupted_then_resumed: dict[str, A
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming s: 1 of 2 launch(es) kept, 1 to run" in resumed.stderr
     run_dir: Path = interrupted_then_resumed["run_dir"]
-    results = load_results(run_dir)
+    results = load_run(run_dir)
     assert results.manifest["status"] == "complete" and len(results.manifest["resumed"]) == 1
     assert sorted(r.status for r in results.runs) == ["ok", "ok"]
     for name, content in interrupted_then_resumed["kept"].items():
@@ -125,7 +125,7 @@ def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
     for name in ("delta_vs_batch_size", "throughput_over_time", "latency_cdf_tpot",
                  "acceptance_per_position"):
         assert (run_dir / "figures" / f"{name}.png").stat().st_size > 5000
-    sweep = compare_sweep(load_results(run_dir))
+    sweep = compare_sweep(load_run(run_dir))
     (line,) = sweep.break_even
     assert line.crossing is not None and line.crossing.ci_low is not None
     # Acceptance is the draft's, alike in both arms of every cell.

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.analysis.compare import check_comparable, compare_records, output_parity
+from harness.analysis.compare import compare_records
+from harness.analysis.crossrun import check_comparable
+from harness.analysis.parity import output_parity
+from harness.config.scenario import parse_scenario
 from harness.errors import IncomparableError, ResultsError
 from harness.present.tables import render_markdown, render_terminal
 from harness.results.records import SCHEMA_VERSION
-from harness.results.store import RunResults, load_results, save_manifest, save_run_record
+from harness.results.run import Manifest, Run, load_run
 from tests.factory import run, simple_pass, stored_run
 
 
@@ -89,11 +93,8 @@ def test_single_pass_arms_say_no_interval() -> None:
 
 
 def test_store_round_trip_and_versions(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    save_manifest(run_dir, {"run_id": "run", "status": "complete", "scenario": {}})
-    for record in _runs():
-        save_run_record(run_dir, record)
-    loaded = load_results(tmp_path)  # a results folder resolves to its newest run
+    run_dir = stored_run(tmp_path, "run", _runs(), {}, {"base": {"baseline": True}, "opt": {}})
+    loaded = load_run(tmp_path)  # a results folder resolves to its newest run
     assert loaded.run_id == "run" and len(loaded.runs) == 4
     assert loaded.manifest["schema_version"] == SCHEMA_VERSION
 
@@ -101,20 +102,28 @@ def test_store_round_trip_and_versions(tmp_path: Path) -> None:
     manifest["schema_version"] = SCHEMA_VERSION + 1
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ResultsError, match="newer than this specbench understands"):
-        load_results(run_dir)
+        load_run(run_dir)
     (run_dir / "manifest.json").write_text("{broken")
     with pytest.raises(ResultsError, match="damaged, not JSON"):
-        load_results(run_dir)
+        load_run(run_dir)
     with pytest.raises(ResultsError, match="no specbench results here"):
-        load_results(tmp_path / "nothing")
+        load_run(tmp_path / "nothing")
+
+
+def _bare_run(name: str, fingerprint: dict[str, Any], num_prompts: int) -> Run:
+    """A loaded run with no launches: a manifest and its scenario."""
+    scenario = parse_scenario({"name": name, "model": "tiny-llama", "batch_size": 2,
+                               "workload": {"num_prompts": num_prompts, "max_tokens": 5},
+                               "variants": {"a": {"baseline": True}, "b": {}}})
+    manifest = Manifest.model_validate({
+        "schema_version": SCHEMA_VERSION, "run_id": name, "fingerprint": fingerprint,
+        "scenario": scenario.model_dump(mode="json")})
+    return Run(Path(name), manifest, [], scenario)
 
 
 def test_incomparable_environments_are_refused() -> None:
-    a = RunResults(Path("a"), {"run_id": "a", "fingerprint": {"vllm": "0.32.0", "gpus": []},
-                               "scenario": {"workload": {"num_prompts": 4}}}, [])
-    b = RunResults(Path("b"), {"run_id": "b", "fingerprint": {"vllm": "0.33.0",
-                                                              "gpus": ["NVIDIA H100"]},
-                               "scenario": {"workload": {"num_prompts": 8}}}, [])
+    a = _bare_run("a", {"vllm": "0.32.0", "gpus": []}, 4)
+    b = _bare_run("b", {"vllm": "0.33.0", "gpus": ["NVIDIA H100"]}, 8)
     with pytest.raises(IncomparableError) as info:
         check_comparable([a, b])
     # The machine and the workload must match; the vLLM build may differ on purpose.
@@ -124,13 +133,13 @@ def test_incomparable_environments_are_refused() -> None:
 
 
 def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> None:
-    from harness.analysis.compare import compare_runs
+    from harness.analysis.crossrun import compare_runs
 
     variants = {"base": {"baseline": True}, "opt": {}}
     fp = {"vllm": "0.32.0", "torch": "2.13.0"}
     a = stored_run(tmp_path, "a", _runs(), fp, variants)
     b = stored_run(tmp_path, "b", _runs(cand_duration=1.8), fp, variants)
-    comparison = compare_runs(load_results(a), load_results(b), "base", "opt")
+    comparison = compare_runs(load_run(a), load_run(b), "base", "opt")
     [cand] = comparison.candidates
     assert comparison.baseline == "A:base" and cand.name == "B:opt"
     row = next(r for r in cand.rows if r.key == "output_throughput")
@@ -141,17 +150,17 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
 
     c = stored_run(tmp_path, "c", _runs(), {**fp, "cpu_count": 64}, variants)
     with pytest.raises(IncomparableError, match=r"cpu_count \(None vs 64\)"):
-        compare_runs(load_results(a), load_results(c))
-    forced = compare_runs(load_results(a), load_results(c), force=True)
+        compare_runs(load_run(a), load_run(c))
+    forced = compare_runs(load_run(a), load_run(c), force=True)
     assert any("compared anyway" in w for w in forced.warnings)
     # Two vLLM builds (the Medusa PR's "by git checkout") compare without --force, and the
     # table says what differs.
     d = stored_run(tmp_path, "d", _runs(), {**fp, "vllm": "0.33.0.dev7+g1234abc"}, variants)
-    builds = compare_runs(load_results(a), load_results(d))
+    builds = compare_runs(load_run(a), load_run(d))
     assert ("the builds differ (on purpose, comparing two builds): vllm ('0.32.0' vs "
             "'0.33.0.dev7+g1234abc')") in builds.warnings
     with pytest.raises(ResultsError, match="no variant 'nope'"):
-        compare_runs(load_results(a), load_results(b), "nope")
+        compare_runs(load_run(a), load_run(b), "nope")
 
 
 def test_parity_violation_is_flagged_only_where_expected() -> None:

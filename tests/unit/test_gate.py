@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis.compare import MetricRow, compare_records
+from harness.analysis.compare import compare_records
+from harness.analysis.comparison import MetricRow
 from harness.analysis.gate import judge, judge_metric, propose_tolerances
 from harness.analysis.stats import DeltaEstimate, VarianceComponents
 from harness.cli import main

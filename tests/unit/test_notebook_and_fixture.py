@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.compare import compare_results
-from harness.results.store import load_results
+from harness.analysis.compare import compare_run
+from harness.results.run import load_run
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
@@ -29,16 +29,16 @@ def fixture_copy(tmp_path: Path) -> Path:
 
 
 def test_one_engine_fixture_compares_on_blocks() -> None:
-    comparison = compare_results(load_results(ONE_ENGINE))
+    comparison = compare_run(load_run(ONE_ENGINE))
     assert comparison.design == "one-engine" and not comparison.unproven
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert tput.estimate.units == 2 and tput.estimate.test == "paired t (blocks)"
 
 
 def test_fixture_loads_and_compares() -> None:
-    results = load_results(FIXTURE)
+    results = load_run(FIXTURE)
     assert results.manifest["status"] == "complete"
-    comparison = compare_results(results)
+    comparison = compare_run(results)
     assert comparison.candidates[0].status == "ok"
     assert comparison.candidates[0].parity is not None
 
@@ -123,7 +123,7 @@ SWEEP = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-sweep-small"
 def test_sweep_fixture_is_one_tidy_frame() -> None:
     from harness.analysis.sweep_comparison import compare_sweep
 
-    sweep = compare_sweep(load_results(SWEEP))
+    sweep = compare_sweep(load_run(SWEEP))
     frame = sweep.frame()
     assert [c.id for c in sweep.cells] == ["c00", "c01", "c02"]
     assert {"cell", "batch_size", "workload.num_prompts", "candidate", "metric", "delta",

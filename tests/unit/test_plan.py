@@ -100,7 +100,7 @@ def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[st
 def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
     """The worker protocol's spec is a model with a version; a worker of another specbench
     (a variant's environment) answers a spec it cannot read with a failed result that says so."""
-    from harness.plan.plan import WORKER_SPEC_VERSION, WorkerSpec
+    from harness.execute.protocol import WORKER_SPEC_VERSION, WorkerSpec
     from harness.results.records import WorkerResult
 
     [run] = expand_plan(parse_scenario(scenario_data)).runs
@@ -119,3 +119,98 @@ def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any])
     assert result.error is not None and result.error.startswith(
         f"worker spec version {WORKER_SPEC_VERSION + 1}, but this worker")
     assert "install the same specbench in this environment" in result.error
+
+
+# -- `specbench plan` as text (harness.present.plan_text) -------------------------------------
+
+FIXTURES = ROOT / "results" / "fixtures"
+
+
+def test_plan_text_without_a_stored_run_gives_the_bound(tmp_path: Path,
+                                                        scenario_data: dict[str, Any]) -> None:
+    """No run to time it from: the launches as before, then the bound the launches' limits
+    imply (2 launches x (600 s timeout + 15 s to stop) = 20.5 min), and one line saying why
+    there is no estimate."""
+    from harness.present.plan_text import render_plan
+
+    scenario_data.update(design="launch-per-arm", timeout_s=600)
+    scenario = parse_scenario(scenario_data)
+    plan = expand_plan(scenario)
+    lines = render_plan(scenario, plan, None, False, None, tmp_path / "results")
+    spec = '{"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}'
+    assert lines == [
+        f"scenario unit ({plan.scenario_hash}): baseline base, candidates opt",
+        f"  {scenario.describe_setup()}",
+        "  design: launch-per-arm",
+        f"    1. base.r0                  1 pass(es) x 4 prompts "
+        f"impl=medusa-proposer:baseline spec={spec}",
+        f"    2. opt.r0                   1 pass(es) x 4 prompts "
+        f"impl=medusa-proposer:optimized spec={spec}",
+        "  wall time: at most 20.5 min: 2 launches, each killed at its 600 s timeout "
+        "(timeout_s, engine start included), + up to 15 s to stop each; plus, before the "
+        "first launch, up to 30 min to build tiny-llama, tiny-llama-medusa where not yet "
+        "cached",
+        f"  no estimate: no complete run of the same model and settings in "
+        f"{tmp_path / 'results'} to time it from (or give --from RUN)",
+    ]
+
+
+def test_plan_text_of_a_shipped_precision_scenario(tmp_path: Path) -> None:
+    from harness.analysis.forecast import newest_run_like
+    from harness.config.scenario import load_scenario
+    from harness.present.plan_text import render_plan
+
+    path = ROOT / "scenarios" / "cpu-medusa-proposer.yaml"
+    scenario = load_scenario(path)
+    plan = expand_plan(scenario, scenario_file=path)
+    (tmp_path / "results").mkdir()
+    stored = newest_run_like(tmp_path / "results", plan)
+    assert stored is None
+    text = "\n".join(render_plan(scenario, plan, stored, False, None, tmp_path / "results"))
+    assert "unknown" not in text
+    precision = scenario.precision
+    assert precision is not None
+    assert (f"  wall time: at most {precision.budget_s / 60:.1f} min: 1 launch, ended by its "
+            f"{precision.budget_s:g} s precision budget") in text
+
+
+def test_plan_text_times_from_a_run_of_the_same_settings(tmp_path: Path) -> None:
+    """A stored run of the same model and settings under another scenario name: the estimate
+    from it, which run it is, and the bound."""
+    import shutil
+
+    from harness.analysis.forecast import newest_run_like
+    from harness.present.plan_text import render_plan
+    from harness.results.run import load_run
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "cpu-medusa-small", results / "cpu-medusa-small")
+    data = {**load_run(FIXTURES / "cpu-medusa-small").manifest["scenario"],
+            "name": "renamed", "design": "launch-per-arm"}
+    scenario = parse_scenario(data)
+    plan = expand_plan(scenario, base_dir=tmp_path)
+    stored = newest_run_like(results, plan)
+    assert stored is not None
+    lines = render_plan(scenario, plan, stored, False, None, results)
+    wall = lines[-3:]
+    assert wall[0].startswith("  wall time: about ") and "timed from run cpu-medusa-small" \
+        in wall[0] and "(2 of 2 launch(es) matched to the same settings" in wall[0], wall
+    assert wall[1] == ("    (run cpu-medusa-small is of scenario cpu-medusa-small, with the "
+                       "same model and settings)")
+    assert wall[2].startswith("  upper bound: at most 30.5 min: 2 launches, each killed at "
+                              "its 900 s timeout"), wall
+    assert not any("no estimate" in line for line in lines)
+
+
+def test_plan_text_from_a_given_run_forecasts_too(tmp_path: Path) -> None:
+    from harness.present.plan_text import render_plan
+    from harness.results.run import load_run
+
+    stored = load_run(FIXTURES / "cpu-eagle-tp2-one-engine-small")
+    scenario = parse_scenario(stored.manifest["scenario"])
+    plan = expand_plan(scenario, base_dir=tmp_path)
+    lines = render_plan(scenario, plan, stored, True, 0.05)
+    text = "\n".join(lines)
+    assert "  wall time: about " in text and "  upper bound: at most 15.2 min" in text
+    assert "is of scenario" not in text
+    assert lines[-2].startswith("  from run e2 (one-engine)") and "MDE ±5.00%" in lines[-1]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.config.catalog import PROGRESS_ENV
 from harness.config.scenario import parse_scenario
 from harness.execute.progress import LaunchView, describe, read_progress, write_progress
+from harness.execute.protocol import PROGRESS_ENV
 from harness.plan.plan import expand_plan
 from harness.results.records import PassRecord, RequestRecord
 

@@ -12,8 +12,9 @@ import pytest
 from harness.analysis.repeats import combined, comparison_key, earlier_runs
 from harness.cli import main
 from harness.errors import ExitCode
-from harness.present.outputs import gate_run, write_outputs
-from harness.results.store import load_results, save_manifest, save_run_record
+from harness.results.run import load_run
+from harness.results.store import save_manifest, save_run_record
+from harness.workflow import gate_run, write_report
 from tests.unit.test_forecast import shared_launch
 
 SCENARIO = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
@@ -42,14 +43,14 @@ def test_earlier_runs_of_the_same_comparison_are_found_and_named(tmp_path: Path)
     stored(tmp_path, "other-machine", 160.0, 3, cpu="cpu-y")
     second = stored(tmp_path, "r2", 200.0, 4)
     stored(tmp_path, "later", 300.0, 5)
-    results = load_results(second)
-    assert comparison_key(results.manifest) == comparison_key(load_results(first).manifest)
+    results = load_run(second)
+    assert comparison_key(results.manifest) == comparison_key(load_run(first).manifest)
     assert earlier_runs(results) == [first]
-    assert earlier_runs(load_results(first)) == []
-    comparison, text = write_outputs(second, figures=False)
+    assert earlier_runs(load_run(first)) == []
+    comparison, text = write_report(second, figures=False)
     assert "this comparison was run 1 time(s) before in this results folder (r1)" in text
     assert "--combine" in text
-    _, first_text = write_outputs(first, figures=False)
+    _, first_text = write_report(first, figures=False)
     assert "run 1 time(s) before" not in first_text
 
 
@@ -58,7 +59,7 @@ def test_combine_treats_each_run_as_a_launch(tmp_path: Path,
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 10 + i)
     last = tmp_path / "r2"
-    comparison, runs = combined(load_results(last))
+    comparison, runs = combined(load_run(last))
     assert runs == 3
     row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert row.estimate.error_unit == "launch" and row.estimate.error_n == 3

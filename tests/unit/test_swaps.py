@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from harness.config.catalog import IMPLEMENTATION_CONFIG, IMPLEMENTATION_METHODS, IMPLEMENTATIONS
+from harness.config.swaps import SWAPS
 from harness.config.vllm_args import DESCRIPTION_ENV, description
-from harness.engine.swaps import SWAPS
 from tests.conftest import ROOT
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from harness.config.scenario import Sweep, parse_scenario, sweep_cells
+from harness.config.scenario import parse_scenario
+from harness.config.sweep import Sweep, sweep_cells
 from harness.errors import ScenarioError
 from harness.plan.plan import expand_plan
 from tests.conftest import ROOT, SCENARIOS
@@ -195,8 +196,9 @@ def test_shipped_sweep_scenario_plans(tmp_path: Path) -> None:
     assert "sweep: 12 cells over batch_size, workload.num_prompts, model, draft.model" in \
         result.stdout
     assert "c11: batch_size=32, workload.num_prompts=64, model=tiny-llama-32k" in result.stdout
-    assert "wall time: unknown until a run of cpu-eagle-tp2-argmax-sweep exists" in \
-        result.stdout
+    assert "wall time: at most 22.0 min: 12 launches, each ended by its 110 s precision " \
+        "budget" in result.stdout
+    assert "no estimate: no complete run of the same model and settings in" in result.stdout
 
 
 # -- resume checks on a real stored run (no engine) ------------------------------------------
@@ -226,9 +228,9 @@ def _stored(tmp_path: Path, **manifest: Any) -> Path:
 def _resume(run: Path, scenario: dict[str, Any] | None = None) -> tuple[Any, Any]:
     from harness.execute.runner import check_resumable
     from harness.plan.builds import builds_of
-    from harness.results.store import load_results
+    from harness.results.run import load_run
 
-    results = load_results(run)
+    results = load_run(run)
     data = scenario or results.manifest["scenario"]
     plan = expand_plan(parse_scenario(data), base_dir=ROOT / "scenarios")
     return check_resumable, (plan, results, builds_of(plan))
@@ -284,9 +286,9 @@ def test_resume_cli_refusals(tmp_path: Path) -> None:
 
 def test_wall_time_from_a_stored_run() -> None:
     from harness.analysis.forecast import describe_wall, estimate_wall
-    from harness.results.store import load_results
+    from harness.results.run import load_run
 
-    stored = load_results(FIXTURE)
+    stored = load_run(FIXTURE)
     scenario = parse_scenario(_as_stored(stored.manifest["scenario"]))
     plan = expand_plan(scenario, base_dir=ROOT / "scenarios")
     same = estimate_wall(plan, stored)

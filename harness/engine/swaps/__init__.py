@@ -1,9 +1,7 @@
-"""The swap registry: one module per implementation swap in this package, each declaring a
-`SWAP` record (its choices, the draft methods and vLLM versions it works on, the config each
-choice forces, the code paths that prove each choice) and the `install(ctx)` that patches vLLM.
-
-Adding a swap is adding one module here. Importing the registry never imports vLLM (installers
-import it when vLLM's processes call them), so the parent validates scenarios against it.
+"""The swap installers, engine side: for each swap of the registry (harness.config.swaps), the
+module of the same name here holds `install(ctx)`, which patches vLLM when vLLM's processes
+call it (harness.engine.impls). Importing this package never imports vLLM: installers import it
+when they run.
 """
 
 from __future__ import annotations
@@ -12,8 +10,11 @@ import importlib
 import logging
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from harness.config.swaps import SWAPS
+
+Installer = Callable[["SwapContext"], bool]
 
 
 class SwapContext(Protocol):
@@ -38,34 +39,15 @@ class SwapContext(Protocol):
         """Mark a function we install, so a second install in the process is a no-op."""
         ...
 
-    def planted_delay(self) -> None:
-        """The test-only fault seam: sleep when SPECBENCH_FAULT_SLOW_CHOICE names this choice."""
-        ...
 
-
-@dataclass(frozen=True)
-class Swap:
-    """One implementation swap, as declared by its module."""
-
-    name: str
-    choices: dict[str, str]  # choice -> what it runs
-    methods: tuple[str, ...]  # speculative methods it applies to
-    vllm: str  # the vLLM versions its installer was written against (PEP 440 specifier)
-    proves: dict[str, frozenset[str]]  # choice -> code paths whose report proves it ran
-    install: Callable[[SwapContext], bool] = field(repr=False)
-    forces: dict[str, dict[str, object]] = field(default_factory=dict)  # choice -> spec keys
-
-
-def _discover() -> dict[str, Swap]:
-    swaps: dict[str, Swap] = {}
+def _discover() -> dict[str, Installer]:
+    installers: dict[str, Installer] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        swap = getattr(module, "SWAP", None)
-        if isinstance(swap, Swap):
-            assert swap.name not in swaps, f"two swaps named {swap.name}"
-            assert set(swap.proves) == set(swap.choices), f"{swap.name}: proves every choice"
-            swaps[swap.name] = swap
-    return swaps
+        record = importlib.import_module(f"harness.config.swaps.{info.name}").SWAP
+        installers[record.name] = module.install
+    assert set(installers) == set(SWAPS), "every swap has one installer, of its module's name"
+    return installers
 
 
-SWAPS: dict[str, Swap] = _discover()
+INSTALLERS: dict[str, Installer] = _discover()

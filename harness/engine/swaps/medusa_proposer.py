@@ -1,18 +1,15 @@
-"""medusa-proposer: the Medusa PR's change. vLLM 0.32's MedusaProposer.propose returns one
-stacked [batch, heads] tensor that stays on the device; the baseline is the pre-optimization
-propose (per-head argmax(...).tolist(), a Python transpose, list[list[int]]). The report says
-what the proposer returned, so it proves the choice from vLLM's side."""
+"""The medusa-proposer installer (its record, what proves each choice:
+harness.config.swaps.medusa_proposer):
+swaps MedusaProposer.propose per pass between the pre-optimization `.tolist()` version (here)
+and vLLM 0.32's own, and reports what the proposer returned."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from harness.engine.swaps import Swap, SwapContext
-
-PATH_TOLIST = "medusa.propose.tolist"
-PATH_TENSOR = "medusa.propose.tensor"
-PATH_UNKNOWN = "medusa.propose.unknown"  # returned neither a list nor a tensor
+from harness.config.swaps.medusa_proposer import PATH_TENSOR, PATH_TOLIST, PATH_UNKNOWN
+from harness.engine.swaps import SwapContext
 
 
 def propose_tolist(
@@ -59,7 +56,6 @@ def install(ctx: SwapContext) -> bool:
             out = propose_tolist(self, *args, **kwargs)
         else:
             out = original(self, *args, **kwargs)  # vLLM's own tensor-returning propose
-        ctx.planted_delay()
         # The report says what the proposer returned, not which branch was taken.
         path, details = observe_drafts(out)
         ctx.hit(path, details)
@@ -70,19 +66,3 @@ def install(ctx: SwapContext) -> bool:
     ctx.logger.info("specbench: MedusaProposer.propose switchable (baseline: %s, optimized: %s)",
                     PATH_TOLIST, PATH_TENSOR)
     return True
-
-
-SWAP = Swap(
-    name="medusa-proposer",
-    choices={
-        "baseline": "pre-optimization MedusaProposer.propose: per-head argmax(...).tolist(), "
-        "Python transpose, returns list[list[int]] (GPU->CPU sync every step)",
-        "optimized": "vLLM 0.32 MedusaProposer.propose: one stacked [batch, heads] tensor "
-        "that stays on the device",
-    },
-    methods=("medusa",),
-    # Written against vLLM 0.32's MedusaProposer.propose (its signature and return type).
-    vllm=">=0.32,<0.33",
-    proves={"baseline": frozenset({PATH_TOLIST}), "optimized": frozenset({PATH_TENSOR})},
-    install=install,
-)

@@ -1,0 +1,101 @@
+"""What a comparison is: per candidate, every metric's delta with its uncertainty, output
+parity, what ran and what failed. Built by harness.analysis.compare (one run) and
+harness.analysis.crossrun (two runs); rendered by harness.present, judged by
+harness.analysis.gate. No computation here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.analysis.stats import DeltaEstimate
+
+
+@dataclass
+class MetricRow:
+    """One metric for one candidate."""
+
+    key: str
+    label: str
+    higher_is_better: bool
+    baseline: float
+    candidate: float
+    estimate: DeltaEstimate
+
+    @property
+    def improved(self) -> bool | None:
+        """True/False when the delta is significant; None when it is not."""
+        if not self.estimate.significant:
+            return None
+        return (self.estimate.delta > 0) == self.higher_is_better
+
+
+@dataclass
+class Parity:
+    """Greedy output parity of a candidate against the baseline's first pass."""
+
+    compared: int  # (pass, prompt) pairs compared
+    identical: int
+    first_divergence: int | None  # earliest token position where any output differs
+    baseline_self_identical: float | None  # baseline passes vs its own first pass
+    expected: bool = False  # the scenario says outputs must be identical
+
+    @property
+    def fraction(self) -> float:
+        return self.identical / self.compared if self.compared else float("nan")
+
+    @property
+    def violated(self) -> bool:
+        return self.expected and self.identical < self.compared
+
+
+@dataclass
+class CandidateResult:
+    name: str
+    status: str  # "ok", or "failed" when no launch of this variant completed
+    rows: list[MetricRow] = field(default_factory=list)
+    parity: Parity | None = None
+    implementation: str | None = None
+    ran: list[str] = field(default_factory=list)  # code paths the workers reported
+    failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    run_id: str
+    scenario: str
+    baseline: str
+    baseline_status: str
+    baseline_ran: list[str]
+    baseline_implementation: str | None
+    candidates: list[CandidateResult]
+    baseline_failures: list[str]
+    passes_per_arm: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+    setup: str = ""
+    design: str = "launch-per-arm"
+    # Passes left out because their vLLM processes did not prove the arm's path, per arm.
+    discarded: dict[str, int] = field(default_factory=dict)
+    # Launches or passes whose implementation was not proven: `run` exits non-zero.
+    unproven: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # why precision launches ended
+    warmups: list[str] = field(default_factory=list)  # each shared launch's checked warm-up
+    # Arm -> the vLLM build it ran under, one line (harness.plan.builds.describe).
+    builds: dict[str, str] = field(default_factory=dict)
+    # Arm -> its own change overlaid on vLLM's functions, one line (harness.plan.overlay).
+    overlays: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def parity_violations(self) -> list[str]:
+        return [c.name for c in self.candidates if c.parity is not None and c.parity.violated]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for cand, raw in zip(self.candidates, data["candidates"], strict=True):
+            for row, raw_row in zip(cand.rows, raw["rows"], strict=True):
+                raw_row["improved"] = row.improved
+            if cand.parity is not None:
+                raw["parity"]["fraction"] = cand.parity.fraction
+                raw["parity"]["violated"] = cand.parity.violated
+        return data

@@ -1,0 +1,27 @@
+"""medusa-proposer: the Medusa PR's change. vLLM 0.32's MedusaProposer.propose returns one
+stacked [batch, heads] tensor that stays on the device; the baseline is the pre-optimization
+propose (per-head argmax(...).tolist(), a Python transpose, list[list[int]]). The report says
+what the proposer returned, so it proves the choice from vLLM's side."""
+
+from __future__ import annotations
+
+from harness.config.swaps import Swap
+
+PATH_TOLIST = "medusa.propose.tolist"
+PATH_TENSOR = "medusa.propose.tensor"
+PATH_UNKNOWN = "medusa.propose.unknown"  # returned neither a list nor a tensor
+
+
+SWAP = Swap(
+    name="medusa-proposer",
+    choices={
+        "baseline": "pre-optimization MedusaProposer.propose: per-head argmax(...).tolist(), "
+        "Python transpose, returns list[list[int]] (GPU->CPU sync every step)",
+        "optimized": "vLLM 0.32 MedusaProposer.propose: one stacked [batch, heads] tensor "
+        "that stays on the device",
+    },
+    methods=("medusa",),
+    # Written against vLLM 0.32's MedusaProposer.propose (its signature and return type).
+    vllm=">=0.32,<0.33",
+    proves={"baseline": frozenset({PATH_TOLIST}), "optimized": frozenset({PATH_TENSOR})},
+)

@@ -1,0 +1,44 @@
+"""The worker protocol, both sides of it in one place: what an executor hands a worker (the
+WorkerSpec in spec.json; one WorkerResult comes back), and the environment variables and the
+RPC name the parent, the worker and specbench's vLLM plugin agree on. Pure data: the engine
+side imports it too.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.config.base import StrictModel
+from harness.plan.plan import RunSpec
+
+# Environment variables of the worker <-> plugin protocol.
+IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
+PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
+OVERLAY_ENV = "SPECBENCH_OVERLAY"  # an OverlaySpec JSON file: a variant's change, overlaid
+PROGRESS_ENV = "SPECBENCH_PROGRESS_FILE"  # where the worker leaves its progress note
+IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
+# The vLLM worker method the plugin adds; the worker calls it between passes through
+# collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.
+SWITCH_RPC = "specbench_switch_epoch"
+# Runner <-> worker: wall clock at spawn, so the worker can time its own start-up.
+SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
+# Runner <-> worker: the worker's own log, relative to the run folder, for its errors to name.
+LOG_FILE_ENV = "SPECBENCH_LOG_FILE"
+
+
+# WorkerSpec history (a worker refuses a newer one, naming both):
+#   1 - the run, the base folder for relative paths, the built-in models cache, and the wall
+#       clock a precision run must stop by.
+WORKER_SPEC_VERSION = 1
+
+
+class WorkerSpec(StrictModel):
+    """What an executor hands a worker for one launch (spec.json): the worker protocol is
+    this spec in, one WorkerResult out, logs and implementation reports beside it."""
+
+    spec_version: int = Field(default=WORKER_SPEC_VERSION, description="See the history.")
+    run: RunSpec = Field(description="The launch.")
+    base_dir: str = Field(description="Folder relative paths resolve against.")
+    models_cache: str | None = Field(default=None, description="Built-in models cache.")
+    deadline_unix: float | None = Field(
+        default=None, description="Precision runs: no block may start that ends past this.")

@@ -1,0 +1,247 @@
+"""The library behind each command, one pass through the flow: scenario -> plan -> execute ->
+Run (loaded once) -> analysis (computed once) -> the files and the decision. The CLI parses
+arguments and prints; a notebook or a CI script calls these and gets the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.analysis.compare import compare_run
+from harness.analysis.comparison import Comparison
+from harness.analysis.crossrun import compare_runs
+from harness.analysis.gate import GateResult, judge
+from harness.analysis.repeats import combined, earlier_runs, repeat_note
+from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
+from harness.config.scenario import Scenario, load_scenario, parse_scenario, with_precision
+from harness.errors import ExitCode, IncomparableError, ResultsError, SpecbenchError
+from harness.present.outputs import write_gate_files, write_outputs
+from harness.results.run import Run, load_run
+from harness.results.store import resolve_baseline, resolve_run_dir
+
+Analysis = Comparison | SweepComparison
+Inconclusive = Literal["inconclusive", "pass", "fail"]
+Progress = Callable[[str], None]
+
+
+def analyze(run: Run, force: bool = False) -> Analysis:
+    """A stored run's comparison (a sweep: every cell's, and the break-even), with the note
+    that this comparison was run before where it was."""
+    if run.is_sweep:
+        return compare_sweep(run, force)
+    comparison = compare_run(run, force)
+    note = repeat_note(earlier_runs(run))
+    if note:
+        comparison.warnings.append(note)
+    return comparison
+
+
+def _run(run: Run | Path | str) -> Run:
+    return run if isinstance(run, Run) else load_run(resolve_run_dir(Path(run)))
+
+
+def write_report(run: Run | Path | str, html: bool = False, figures: bool = True,
+                 force: bool = False) -> tuple[Analysis, str]:
+    """Compare a stored run and write its tables, summary, frames and figures
+    (harness.present.outputs); the analysis and the terminal table."""
+    run = _run(run)
+    analysis = analyze(run, force)
+    return analysis, write_outputs(run, analysis, html, figures)
+
+
+def gate_run(run: Run | Path | str, against: str | None = None,
+             baselines_dir: Path | None = None, variant: str | None = None,
+             force: bool = False, combine: bool = False,
+             analysis: Analysis | None = None) -> tuple[Comparison, GateResult]:
+    """Judge a stored run with its scenario's gates: its candidates against its baseline
+    (`analysis`: that comparison, when the caller already made it), or (`against`) its
+    `variant` (default: its baseline) against a saved reference run's same-named variant
+    (default: the reference's baseline). Refuses incomparable runs, naming the fields.
+    `combine`: this run and every earlier run of the same comparison, each a launch."""
+    run = _run(run)
+    scenario = run.scenario
+    if scenario.sweep is not None:
+        raise ResultsError(f"{run.path}: a sweep; a gate judges one A/B (gate a scenario "
+                           "without sweep:, e.g. the cell you ship)")
+    if combine:
+        if against is not None:
+            raise ResultsError("--combine gates a run with its own earlier runs; --against "
+                               "gates it against a saved baseline: choose one")
+        comparison = combined(run)[0]
+    elif against is None:
+        comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
+    else:
+        reference = load_run(resolve_baseline(against, *(
+            [baselines_dir] if baselines_dir is not None else [])))
+        name = variant or scenario.baseline
+        if name not in scenario.variants:
+            raise ResultsError(f"{run.path}: no variant {name!r} to gate")
+        ref_name = name if name in reference.scenario.variants else reference.scenario.baseline
+        comparison = compare_runs(reference, run, ref_name, name, force)
+    return comparison, judge(comparison, scenario.gates)
+
+
+def gate_exit_code(result: GateResult, inconclusive: Inconclusive) -> int:
+    """A gate's verdict as an exit code; an undecided one as `inconclusive` says."""
+    if result.verdict == "REGRESSION":
+        return int(ExitCode.GATE_FAILED)
+    if result.verdict == "INCONCLUSIVE":
+        return {"pass": 0, "fail": int(ExitCode.GATE_FAILED)}.get(
+            inconclusive, int(ExitCode.INCONCLUSIVE))
+    return 0
+
+
+@dataclass
+class Gated:
+    """A gate's decision on a run, and the files it left."""
+
+    comparison: Comparison
+    result: GateResult
+    files: list[Path]
+    exit_code: int
+
+
+def gate_and_write(run: Run | Path | str, inconclusive: Inconclusive = "inconclusive",
+                   against: str | None = None, baselines_dir: Path | None = None,
+                   variant: str | None = None, junit: Path | None = None,
+                   markdown: Path | None = None, force: bool = False, combine: bool = False,
+                   analysis: Analysis | None = None) -> Gated:
+    """gate_run, then the gate's files (gate.json, gate.md, gate.junit.xml and the copies
+    asked for), and the exit code its verdict maps to."""
+    run = _run(run)
+    comparison, result = gate_run(run, against, baselines_dir, variant, force, combine,
+                                  analysis)
+    files = write_gate_files(run.path, comparison, result, junit, markdown,
+                             inconclusive_fails=inconclusive == "fail")
+    return Gated(comparison, result, files, gate_exit_code(result, inconclusive))
+
+
+def scenario_to_run(path: Path | None, mde: float | None, budget: float | None, gate: bool,
+                    max_cells: int, resume: Path | None = None,
+                    run_id: str | None = None) -> tuple[Path | None, Scenario, Path | None]:
+    """The scenario `specbench run` runs, with the precision the command line asks for: the
+    file given, or (resume) the interrupted run's own. Returns the scenario file (if any), the
+    scenario, and the folder its relative paths resolve against when not the file's."""
+    if resume is not None:
+        return resumed_scenario(resume, path, run_id, mde, budget, max_cells)
+    if path is None:
+        raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
+    spec = load_scenario(path, max_cells)
+    if gate and spec.sweep is not None:
+        raise SpecbenchError(f"{path}: --gate judges one A/B; this scenario is a sweep "
+                             "(gate a scenario without sweep:, e.g. the cell you ship)")
+    if mde is not None or budget is not None or (gate and spec.precision is not None):
+        # A gated precision run samples until every gate can decide, not to a fixed MDE.
+        spec = with_precision(spec, mde, budget, str(path),
+                              "gates" if gate and mde is None else None)
+    return path, spec, None
+
+
+def resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
+                     mde: float | None, budget: float | None, max_cells: int,
+                     ) -> tuple[Path | None, Scenario, Path | None]:
+    """The scenario a resumed run continues: the file given, else the run's own file if it is
+    still there, else the copy in its manifest (the runner checks that it is unchanged)."""
+    if run_id is not None or mde is not None or budget is not None:
+        raise SpecbenchError("--resume continues a run as it was planned: drop --run-id, --mde "
+                             "and --budget")
+    stored = load_run(resume)
+    if scenario is None:
+        own = stored.manifest.scenario_file
+        if own and Path(own).is_file():
+            scenario = Path(own)
+    if scenario is not None:
+        loaded = load_scenario(scenario, max_cells)
+        precision = stored.manifest.scenario.get("precision")
+        given = loaded.precision.model_dump(mode="json") if loaded.precision else None
+        if precision and given != precision:
+            # A run started with --mde/--budget/--gate keeps the precision it was given.
+            data = loaded.model_dump(mode="json")
+            data.update(precision=precision, rounds=stored.manifest.scenario.get("rounds"))
+            loaded = parse_scenario(data, str(scenario), max_cells)
+        return scenario, loaded, None
+    # Relative paths resolve where they did when the run started; its grid was accepted
+    # when it started.
+    base = stored.manifest.plan.base_dir
+    return None, stored.scenario, Path(base) if base is not None else None
+
+
+@dataclass
+class Finished:
+    """What `specbench run` did: the run, its analysis, the table, the exit code, and the
+    lines to say on stderr."""
+
+    run: Run
+    analysis: Analysis
+    text: str
+    exit_code: int
+    errors: list[str] = field(default_factory=list)
+    gated: Gated | None = None
+
+
+def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | None,
+                 results_dir: Path, executor: Any, progress: Progress,
+                 run_id: str | None = None, clean: bool = False, resume: Path | None = None,
+                 gate: Inconclusive | None = None,
+                 on_launches: Callable[[int], Any] | None = None) -> Finished:
+    """Plan `spec`, run every launch through `executor`, load the Run once, analyse it once,
+    write its files and (`gate`: with this policy for undecided metrics) judge it. The exit
+    code: an interrupted or storage-failed run as the runner says; else a gate's verdict when
+    gated; else UNPROVEN, PARITY or RUN_FAILED, in that order."""
+    from harness.execute.runner import run_plan
+    from harness.plan.plan import expand_plan
+
+    plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario_file)
+    if on_launches is not None:
+        on_launches(len(plan.runs))
+    outcome = run_plan(plan, results_dir, executor, progress, run_id=run_id, clean=clean,
+                       resume=None if resume is None else resolve_run_dir(resume))
+    run = load_run(outcome.run_dir, plan.scenario)
+    try:
+        analysis = analyze(run)
+    except IncomparableError as exc:
+        raise IncomparableError(f"{exc}; the run's records are kept in "
+                                f"{outcome.run_dir}") from None
+    # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
+    text = write_outputs(run, analysis, figures=not outcome.interrupted)
+    finished = Finished(run, analysis, text, int(outcome.exit_code))
+    if outcome.exit_code == ExitCode.RUN_FAILED:
+        finished.errors.append("some launches failed; see the table's FAILED notes and the "
+                               f"logs in {outcome.run_dir / 'logs'}")
+    if outcome.exit_code == ExitCode.OK and analysis.unproven:
+        finished.errors.append("vLLM's processes did not prove every launch or pass ran its "
+                               "implementation (UNPROVEN lines under the table); those "
+                               "passes were left out")
+        finished.exit_code = int(ExitCode.UNPROVEN)
+    elif gate is not None and outcome.exit_code in (ExitCode.OK, ExitCode.RUN_FAILED):
+        finished.gated = gate_and_write(run, gate, analysis=analysis)
+        finished.exit_code = finished.gated.exit_code
+    elif outcome.exit_code == ExitCode.OK and analysis.parity_violations:
+        finished.errors.append("greedy outputs differ from the baseline where they must not: "
+                               + ", ".join(analysis.parity_violations))
+        finished.exit_code = int(ExitCode.PARITY)
+    return finished
+
+
+def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path,
+              models_cache: Path | None, progress: Progress,
+              false_alarm: float) -> tuple[Path, dict[str, float]]:
+    """Run the scenario's A/A on real vLLM, write its report, and return its run folder and
+    the gate tolerances its measured noise supports at `false_alarm`."""
+    from harness.analysis.gate import propose_tolerances
+    from harness.config.scenario import as_aa
+    from harness.execute.local import LocalExecutor
+    from harness.execute.runner import run_plan
+    from harness.plan.plan import expand_plan
+
+    aa = as_aa(scenario)
+    plan = expand_plan(aa, scenario_file=scenario_path)
+    outcome = run_plan(plan, results_root, LocalExecutor(models_cache), progress)
+    run = load_run(outcome.run_dir, plan.scenario)
+    comparison = analyze(run)
+    write_outputs(run, comparison)
+    assert isinstance(comparison, Comparison)
+    return outcome.run_dir, propose_tolerances(comparison, scenario.gates, false_alarm)
