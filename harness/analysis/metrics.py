@@ -6,13 +6,14 @@ its unit, whether higher is better, and how a delta is expressed (relative % or 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from harness.results.records import RunRecord
+from harness.results.records import PassRecord, RunRecord
 
 
 @dataclass(frozen=True)
@@ -65,31 +66,36 @@ def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> 
     return (e2el_s - ttft_s) / (output_tokens - 1) * 1000.0
 
 
+def measured_passes(runs: list[RunRecord]) -> Iterator[tuple[RunRecord, PassRecord]]:
+    """Every measured pass of every launch that completed, with its launch, in file order."""
+    for run in runs:
+        if run.status == "ok" and run.result is not None:
+            for p in run.result.passes:
+                yield run, p
+
+
 def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
     """One row per measured request of every successful launch."""
     rows = []
-    for run in runs:
-        if run.status != "ok" or run.result is None:
-            continue
-        for p in run.result.passes:
-            for r in p.requests:
-                itl = r.itl_s
-                rows.append({
-                    "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
-                    "cell": run.cell,
-                    "repeat": p.repeat, "index": r.index,
-                    "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
-                    "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
-                    "tpot_ms": _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens),
-                    # mean gap of this request; the pass's mean ITL weights every gap equally
-                    "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
-                    "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
-                    "chunks": len(r.chunk_tokens) if r.chunk_tokens is not None else np.nan,
-                    "tokens_per_chunk": (sum(r.chunk_tokens) / len(r.chunk_tokens)
-                                         if r.chunk_tokens else np.nan),
-                    "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
-                    "finish_reason": r.finish_reason, "error": r.error,
-                })
+    for run, p in measured_passes(runs):
+        for r in p.requests:
+            itl = r.itl_s
+            rows.append({
+                "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
+                "cell": run.cell,
+                "repeat": p.repeat, "index": r.index,
+                "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
+                "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
+                "tpot_ms": _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens),
+                # mean gap of this request; the pass's mean ITL weights every gap equally
+                "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
+                "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
+                "chunks": len(r.chunk_tokens) if r.chunk_tokens is not None else np.nan,
+                "tokens_per_chunk": (sum(r.chunk_tokens) / len(r.chunk_tokens)
+                                     if r.chunk_tokens else np.nan),
+                "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
+                "finish_reason": r.finish_reason, "error": r.error,
+            })
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
@@ -107,55 +113,52 @@ def _stat(values: list[float], stat: str) -> float:
 def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
     """One row per measured pass: every metric of METRICS plus counts and counters."""
     rows = []
-    for run in runs:
-        if run.status != "ok" or run.result is None:
-            continue
-        for p in run.result.passes:
-            # Plain Python per pass: a DataFrame per pass made this the slowest step of a
-            # precision look (0.26 s for 80 passes).
-            ok = [r for r in p.requests if r.error is None]
-            n_ok = len(ok)
-            out_tok = sum(r.output_tokens for r in ok)
-            in_tok = sum(r.prompt_tokens for r in ok)
-            dur = p.duration_s
-            gaps = [g * 1000.0 for r in ok for g in (r.itl_s or [])]
-            chunks = [c for r in ok for c in (r.chunk_tokens or [])]
-            per_req: dict[str, list[float]] = {
-                "ttft_ms": [r.ttft_s * 1000.0 for r in ok if r.ttft_s is not None],
-                "e2el_ms": [r.e2el_s * 1000.0 for r in ok if r.e2el_s is not None],
-                "tpot_ms": [_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
-                "itl_ms": gaps,
-            }
-            row: dict[str, object] = {
-                "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
-                "cell": run.cell,
-                # The launch (engine process) and, in a shared launch, the balanced block.
-                "order": run.order, "launch": run.order, "block": p.block,
-                "repeat": p.repeat, "started_unix": p.started_unix,
-                "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
-                "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
-                "output_tokens": out_tok, "workload_hash": p.workload_hash,
-                "output_throughput": out_tok / dur if dur > 0 else np.nan,
-                "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
-                "request_throughput": n_ok / dur if dur > 0 else np.nan,
-                "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
-            }
-            for m in METRICS:
-                if m.request_column is not None and m.stat is not None:
-                    row[m.key] = _stat(per_req[m.request_column], m.stat)
-            sd = p.spec_decode
-            if sd is not None and sd.num_draft_tokens > 0:
-                row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
-                row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
-                for i, accepted in enumerate(sd.accepted_per_pos):
-                    row[f"acceptance_pos_{i}"] = 100.0 * accepted / sd.num_drafts
-            else:
-                row["acceptance_rate"] = np.nan
-                row["mean_acceptance_length"] = np.nan
-            if sd is not None:
-                row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
-                           num_accepted_tokens=sd.num_accepted_tokens)
-            rows.append(row)
+    for run, p in measured_passes(runs):
+        # Plain Python per pass: a DataFrame per pass made this the slowest step of a
+        # precision look (0.26 s for 80 passes).
+        ok = [r for r in p.requests if r.error is None]
+        n_ok = len(ok)
+        out_tok = sum(r.output_tokens for r in ok)
+        in_tok = sum(r.prompt_tokens for r in ok)
+        dur = p.duration_s
+        gaps = [g * 1000.0 for r in ok for g in (r.itl_s or [])]
+        chunks = [c for r in ok for c in (r.chunk_tokens or [])]
+        per_req: dict[str, list[float]] = {
+            "ttft_ms": [r.ttft_s * 1000.0 for r in ok if r.ttft_s is not None],
+            "e2el_ms": [r.e2el_s * 1000.0 for r in ok if r.e2el_s is not None],
+            "tpot_ms": [_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
+            "itl_ms": gaps,
+        }
+        row: dict[str, object] = {
+            "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
+            "cell": run.cell,
+            # The launch (engine process) and, in a shared launch, the balanced block.
+            "order": run.order, "launch": run.order, "block": p.block,
+            "repeat": p.repeat, "started_unix": p.started_unix,
+            "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
+            "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
+            "output_tokens": out_tok, "workload_hash": p.workload_hash,
+            "output_throughput": out_tok / dur if dur > 0 else np.nan,
+            "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
+            "request_throughput": n_ok / dur if dur > 0 else np.nan,
+            "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
+        }
+        for m in METRICS:
+            if m.request_column is not None and m.stat is not None:
+                row[m.key] = _stat(per_req[m.request_column], m.stat)
+        sd = p.spec_decode
+        if sd is not None and sd.num_draft_tokens > 0:
+            row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
+            row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
+            for i, accepted in enumerate(sd.accepted_per_pos):
+                row[f"acceptance_pos_{i}"] = 100.0 * accepted / sd.num_drafts
+        else:
+            row["acceptance_rate"] = np.nan
+            row["mean_acceptance_length"] = np.nan
+        if sd is not None:
+            row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
+                       num_accepted_tokens=sd.num_accepted_tokens)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
