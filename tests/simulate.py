@@ -79,10 +79,9 @@ class Launch:
                 and rng.random() < 1 / n.stall_every:
             y -= math.log(n.stall_factor)
         self.count += 1
-        duration = 64 / math.exp(y)  # 2 requests x 32 tokens
-        reqs = [RequestRecord(index=k, prompt_tokens=8, output_tokens=32, ttft_s=0.001,
-                              e2el_s=duration, finish_reason="length", output_token_ids=[])
-                for k in range(2)]
+        duration = 64 / math.exp(y)  # 64 tokens: one request stands for the pass's batch
+        reqs = [RequestRecord(index=0, prompt_tokens=16, output_tokens=64, ttft_s=0.001,
+                              e2el_s=duration, finish_reason="length", output_token_ids=[])]
         return PassRecord(repeat=_i, started_unix=float(self.count), duration_s=duration,
                           requests=reqs, spec_decode=None, workload_hash="w",
                           arm=arm.variant, block=block)

@@ -7,6 +7,8 @@ frame); output is a Comparison (harness.analysis.comparison). No formatting here
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from fnmatch import fnmatchcase
 from typing import Any
 
 import pandas as pd
@@ -59,12 +61,14 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                     expect_identical: dict[str, bool] | None = None,
                     design: Design = "launch-per-arm",
                     tp_sizes: dict[str, int] | None = None,
-                    passes: pd.DataFrame | None = None) -> Comparison:
+                    passes: pd.DataFrame | None = None,
+                    only: Collection[str] | None = None) -> Comparison:
     """Compare every candidate with the baseline over the given launches. With a greedy
     workload, outputs are compared per prompt; `expect_identical` names the candidates whose
     outputs must match the baseline's exactly. Passes whose vLLM processes did not prove the
     arm's implementation are left out of every number and listed in `unproven`. `passes`:
-    the launches' per-pass frame when the caller holds it (a Run's), else built here."""
+    the launches' per-pass frame when the caller holds it (a Run's), else built here. `only`:
+    the metrics to estimate (fnmatch patterns, e.g. a precision look's targets), not all."""
     implementations = implementations or {}
     tp_sizes = tp_sizes or {}
     unproven: list[str] = []
@@ -95,6 +99,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
     for col in position_metrics(passes) if not passes.empty else []:
         pos = int(col.rsplit("_", 1)[1])
         metrics.append(MetricDef(col, f"Acceptance at position {pos} (%)", True, "points"))
+    if only is not None:
+        metrics = [m for m in metrics if any(fnmatchcase(m.key, p) for p in only)]
 
     results = []
     for name in candidates:

@@ -56,15 +56,17 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                        order=run.order, status="ok", wall_s=0.0,
                        result=WorkerResult(run_key=run.run_key, status="ok", passes=passes,
                                            worker_pid=harness_pid))
-    comparison = compare_records(
-        [record], base.variant, [a.variant for a in run.arms if not a.baseline], run.run_key,
-        run.run_key, {a.variant: a.implementation for a in run.arms}, greedy=False,
-        design="one-engine", tp_sizes={a.variant: tp_size for a in run.arms})
     if run.precision.until == "mde":
         targets = {"output_throughput": run.precision.mde or 0.0}
     else:
         assert run.gates is not None
         targets = run.gates.metrics
+    # Only what the rule reads: the targets, and the output-throughput MDE it reports.
+    comparison = compare_records(
+        [record], base.variant, [a.variant for a in run.arms if not a.baseline], run.run_key,
+        run.run_key, {a.variant: a.implementation for a in run.arms}, greedy=False,
+        design="one-engine", tp_sizes={a.variant: tp_size for a in run.arms},
+        only=[*targets, "output_throughput"])
     open_items: list[str] = []
     worst: float | None = None
     for cand in comparison.candidates:
