@@ -40,7 +40,7 @@ def analyze(run: Run, force: bool = False) -> Analysis:
 
 
 def _run(run: Run | Path | str) -> Run:
-    return run if isinstance(run, Run) else load_run(resolve_run_dir(Path(run)))
+    return run if isinstance(run, Run) else load_run(run)
 
 
 def write_report(run: Run | Path | str, html: bool = False, figures: bool = True,

@@ -44,7 +44,6 @@ def forecast(results: Run, target_mde: float) -> Forecast:
     error term) or rounds (launch-per-arm) needed for `target_mde`, and the wall time, from
     the stored run's output-throughput error term and its launches' timings."""
     from harness.analysis.compare import compare_run
-    from harness.analysis.metrics import passes_frame
     from harness.analysis.stats import blocks_needed
 
     comparison = compare_run(results)
@@ -61,7 +60,7 @@ def forecast(results: Run, target_mde: float) -> Forecast:
     timings = [r.result.timings for r in ok if r.result is not None]
     overhead = float(np.median([t.import_s + t.engine_start_s + t.warmup_s + t.shutdown_s
                                 + t.startup_s for t in timings])) if timings else 0.0
-    passes = passes_frame(results.runs)
+    passes = results.passes  # the frame compare_run built
     one_engine = comparison.design == "one-engine"
     # The unit the interval's error term is made of: the blocks of one launch, or (several
     # launches) whole launches, whose means carry the launch x arm interaction too.
@@ -235,8 +234,6 @@ def newest_run_like(results_root: Path, plan: Plan) -> Run | None:
     at least one of the plan's launches with the same model and settings (matched_launches),
     whatever its scenario's name; a run of the plan's own scenario (by name) first. None when
     there is none."""
-    if not results_root.is_dir():
-        return None
     found: list[tuple[bool, float, Path]] = []
     for run_dir, manifest in stored_manifests(results_root):
         if manifest.status != "complete" or not matched_launches(plan, manifest):

@@ -10,16 +10,17 @@ of them reads the run folder or re-parses the scenario again.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.config.scenario import Scenario, parse_scenario, scenario_hash
 from harness.config.sweep import Cell, sweep_cells
 from harness.errors import ResultsError
+from harness.plan.plan import Design
 from harness.results.records import PassRecord, RunRecord
 from harness.results.store import MANIFEST, read_manifest, read_records
 
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.plan.overlay import OverlaySpec
-
-Design = Literal["one-engine", "launch-per-arm"]
-
 
 class Stored(BaseModel):
     """Base of what a manifest holds: fields this version reads are typed; fields written by
@@ -107,7 +105,6 @@ class Run:
     manifest: Manifest
     runs: list[RunRecord]  # one per launch, in file order
     scenario: Scenario
-    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -127,24 +124,20 @@ class Run:
         said; the scenario's swaps then decide)."""
         return dict(self.manifest.plan.proof_labels) or None
 
-    @property
+    @cached_property
     def passes(self) -> pd.DataFrame:
         """Every pass's summary, one row each (harness.analysis.metrics.passes_frame), built
         once per Run. Callers filter; none modifies it."""
-        if "passes" not in self._frames:
-            from harness.analysis.metrics import passes_frame
+        from harness.analysis.metrics import passes_frame
 
-            self._frames["passes"] = passes_frame(self.runs)
-        return self._frames["passes"]
+        return passes_frame(self.runs)
 
-    @property
+    @cached_property
     def requests(self) -> pd.DataFrame:
         """Every request, one row each (harness.analysis.metrics.requests_frame), built once."""
-        if "requests" not in self._frames:
-            from harness.analysis.metrics import requests_frame
+        from harness.analysis.metrics import requests_frame
 
-            self._frames["requests"] = requests_frame(self.runs)
-        return self._frames["requests"]
+        return requests_frame(self.runs)
 
     @cached_property
     def cells(self) -> list[Cell]:
