@@ -5,6 +5,7 @@ arguments and prints; a notebook or a CI script calls these and gets the same re
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
 from harness.config.scenario import Scenario, load_scenario, parse_scenario, with_precision
 from harness.errors import ExitCode, IncomparableError, ResultsError, SpecbenchError
 from harness.present.outputs import write_gate_files, write_outputs
+from harness.results.index import index_run
 from harness.results.run import Run, load_run
 from harness.results.store import resolve_baseline, resolve_run_dir
 
@@ -60,6 +62,7 @@ def gate_run(run: Run | Path | str, against: str | None = None,
     (`analysis`: that comparison, when the caller already made it), or (`against`) its
     `variant` (default: its baseline) against a saved reference run's same-named variant
     (default: the reference's baseline). Refuses incomparable runs, naming the fields.
+    `against="history"`: against the latest stable segment of its history in the run store.
     `combine`: this run and every earlier run of the same comparison, each a launch."""
     run = _run(run)
     scenario = run.scenario
@@ -73,6 +76,9 @@ def gate_run(run: Run | Path | str, against: str | None = None,
         comparison = combined(run)[0]
     elif against is None:
         comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
+    elif against == HISTORY:
+        comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
+        return comparison, gate_against_history(run, comparison)
     else:
         reference = load_run(resolve_baseline(against, *(
             [baselines_dir] if baselines_dir is not None else [])))
@@ -82,6 +88,27 @@ def gate_run(run: Run | Path | str, against: str | None = None,
         ref_name = name if name in reference.scenario.variants else reference.scenario.baseline
         comparison = compare_runs(reference, run, ref_name, name, force)
     return comparison, judge(comparison, scenario.gates)
+
+
+HISTORY = "history"
+
+
+def gate_against_history(run: Run, comparison: Comparison) -> GateResult:
+    """The run's gated metrics against the latest stable segment of its scenario's history in
+    the run store (same scenario hash, same machine), plus its own exact checks (parity,
+    implementation proof), which need no history."""
+    from harness.analysis.history import judge_against_history
+    from harness.results.index import history, machine_of
+
+    frame = history(run.path.parent, scenario=run.scenario.name)
+    frame = frame[(frame["scenario_hash"] == run.manifest.scenario_hash)
+                  & (frame["machine"] == machine_of(run.manifest))]
+    result, notes = judge_against_history(run, comparison, frame, run.scenario.gates)
+    own = judge(comparison, run.scenario.gates)
+    result.decisions.extend(d for d in own.decisions
+                            if d.check in ("output_parity", "implementation_proof", "launches"))
+    comparison.warnings.extend(notes)
+    return result
 
 
 def gate_exit_code(result: GateResult, inconclusive: Inconclusive) -> int:
@@ -223,6 +250,7 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
         finished.errors.append("greedy outputs differ from the baseline where they must not: "
                                + ", ".join(analysis.parity_violations))
         finished.exit_code = int(ExitCode.PARITY)
+    index_run(run.path)  # best-effort: a locked index is synced by its next reader
     return finished
 
 
@@ -243,5 +271,44 @@ def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path
     run = load_run(outcome.run_dir, plan.scenario)
     comparison = analyze(run)
     write_outputs(run, comparison)
+    index_run(run.path)
     assert isinstance(comparison, Comparison)
     return outcome.run_dir, propose_tolerances(comparison, scenario.gates, false_alarm)
+
+
+def scenario_name(given: str | None) -> str | None:
+    """A scenario named on the command line: a YAML file's `name:`, or the name itself."""
+    if given is None:
+        return None
+    path = Path(given)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return load_scenario(path).name
+    return given
+
+
+def show_history(results_root: Path, scenario: str | None = None,
+                 metric: str = "output_throughput",
+                 html_to: Path | None = None) -> tuple[str, Path | None]:
+    """`specbench history`: the store's series of `scenario` (a name or its YAML; None: all)
+    for the metrics matching `metric` (a glob), with change points; the other metrics' change
+    points in a line each. `html_to`: also write the page with the series figures there."""
+    from harness.analysis.history import build_series
+    from harness.atomic import write_text_atomic
+    from harness.present.history import history_html, render_history
+    from harness.results.index import history
+
+    name = scenario_name(scenario)
+    frame = history(results_root, scenario=name)
+    if frame.empty and name is not None:
+        known = sorted(set(history(results_root)["scenario"].dropna()))
+        raise ResultsError(f"no complete run of scenario {name!r} in {results_root} (has: "
+                           f"{', '.join(known) or 'none'})")
+    every = build_series(frame)
+    shown = [s for s in every if fnmatch.fnmatchcase(s.metric, metric)]
+    if not shown and not frame.empty:
+        raise ResultsError(f"no metric matches {metric!r} (has: "
+                           f"{', '.join(sorted(set(frame['metric'])))})")
+    text = render_history(shown, [s for s in every if s not in shown])
+    if html_to is not None:
+        write_text_atomic(html_to, history_html(shown, text, name or str(results_root)))
+    return text, html_to

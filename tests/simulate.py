@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from harness.plan.plan import ArmSpec, RunSpec, expand_plan
 from harness.plan.schedule import WarmUp, drive_shared_launch, pass_throughput
 from harness.results.records import PassRecord, RequestRecord
 from tests.conftest import MINIMAL
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -121,3 +124,85 @@ def rates(results: list[tuple[DeltaEstimate, WarmUp, int]], effect: float
                            and e.ci_low <= truth <= e.ci_high for e in ests]))
     mde = float(np.median([e.mde for e in ests if e.mde is not None]))
     return sig, cover, mde
+
+
+@dataclass
+class History:
+    """A benchmark's history on this machine: `runs` one-engine runs in a row, each its own
+    launch (`blocks` balanced blocks with `noise`), the candidate `step` slower or faster (a
+    log ratio) from run `at` on, in its delta and in its own value. Each launch's speed is
+    offset by `launch_sd` (log; ~8% here) and the machine drifts by a random walk of
+    `drift_sd` per run (the 2x between days, spread over runs), which deltas cancel and
+    absolute values carry."""
+
+    runs: int = 30
+    step: float = 0.0
+    at: int | None = None
+    blocks: int = 40
+    launch_sd: float = 0.08
+    drift_sd: float = 0.0
+    noise: Noise = field(default_factory=lambda: Noise(sigma_p=0.06, launch_x_arm=0.005))
+
+
+def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
+    """One simulated history as the run store's history frame (harness.results.index.history:
+    the columns harness.analysis.history reads), each run's estimate from the shipped
+    scheduler and statistics."""
+    import pandas as pd
+
+    run = shared_run(h.blocks)
+    rows = []
+    level = 0.0
+    for i in range(h.runs):
+        level += rng.normal(0, h.drift_sd) if h.drift_sd else 0.0
+        offset = level + rng.normal(0, h.launch_sd)
+        effect = h.noise.effect + (h.step if h.at is not None and i >= h.at else 0.0)
+        launch = Launch(replace(h.noise, effect=effect), rng)
+        passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
+                                        log=lambda _m: None)
+        est = estimate(passes)
+        tput = np.array([pass_throughput(p) for p in passes]) * math.exp(offset)
+        cand = np.array([p.arm == "opt" for p in passes])
+        rows.append({
+            "run_id": f"r{i:03d}", "created": None, "created_unix": float(i),
+            "commit": f"{i:040x}", "scenario": "sim", "machine": "m", "cell": None,
+            "candidate": "opt", "baseline": "base", "metric": "output_throughput",
+            "label": "Output throughput (tok/s)", "kind": "relative", "exact": False,
+            "delta": est.delta, "ci_low": est.ci_low, "ci_high": est.ci_high,
+            "baseline_value": float(np.mean(tput[~cand])),
+            "candidate_value": float(np.mean(tput[cand]))})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Detection:
+    """How the shipped change-point detection (harness.analysis.history.build_series) did on
+    simulated histories of one kind: `detected` the share with a change point within one run
+    of the planted step, `false_per_100` change points elsewhere per 100 runs, `quiet` the
+    share of histories with no change point at all."""
+
+    histories: int
+    detected: float
+    false_per_100: float
+    quiet: float
+    median_step: float  # the reported size of the detected steps (a fraction)
+
+
+def detection(h: History, trials: int, seed: int, series: str = "delta") -> Detection:
+    """Simulate `trials` histories of `h` and read the change points of their `series`
+    ("delta": the one-engine deltas; "value": the candidate arm's own value)."""
+    from harness.analysis.history import build_series
+
+    rng = np.random.default_rng(seed)
+    found = false = quiet = 0
+    sizes = []
+    for _ in range(trials):
+        (s,) = build_series(history_frame(h, rng))
+        steps = s.delta_steps if series == "delta" else s.value_steps
+        hits = [x for x in steps if h.at is not None and abs(x.index - h.at) <= 1]
+        found += bool(hits)
+        sizes += [x.step for x in hits[:1]]
+        false += len(steps) - len(hits[:1])
+        quiet += not steps
+    return Detection(trials, found / trials, 100 * false / (trials * h.runs), quiet / trials,
+                     float(np.median(sizes)) if sizes else math.nan)

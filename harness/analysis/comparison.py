@@ -95,6 +95,7 @@ class Comparison:
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):
             for row, raw_row in zip(cand.rows, raw["rows"], strict=True):
                 raw_row["improved"] = row.improved
+                raw_row["estimate"]["known_exactly"] = row.estimate.known_exactly
             if cand.parity is not None:
                 raw["parity"]["fraction"] = cand.parity.fraction
                 raw["parity"]["violated"] = cand.parity.violated

@@ -78,8 +78,8 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
         return _replace(base, reason=f"no estimate ({est.note or 'no data'})")
     low, high = est.ci_low, est.ci_high
     exact = False
-    if low is None or high is None:
-        if est.note and est.note.startswith("no spread"):
+    if low is None or high is None or est.known_exactly:
+        if est.known_exactly:
             low = high = est.delta  # identical in every unit: the value is known exactly
             exact = True
         else:

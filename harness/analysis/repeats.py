@@ -4,50 +4,30 @@ the comparison of all of them together, each run a launch, so that a gate can de
 of them instead of the last (the launch x arm interaction then stays in the error term).
 
 Re-running a precision run until it comes out significant gives 10.8% / 17.6% / 28.7% false
-positives for up to 2 / 3 / 5 runs (simulated); nothing noticed it before. The index here is a
-scan of the results folder's manifests: the minimal one until a run store replaces it.
+positives for up to 2 / 3 / 5 runs (simulated); nothing noticed it before. The earlier runs come
+from the run store (harness.results.index).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 from harness.analysis.compare import compare_records, tp_sizes
 from harness.analysis.comparison import Comparison
-from harness.env import compat_id
 from harness.errors import ResultsError
+from harness.results.index import comparison_key, earlier_runs_of
 from harness.results.records import RunRecord
-from harness.results.run import Manifest, Run, load_run, stored_manifests
-
-
-def comparison_key(manifest: Manifest) -> str | None:
-    """What makes two runs the same comparison: the scenario (its hash), each variant's vLLM
-    build and overlaid change, and the machine (the fingerprint's compat id)."""
-    if "fingerprint" not in manifest.model_fields_set or not manifest.scenario_hash:
-        return None
-    builds = {name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
-              for name, build in manifest.builds.items() if isinstance(build, dict)}
-    blob = json.dumps([manifest.scenario_hash, compat_id(manifest.fingerprint), builds],
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+from harness.results.run import Run, load_run
 
 
 def earlier_runs(results: Run) -> list[Path]:
     """Complete runs of the same comparison in the same results folder, made before this
-    one, oldest first."""
+    one, oldest first (the run store's query)."""
     key = comparison_key(results.manifest)
     created = results.manifest.created_unix
     if key is None or created is None:
         return []
-    found: list[tuple[float, Path]] = []
-    for folder, manifest in stored_manifests(results.path.parent, besides=results.path):
-        when = manifest.created_unix
-        if (manifest.status == "complete" and when is not None and when < created
-                and comparison_key(manifest) == key):
-            found.append((when, folder))
-    return [folder for _, folder in sorted(found)]
+    return earlier_runs_of(results.path.parent, key, created, results.run_id)
 
 
 def repeat_note(earlier: list[Path]) -> str | None:

@@ -108,6 +108,16 @@ class DeltaEstimate:
     stalls: tuple[int, int] = (0, 0)  # stalled passes: (baseline, candidate)
     robust: bool = False  # the stall-robust (20% trimmed, Yuen) estimator was used
 
+    @property
+    def known_exactly(self) -> bool:
+        """Identical in every unit, or in every pass of both arms (a count that greedy
+        decoding makes deterministic, e.g. acceptance): the delta has no uncertainty, even
+        where the design gives no interval (one launch per arm)."""
+        if self.note and self.note.startswith("no spread"):
+            return True
+        return (self.n_baseline > 0 and self.n_candidate > 0 and self.cv_baseline == 0.0
+                and self.cv_candidate == 0.0 and math.isfinite(self.delta))
+
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:
     values = values[np.isfinite(values)]

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.repeats import combined, comparison_key, earlier_runs
+from harness.analysis.repeats import combined, earlier_runs
 from harness.cli import main
 from harness.errors import ExitCode
+from harness.results.index import comparison_key
 from harness.results.run import load_run
 from harness.results.store import save_manifest, save_run_record
 from harness.workflow import gate_run, write_report

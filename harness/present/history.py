@@ -1,0 +1,166 @@
+"""`specbench history`: a benchmark's series as text (per run: its commit or date, the estimate
+with its interval, the verdict; change points under each series) and as one page with the
+series figure (estimates with their intervals over runs, change points marked)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.history import Series, Step
+from harness.present.figures import _figure
+
+
+def _pct(kind: str | None, value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:+.2f}pp" if kind == "points" else f"{100 * value:+.2f}%"
+
+
+def _when(row: Any) -> str:
+    commit = row["commit"]
+    if isinstance(commit, str) and commit:
+        return commit[:12] + (" (dirty)" if commit.endswith("+dirty") else "")
+    created = row["created"]
+    return str(created)[:16] if created is not None else "?"
+
+
+def _verdict(row: Any) -> str:
+    if isinstance(row["gate"], str):
+        return row["gate"]
+    if row["exact"]:
+        return "exact"
+    if row["significant"] is True or row["significant"] == 1:
+        return "better *" if row["improved"] else "worse *"
+    return "n.s."
+
+
+def _interval(row: Any) -> str:
+    kind = row["kind"]
+    low, high = row["ci_low"], row["ci_high"]
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return _pct(kind, row["delta"])
+    scale = 1.0 if kind == "points" else 100.0
+    return f"{_pct(kind, row['delta'])} [{scale * low:+.2f}, {scale * high:+.2f}]"
+
+
+def render_series(series: Series) -> list[str]:
+    """One series as lines: a row per run, then its change points."""
+    frame = series.frame
+    machine = f" on machine {series.machine}" if series.machine else ""
+    lines = [f"{series.name} ({len(frame)} run(s){machine})"]
+    marks = {s.index: s for s in series.delta_steps}
+    width = max((len(str(r)) for r in frame["run_id"]), default=6)
+    lines.append(f"  {'run':<{width}}  {'commit or date':<18} {'delta [95% CI]':<28} "
+                 f"{'candidate':>12}  verdict")
+    for i, row in frame.iterrows():
+        mark = "▶ " if i in marks else "  "
+        value = row["candidate_value"]
+        shown = f"{value:.4g}" if value is not None and math.isfinite(value) else "—"
+        lines.append(f"{mark}{row['run_id']:<{width}}  {_when(row):<18} {_interval(row):<28} "
+                     f"{shown:>12}  {_verdict(row)}")
+    lines.extend(_step_lines(series))
+    return lines
+
+
+def _step_lines(series: Series) -> list[str]:
+    kind = series.kind
+    out = []
+    if series.delta_steps:
+        out += [f"  change point (delta): {s.describe(kind)}" for s in series.delta_steps]
+    else:
+        out.append("  no change point in the deltas")
+    what = f"{series.candidate}'s own value"
+    value_kind = "relative" if kind == "relative" else kind
+    if series.value_steps:
+        out += [f"  change point ({what}): {s.describe(value_kind)}"
+                for s in series.value_steps]
+    elif series.exact:
+        out.append(f"  {what}: identical in every run (exact under greedy decoding)")
+    elif series.value_detectable is not None:
+        out.append(f"  {what}: no change point; across runs (launch-to-launch noise) it shows "
+                   f"steps of about {_pct(kind, series.value_detectable).lstrip('+')} or more")
+    return out
+
+
+def render_history(series: list[Series], others: list[Series] | None = None) -> str:
+    """The text `specbench history` prints; `others`: series of metrics not shown whose
+    change points are named in one line each."""
+    if not series:
+        return "no runs of this scenario in the store (run it, or `specbench index --rebuild`)\n"
+    lines: list[str] = []
+    for s in series:
+        lines += render_series(s) + [""]
+    changed = [s for s in (others or []) if s.delta_steps or s.value_steps]
+    for s in changed:
+        first = (s.delta_steps or s.value_steps)[0]
+        lines.append(f"also changed: {s.name}: {first.describe(s.kind)}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _mark(ax: Any, steps: list[Step], color: str, label: str) -> None:
+    for j, step in enumerate(steps):
+        ax.axvline(step.index - 0.5, color=color, linestyle="--", linewidth=1.2,
+                   label=label if j == 0 else None)
+
+
+def series_figure(series: Series) -> Any:
+    """Two panels: the per-run delta with its interval, and the candidate arm's own value;
+    change points as dashed lines before the first run after each."""
+    frame = series.frame
+    fig, axes = _figure(10, 3.4, cols=2)
+    x = np.arange(len(frame))
+    scale = 1.0 if series.kind == "points" else 100.0
+    unit = "pp" if series.kind == "points" else "%"
+    delta = frame["delta"].to_numpy(dtype=float) * scale
+    low = frame["ci_low"].to_numpy(dtype=float) * scale
+    high = frame["ci_high"].to_numpy(dtype=float) * scale
+    ax = axes[0]
+    err = np.vstack([np.where(np.isfinite(low), delta - low, 0),
+                     np.where(np.isfinite(high), high - delta, 0)])
+    ax.errorbar(x, delta, yerr=err, fmt="o", color="#1f77b4", capsize=3, label="delta, 95% CI")
+    ax.axhline(0, color="#888", linewidth=0.8)
+    _mark(ax, series.delta_steps, "#d62728", "change point")
+    ax.set_ylabel(f"{series.candidate} vs baseline ({unit})")
+    ax.set_title(f"{series.label}: delta per run", fontsize=10)
+    ax = axes[1]
+    ax.plot(x, frame["candidate_value"].to_numpy(dtype=float), "o-", color="#2ca02c",
+            label=series.candidate)
+    ax.plot(x, frame["baseline_value"].to_numpy(dtype=float), "s--", color="#7f7f7f",
+            label=str(frame["baseline"].iloc[-1]), alpha=0.7)
+    _mark(ax, series.value_steps, "#d62728", "change point")
+    ax.set_title(f"{series.label}: each arm's value per run", fontsize=10)
+    labels = [_when(r) for _, r in frame.iterrows()]
+    for ax in axes:
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+        ax.legend(fontsize=8, loc="best")
+        ax.grid(alpha=0.3)
+    fig.suptitle(series.name, fontsize=11)
+    return fig
+
+
+def history_html(series: list[Series], text: str, title: str) -> str:
+    """One self-contained page: the printed history, then each series' figure (embedded)."""
+    esc = html.escape
+    figures = []
+    for s in series:
+        buffer = io.BytesIO()
+        series_figure(s).savefig(buffer, format="png")
+        figures.append(f'<figure><img alt="{esc(s.name)}" src="data:image/png;base64,'
+                       f'{base64.b64encode(buffer.getvalue()).decode()}"><figcaption>'
+                       f"{esc(s.name)}</figcaption></figure>")
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>specbench history: {esc(title)}</title><style>"
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px;line-height:1.25}"
+        "img{max-width:100%;border:1px solid #ddd}figure{margin:1em 0}"
+        "figcaption{color:#555;font-size:12px}</style></head><body>\n"
+        f"<h1>History: {esc(title)}</h1>\n<h2>Series</h2>\n" + "\n".join(figures)
+        + f"\n<h2>Runs</h2>\n<pre>{esc(text)}</pre>\n</body></html>\n")

@@ -1,0 +1,401 @@
+"""The run store: every run folder of a results folder indexed in one embedded DuckDB file,
+`<results>/index.duckdb`, so that history, change points, repeated comparisons and gates
+against history query one table instead of re-reading every folder.
+
+The folders stay the source of truth: the index holds what their manifest.json, summary.json
+and gate.json say (the scenario and its hash, each variant's build and overlaid change, the
+machine, the design, and per comparison and metric the estimate, its interval, MDE and
+verdicts) and is rebuilt from them on demand (`specbench index --rebuild`). DuckDB allows one
+writer at a time: indexing is best-effort (a locked index never fails a run; the folder is
+indexed by the next sync, which every read does first), and a read that finds the file locked
+builds the same tables in memory from the folders.
+
+    from harness.results.index import history
+    frame = history("results")                   # one row per (run, candidate, metric)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from harness.env import compat_id
+from harness.errors import ResultsError
+from harness.results.run import Manifest
+from harness.results.store import MANIFEST, read_manifest
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+INDEX_FILE = "index.duckdb"
+# Bump when the tables change: an index of another version is rebuilt from the folders.
+INDEX_VERSION = 1
+SUMMARY = "summary.json"
+GATE = "gate.json"
+
+RUN_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR PRIMARY KEY",
+    "folder": "VARCHAR",
+    "stamp": "VARCHAR",  # the files' mtimes when indexed: re-indexed when they change
+    "created": "TIMESTAMP",
+    "created_unix": "DOUBLE",
+    "status": "VARCHAR",
+    "scenario": "VARCHAR",
+    "scenario_hash": "VARCHAR",
+    "scenario_json": "VARCHAR",
+    "design": "VARCHAR",
+    "machine": "VARCHAR",  # the fingerprint's compat id: runs of one machine compare
+    "cpu_model": "VARCHAR",
+    "fingerprint_json": "VARCHAR",
+    "vllm": "VARCHAR",
+    "baseline": "VARCHAR",
+    "commit": "VARCHAR",  # the candidate's change or build commit, else the baseline's
+    "builds_json": "VARCHAR",
+    "gate_verdict": "VARCHAR",
+    # Same scenario, builds (overlaid changes included) and machine: repeats of one comparison.
+    "comparison_key": "VARCHAR",
+}
+BUILD_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR", "variant": "VARCHAR", "vllm": "VARCHAR", "vllm_location": "VARCHAR",
+    "git": "VARCHAR", "dirty": "BOOLEAN", "python": "VARCHAR", "change_kind": "VARCHAR",
+    "change_path": "VARCHAR", "change_sha256": "VARCHAR", "change_commit": "VARCHAR",
+}
+ESTIMATE_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR", "cell": "VARCHAR", "candidate": "VARCHAR", "baseline": "VARCHAR",
+    "metric": "VARCHAR", "label": "VARCHAR", "kind": "VARCHAR", "higher_is_better": "BOOLEAN",
+    "baseline_value": "DOUBLE", "candidate_value": "DOUBLE", "delta": "DOUBLE",
+    "ci_low": "DOUBLE", "ci_high": "DOUBLE", "se": "DOUBLE", "df": "DOUBLE", "mde": "DOUBLE",
+    "p_value": "DOUBLE", "significant": "BOOLEAN", "improved": "BOOLEAN",
+    "exact": "BOOLEAN", "units": "INTEGER", "error_unit": "VARCHAR", "note": "VARCHAR",
+    "gate": "VARCHAR",
+}
+TABLES = {"runs": RUN_COLUMNS, "builds": BUILD_COLUMNS, "estimates": ESTIMATE_COLUMNS}
+
+
+def index_path(results_root: Path) -> Path:
+    return results_root / INDEX_FILE
+
+
+# --- reading one folder ------------------------------------------------------------------------
+
+
+def _stamp(run_dir: Path) -> str:
+    parts = []
+    for name in (MANIFEST, SUMMARY, GATE):
+        try:
+            parts.append(f"{name}:{(run_dir / name).stat().st_mtime_ns}")
+        except OSError:
+            parts.append(f"{name}:-")
+    return "|".join(parts)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def comparison_key(manifest: Manifest) -> str | None:
+    """What makes two runs the same comparison: the scenario (its hash), each variant's vLLM
+    build and overlaid change, and the machine (the fingerprint's compat id)."""
+    if "fingerprint" not in manifest.model_fields_set or not manifest.scenario_hash:
+        return None
+    builds = {name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
+              for name, build in manifest.builds.items() if isinstance(build, dict)}
+    blob = json.dumps([manifest.scenario_hash, compat_id(manifest.fingerprint), builds],
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def machine_of(manifest: Manifest) -> str | None:
+    """The machine a run ran on, as the index keys it (the fingerprint's compat id)."""
+    return compat_id(manifest.fingerprint) if manifest.fingerprint else None
+
+
+def _commit(builds: dict[str, Any], baseline: str | None) -> str | None:
+    """The commit a run stands for in a history: a candidate's overlaid change or build
+    commit (what the run is about), else the baseline's."""
+    order = [v for v in builds if v != baseline] + ([baseline] if baseline in builds else [])
+    for variant in order:
+        build = builds.get(variant) or {}
+        change = build.get("overlay") or {}
+        found = change.get("commit") or build.get("git")
+        if found:
+            return str(found)
+    return None
+
+
+def _estimate_rows(run_id: str, comparison: dict[str, Any], cell: str | None,
+                   gates: dict[tuple[str, str], str]) -> Iterator[dict[str, Any]]:
+    for cand in comparison.get("candidates", []):
+        for row in cand.get("rows", []):
+            est = row.get("estimate") or {}
+            note = est.get("note")
+            yield {
+                "run_id": run_id, "cell": cell, "candidate": cand.get("name"),
+                "baseline": comparison.get("baseline"), "metric": row.get("key"),
+                "label": row.get("label"), "kind": est.get("kind"),
+                "higher_is_better": row.get("higher_is_better"),
+                "baseline_value": row.get("baseline"), "candidate_value": row.get("candidate"),
+                "delta": est.get("delta"), "ci_low": est.get("ci_low"),
+                "ci_high": est.get("ci_high"), "se": est.get("se"), "df": est.get("df"),
+                "mde": est.get("mde"), "p_value": est.get("p_value"),
+                "significant": est.get("significant"), "improved": row.get("improved"),
+                # Identical in every unit (greedy acceptance, a deterministic count): known
+                # exactly, so runs compare exactly.
+                "exact": bool(est.get("known_exactly", note and str(note).startswith(
+                    "no spread"))),
+                "units": est.get("units"), "error_unit": est.get("error_unit"), "note": note,
+                "gate": gates.get((str(cand.get("name")), str(row.get("key")))),
+            }
+
+
+def read_folder(run_dir: Path) -> dict[str, list[dict[str, Any]]] | None:
+    """A run folder as the rows the index holds (None: not a readable run)."""
+    try:
+        _, data = read_manifest(run_dir / MANIFEST)
+        manifest = Manifest.model_validate(data)
+    except (ResultsError, ValidationError):
+        return None
+    run_id = manifest.run_id or run_dir.name
+    summary = _read_json(run_dir / SUMMARY) or {}
+    gate = _read_json(run_dir / GATE) or {}
+    gates = {(str(d.get("candidate")), str(d.get("check"))): str(d.get("verdict"))
+             for d in gate.get("decisions", [])}
+    scenario = manifest.scenario
+    baseline = next((n for n, v in (scenario.get("variants") or {}).items()
+                     if isinstance(v, dict) and v.get("baseline")), None)
+    fp = manifest.fingerprint
+    builds = {k: v for k, v in manifest.builds.items() if isinstance(v, dict)}
+    created = manifest.created_unix
+    run = {
+        "run_id": run_id, "folder": str(run_dir.resolve()), "stamp": _stamp(run_dir),
+        "created": None if created is None else time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.gmtime(created)),
+        "created_unix": created, "status": summary.get("status") or manifest.status,
+        "scenario": scenario.get("name"), "scenario_hash": manifest.scenario_hash,
+        "scenario_json": json.dumps(scenario, sort_keys=True),
+        "design": manifest.plan.design, "machine": machine_of(manifest),
+        "cpu_model": fp.get("cpu_model"), "fingerprint_json": json.dumps(fp, sort_keys=True),
+        "vllm": fp.get("vllm"), "baseline": baseline, "commit": _commit(builds, baseline),
+        "builds_json": json.dumps(builds, sort_keys=True), "gate_verdict": gate.get("verdict"),
+        "comparison_key": comparison_key(manifest),
+    }
+    build_rows = []
+    for variant, build in builds.items():
+        git = build.get("git")
+        change = build.get("overlay") or {}
+        build_rows.append({
+            "run_id": run_id, "variant": variant, "vllm": build.get("vllm"),
+            "vllm_location": build.get("vllm_location"), "git": git,
+            "dirty": bool(git and str(git).endswith("+dirty")), "python": build.get("python"),
+            "change_kind": change.get("kind"), "change_path": change.get("path"),
+            "change_sha256": change.get("sha256"), "change_commit": change.get("commit")})
+    estimates: list[dict[str, Any]] = []
+    if isinstance(summary.get("comparison"), dict):
+        estimates.extend(_estimate_rows(run_id, summary["comparison"], None, gates))
+    for cell in (summary.get("sweep") or {}).get("cells", []):
+        estimates.extend(_estimate_rows(run_id, cell.get("comparison") or {}, cell.get("id"),
+                                        gates))
+    return {"runs": [run], "builds": build_rows, "estimates": estimates}
+
+
+def run_folders(results_root: Path) -> list[Path]:
+    """Every folder directly under `results_root` that holds a manifest."""
+    if not results_root.is_dir():
+        return []
+    return sorted(p.parent for p in results_root.glob(f"*/{MANIFEST}"))
+
+
+# --- the database --------------------------------------------------------------------------------
+
+
+class IndexLocked(Exception):
+    """Another process holds the index for writing."""
+
+
+def _create(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    found = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    if found is not None and found[0] != str(INDEX_VERSION):
+        for table in TABLES:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+    for table, columns in TABLES.items():
+        cols = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", [str(INDEX_VERSION)])
+
+
+@contextmanager
+def _connect(results_root: Path, attempts: int = 3) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The index, open for writing (IndexLocked after a few short waits for another writer)."""
+    import duckdb
+
+    results_root.mkdir(parents=True, exist_ok=True)
+    con = None
+    for attempt in range(attempts):
+        try:
+            con = duckdb.connect(str(index_path(results_root)))
+            break
+        except duckdb.IOException as exc:  # the lock another process holds
+            if attempt == attempts - 1:
+                raise IndexLocked(str(exc).splitlines()[0]) from None
+            time.sleep(0.2 * (attempt + 1))
+    assert con is not None
+    try:
+        _create(con)
+        yield con
+    finally:
+        con.close()
+
+
+def _insert(con: duckdb.DuckDBPyConnection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    run_id = rows["runs"][0]["run_id"]
+    for table, columns in TABLES.items():
+        con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        if rows[table]:
+            names = list(columns)
+            marks = ", ".join("?" for _ in names)
+            con.executemany(f"INSERT INTO {table} VALUES ({marks})",
+                            [[r.get(n) for n in names] for r in rows[table]])
+
+
+def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = False) -> int:
+    """Index the folders that are new or changed since they were indexed; forget the ones
+    that are gone. Returns how many folders it (re)indexed."""
+    if rebuild:
+        for table in TABLES:
+            con.execute(f"DELETE FROM {table}")
+    known = dict(con.execute("SELECT folder, stamp FROM runs").fetchall())
+    present = set()
+    count = 0
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for folder in run_folders(results_root):
+            key = str(folder.resolve())
+            present.add(key)
+            if known.get(key) == _stamp(folder):
+                continue
+            rows = read_folder(folder)
+            if rows is not None:
+                _insert(con, rows)
+                count += 1
+        for gone in set(known) - present:
+            ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE folder = ?",
+                                             [gone]).fetchall()]
+            for run_id in ids:
+                for table in TABLES:
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return count
+
+
+def index_run(run_dir: Path) -> bool:
+    """Best-effort: index one run folder in its results folder's index (with any other folder
+    not yet indexed). False, and nothing lost, when another process holds the index: the next
+    sync indexes it. Never raises for the index's sake."""
+    import duckdb
+
+    if os.environ.get("SPECBENCH_NO_INDEX"):
+        return False
+    try:
+        with _connect(run_dir.parent, attempts=2) as con:
+            _sync(con, run_dir.parent)
+        return True
+    except (IndexLocked, duckdb.Error, OSError):
+        return False
+
+
+def rebuild(results_root: Path) -> int:
+    """Drop the index and build it again from the run folders; how many runs it holds."""
+    path = index_path(results_root)
+    for stale in (path, path.with_name(path.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    with _connect(results_root) as con:
+        return _sync(con, results_root)
+
+
+def _frames(con: duckdb.DuckDBPyConnection, query: str,
+            params: list[Any] | None = None) -> pd.DataFrame:
+    return con.execute(query, params or []).df()
+
+
+@contextmanager
+def synced(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to an index that holds every folder as it is now: the file, synced first;
+    or, when another process holds it, the same tables built in memory from the folders."""
+    import duckdb
+
+    try:
+        with _connect(results_root) as con:
+            _sync(con, results_root)
+            yield con
+            return
+    except IndexLocked:
+        pass
+    con = duckdb.connect(":memory:")
+    try:
+        _create(con)
+        _sync(con, results_root)
+        yield con
+    finally:
+        con.close()
+
+
+HISTORY_QUERY = """
+SELECT r.run_id, r.created, r.created_unix, r.status, r.scenario, r.scenario_hash, r.design,
+       r.machine, r.vllm, r.commit, e.cell, e.candidate, e.baseline, e.metric, e.label, e.kind,
+       e.higher_is_better, e.baseline_value, e.candidate_value, e.delta, e.ci_low, e.ci_high,
+       e.se, e.df, e.mde, e.p_value, e.significant, e.improved, e.exact, e.units,
+       e.error_unit, e.note, e.gate, r.gate_verdict, r.folder
+FROM estimates e JOIN runs r USING (run_id)
+"""
+
+
+def history(results_root: str | Path, scenario: str | None = None, metric: str | None = None,
+            candidate: str | None = None, status: str | None = "complete") -> pd.DataFrame:
+    """Every indexed estimate, one row per (run, cell, candidate, metric), oldest run first:
+    the series a notebook plots and `specbench history` prints. Filters: a scenario name, a
+    metric key, a candidate, a run status (None: any)."""
+    where, params = [], []
+    for column, value in (("r.scenario", scenario), ("e.metric", metric),
+                          ("e.candidate", candidate), ("r.status", status)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    query = HISTORY_QUERY + (" WHERE " + " AND ".join(where) if where else "")
+    query += " ORDER BY r.created_unix, r.run_id, e.cell, e.candidate, e.metric"
+    with synced(Path(results_root)) as con:
+        return _frames(con, query, params)
+
+
+def runs(results_root: str | Path) -> pd.DataFrame:
+    """One row per indexed run (any status), oldest first."""
+    with synced(Path(results_root)) as con:
+        return _frames(con, "SELECT * FROM runs ORDER BY created_unix, run_id")
+
+
+def earlier_runs_of(results_root: Path, key: str, created_unix: float,
+                    besides: str) -> list[Path]:
+    """Complete runs of one comparison (`key`: comparison_key) made before `created_unix`,
+    oldest first, other than the run `besides`: the store's query for repeated comparisons."""
+    with synced(results_root) as con:
+        rows = con.execute(
+            "SELECT folder FROM runs WHERE status = 'complete' AND comparison_key = ? "
+            "AND created_unix < ? AND run_id <> ? ORDER BY created_unix",
+            [key, created_unix, besides]).fetchall()
+    return [Path(folder) for (folder,) in rows]
