@@ -237,7 +237,9 @@ def gate_command(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (or results/ for the newest).")],
     against: Annotated[str | None, typer.Option(
         help="A saved baseline (name or folder): gate this run's variant against it instead "
-        "of its own candidates against its baseline.")] = None,
+        "of its own candidates against its baseline. `history`: gate the run's metrics "
+        "against the latest stable segment of its scenario's history in the run store "
+        "(exactly where deterministic, else with the history's run-to-run spread).")] = None,
     variant: Annotated[str | None, typer.Option(
         help="With --against: the variant of RUN_DIR to gate (default: its baseline).")] = None,
     baselines_dir: Annotated[Path | None, typer.Option(
@@ -304,6 +306,104 @@ def baseline_save(
     path = save_baseline(resolve_run_dir(run_dir), name, baselines_dir or DEFAULT_BASELINES)
     print(f"saved baseline {name!r}: {path}")
     return 0
+
+
+@app.command("index")
+def index_command(
+    results_dir: ResultsOpt = Path("results"),
+    rebuild: Annotated[bool, typer.Option(
+        "--rebuild", help="Drop the index and build it again from the run folders.")] = False,
+) -> int:
+    """Index every run folder of the results folder in its run store (index.duckdb)."""
+    from harness.results.index import index_path, runs
+    from harness.results.index import rebuild as rebuild_index
+
+    if rebuild:
+        count = rebuild_index(results_dir)
+        print(f"rebuilt {index_path(results_dir)}: {count} run(s)")
+    else:
+        frame = runs(results_dir)
+        by_status = frame["status"].fillna("unknown").value_counts().to_dict() if len(
+            frame) else {}
+        shown = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
+        print(f"{index_path(results_dir)}: {len(frame)} run(s)" + (f" ({shown})" if shown
+                                                                     else ""))
+    return 0
+
+
+@app.command()
+def history(
+    scenario: Annotated[str | None, typer.Argument(
+        help="A scenario (its YAML file or its name); default: every scenario in the store.",
+        show_default=False)] = None,
+    metric: Annotated[str, typer.Option(
+        "--metric", help="The metric (a key, or a glob such as 'acceptance_*').")]
+    = "output_throughput",
+    results_dir: ResultsOpt = Path("results"),
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Also write a page with the series figures (change points marked) "
+        "here.", show_default=False)] = None,
+) -> int:
+    """Print each comparison's series over the stored runs: commit or date, estimate [95% CI],
+    verdict, and the change points."""
+    from harness.workflow import show_history
+
+    text, page = show_history(results_dir, scenario, metric, html)
+    print(text, end="")
+    if page is not None:
+        _progress(f"wrote {page}")
+    return 0
+
+
+@app.command()
+def bisect(
+    scenario: ScenarioArg,
+    good: Annotated[str | None, typer.Option(help="A commit whose metric is the reference.",
+                                             show_default=False)] = None,
+    bad: Annotated[str | None, typer.Option(help="A later commit that differs from good.",
+                                            show_default=False)] = None,
+    repo: Annotated[Path | None, typer.Option(
+        help="The vLLM checkout (based on the installed release) holding good..bad.",
+        show_default=False)] = None,
+    base: Annotated[str | None, typer.Option(
+        help="The commit of the installed release in --repo (default: the tag v<installed "
+        "version>).", show_default=False)] = None,
+    build: Annotated[str | None, typer.Option(
+        "--build", help="For commits whose change cannot be overlaid: a command that installs "
+        "the checkout into a fresh environment (run in the commit's worktree, the "
+        "environment active), e.g. \"pip install -e . --no-build-isolation\"; cached per commit.",
+        show_default=False)] = None,
+    python: Annotated[list[str] | None, typer.Option(
+        "--python", help="Instead of commits: interpreters, in order (good first, bad last); "
+        "repeat the option.", show_default=False)] = None,
+    metric: Annotated[str, typer.Option(help="The metric to bisect on.")] = "output_throughput",
+    threshold: Annotated[float | None, typer.Option(
+        min=0.001, max=1.0, help="The smallest change worth finding, as a fraction (default: "
+        "the scenario's gate tolerance for the metric, else 0.02).", show_default=False)] = None,
+    budget: Annotated[float, typer.Option(
+        help="Seconds each comparison may run (engine start included).")] = 240.0,
+    tries: Annotated[int, typer.Option(
+        min=1, max=10, help="Runs per comparison while its verdict is UNKNOWN, each to a "
+        "tighter precision.")] = 3,
+    blocks: Annotated[int | None, typer.Option(
+        min=1, help="A fixed number of balanced blocks per one-engine comparison instead of "
+        "a precision target, doubled on each try while UNKNOWN: quicker for a large step.",
+        show_default=False)] = None,
+    results_dir: ResultsOpt = Path("results"),
+    models_cache: CacheOpt = None,
+) -> int:
+    """Find the first commit (or interpreter) between good and bad whose metric differs from
+    good's: midpoints compared with good in one engine (DIFFERENT / SAME / UNKNOWN), measured
+    again while UNKNOWN. The same command again resumes an interrupted bisect."""
+    from harness.bisect import render_outcome, run_bisect
+
+    outcome = run_bisect(scenario, results_dir, _progress, repo=repo, good=good, bad=bad,
+                         base=base, pythons=python, build_command=build, metric=metric,
+                         threshold=threshold, budget_s=budget, tries=tries, blocks=blocks,
+                         models_cache=models_cache)
+    print(render_outcome(outcome), end="")
+    _progress(f"bisect: {outcome.folder}")
+    return outcome.exit_code
 
 
 @app.command()

@@ -1,0 +1,439 @@
+"""`specbench bisect`: find the first candidate whose metric differs from `good`, Chromium
+Pinpoint style, on real vLLM.
+
+Candidates are the commits good..bad of a vLLM checkout based on the installed release (each
+one's change against the release as a diff: overlaid in one engine beside good's, both arms
+overlaid; a commit whose change cannot be overlaid is built with the user's command and runs
+launch-per-arm), or an explicit list of interpreters (launch-per-arm). Each comparison is an
+ordinary specbench run of a two- or three-variant scenario made from the user's (its baseline
+variant is the template), stored in the bisect's folder, so it keeps its raw records, report
+and interval, and an interrupted bisect resumes: a step whose run is complete is read back, a
+step whose run was interrupted is resumed. The decisions are harness.analysis.bisection's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.analysis.bisection import (
+    Interval,
+    Search,
+    Verdict,
+    first_points,
+    midpoint_verdict,
+    precision_target,
+    range_verdict,
+)
+from harness.analysis.comparison import Comparison
+from harness.atomic import write_json_atomic, write_text_atomic
+from harness.config.scenario import Scenario, load_scenario, parse_scenario
+from harness.errors import ExitCode, ScenarioError, SpecbenchError
+from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_range, release_base
+from harness.results.store import MANIFEST, read_manifest
+
+Progress = Callable[[str], Any]
+BISECT_VERSION = 1
+GOOD = "good"
+
+
+@dataclass
+class Measured:
+    """One candidate's comparison with good in one step."""
+
+    index: int
+    verdict: Verdict
+    delta: float
+    low: float
+    high: float
+
+
+@dataclass
+class Step:
+    """One run: good and one or two candidates, in one engine where they overlay."""
+
+    run_id: str
+    folder: str
+    arms: list[int]
+    target_mde: float | None
+    design: str
+    measured: list[Measured] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    """What a bisect found: `culprit` (an index into candidates), none (`same`), or UNKNOWN
+    between `lo` and `hi`."""
+
+    candidates: list[Candidate]
+    metric: str
+    threshold: float
+    steps: list[Step]
+    verdict: str  # "CULPRIT", "NO CHANGE" or "UNKNOWN"
+    culprit: int | None
+    lo: int
+    hi: int
+    step: Measured | None  # good against bad
+    folder: Path
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.INCONCLUSIVE) if self.verdict == "UNKNOWN" else int(ExitCode.OK)
+
+
+def _name(index: int, candidate: Candidate) -> str:
+    return GOOD if index == 0 else f"c{index}-{candidate.sha[:8]}"
+
+
+def _template(scenario: Scenario) -> dict[str, Any]:
+    """The user's scenario as a mapping, its baseline the template of every arm."""
+    if scenario.sweep is not None:
+        raise ScenarioError(f"{scenario.name}: a sweep; bisect one A/B (a scenario without "
+                            "sweep:)")
+    base = scenario.variants[scenario.baseline]
+    for key in ("diff", "source", "implementation", "patch", "python"):
+        if getattr(base, key, None):
+            raise ScenarioError(f"variants.{scenario.baseline}.{key}: bisect gives each arm "
+                                "its commit's code; the template variant must not name code "
+                                "of its own")
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    template = {k: v for k, v in data["variants"][scenario.baseline].items()
+                if k not in ("baseline", "description")}
+    data["variants"] = {"__template__": template}
+    data.pop("gates", None)
+    return data
+
+
+class Bisector:
+    """Runs the steps of one bisect in its folder."""
+
+    def __init__(self, scenario: Scenario, scenario_path: Path, candidates: list[Candidate],
+                 folder: Path, metric: str, threshold: float, budget_s: float, tries: int,
+                 progress: Progress, models_cache: Path | None = None,
+                 build: Callable[[Candidate], str] | None = None,
+                 first_points: int = 3, blocks: int | None = None) -> None:
+        self.scenario = scenario
+        self.base_dir = scenario_path.resolve().parent
+        self.data = _template(scenario)
+        self.candidates = candidates
+        self.folder = folder
+        self.metric = metric
+        self.threshold = threshold
+        self.budget_s = budget_s
+        self.tries = tries
+        self.progress = progress
+        self.models_cache = models_cache
+        self.build = build
+        self.first_points = first_points
+        self.blocks = blocks
+        self.steps: list[Step] = []
+
+    # -- one run --------------------------------------------------------------------------------
+
+    def _variant(self, index: int) -> dict[str, Any]:
+        c = self.candidates[index]
+        variant = dict(self.data["variants"]["__template__"])
+        variant["description"] = f"{c.ref}: {c.subject}"[:200]
+        if c.python is not None:
+            variant["python"] = c.python
+        elif c.diff is not None:
+            if c.overlayable:
+                variant["diff"] = str(c.diff)
+            elif self.build is not None:
+                variant["python"] = self.build(c)
+            else:  # refused in pre-flight; kept as a guard
+                raise ScenarioError(f"{c.ref}: cannot be overlaid; give --build")
+        return variant
+
+    def _blocks(self, attempt: int) -> int | None:
+        """With --blocks: the blocks of this try (doubled on each try while UNKNOWN)."""
+        return None if self.blocks is None else self.blocks * 2 ** (attempt - 1)
+
+    def _scenario(self, arms: list[int], target: float | None,
+                  attempt: int = 1) -> dict[str, Any]:
+        data = {k: v for k, v in self.data.items() if k != "variants"}
+        variants = {}
+        for index in arms:
+            variant = self._variant(index)
+            if index == arms[0]:
+                variant["baseline"] = True
+            variants[_name(index, self.candidates[index])] = variant
+        data["variants"] = variants
+        data["name"] = f"{self.scenario.name}-bisect"
+        probe = parse_scenario(data, "bisect", max_cells=None)
+        blocks = self._blocks(attempt)
+        if probe.one_engine_blocker() is None and blocks is not None:
+            data.pop("precision", None)  # a fixed count of balanced blocks (2 passes per arm)
+            data["rounds"] = 1
+            data["repeats"] = 2 * blocks
+        elif probe.one_engine_blocker() is None and target is not None:
+            data["precision"] = {"mde": round(target, 5), "budget_s": self.budget_s}
+            data["rounds"] = 1
+        else:
+            data.pop("precision", None)
+            data["rounds"] = max(int(data.get("rounds", 1)), 3)
+        return data
+
+    def _run(self, arms: list[int], target: float | None, attempt: int) -> tuple[Step,
+                                                                                  Comparison]:
+        from harness.execute.local import LocalExecutor
+        from harness.results.run import load_run
+        from harness.workflow import analyze, run_scenario
+
+        data = self._scenario(arms, target, attempt)
+        key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+        run_id = "-".join(_name(i, self.candidates[i]).split("-")[0] for i in arms)
+        run_id = f"{run_id}-t{attempt}-{key}"
+        runs = self.folder / "runs"
+        path = self.folder / "scenarios" / f"{run_id}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+        spec = parse_scenario(data, str(path), max_cells=None)
+        folder = runs / run_id
+        done = (folder / MANIFEST).is_file() and read_manifest(
+            folder / MANIFEST)[1].get("status") == "complete"
+        names = ", ".join(_name(i, self.candidates[i]) for i in arms)
+        if done:
+            self.progress(f"bisect: {names}: read back {folder}")
+            run = load_run(folder, spec)
+            comparison = analyze(run)
+        else:
+            blocks = self._blocks(attempt)
+            self.progress(f"bisect: measuring {names}" + (
+                f" ({blocks} blocks)" if blocks is not None else
+                f" (until MDE {100 * target:.2f}%)" if target is not None else ""))
+            finished = run_scenario(
+                spec, path, self.base_dir, runs, LocalExecutor(self.models_cache),
+                self.progress, run_id=None if folder.exists() else run_id,
+                resume=folder if folder.exists() else None)
+            if finished.exit_code == int(ExitCode.INTERRUPTED):
+                raise KeyboardInterrupt
+            comparison = finished.analysis
+        assert isinstance(comparison, Comparison)
+        step = Step(run_id, str(folder), arms, target, comparison.design)
+        return step, comparison
+
+    def _interval(self, comparison: Comparison, index: int) -> Interval:
+        name = _name(index, self.candidates[index])
+        cand = next((c for c in comparison.candidates if c.name == name), None)
+        if cand is None or cand.status != "ok":
+            return Interval(float("nan"), float("nan"), float("nan"))
+        row = next((r for r in cand.rows if r.key == self.metric), None)
+        if row is None:
+            raise SpecbenchError(f"--metric {self.metric}: no such metric in the comparison "
+                                 f"(has: {', '.join(r.key for r in cand.rows)})")
+        est = row.estimate
+        if est.known_exactly:
+            return Interval(est.delta, est.delta, est.delta)
+        if est.ci_low is None or est.ci_high is None:
+            return Interval(est.delta, float("nan"), float("nan"))
+        scale = 1.0 if est.kind == "relative" else 0.01  # points -> fractions of 1
+        return Interval(est.delta * scale, est.ci_low * scale, est.ci_high * scale)
+
+    def observe(self, arms: list[int], target: float | None,
+                attempt: int) -> tuple[Step, dict[int, Interval]]:
+        """Measure arms[1:] against arms[0] (good): the seam a simulation replaces."""
+        step, comparison = self._run(arms, target, attempt)
+        return step, {i: self._interval(comparison, i) for i in arms[1:]}
+
+    # -- the search ------------------------------------------------------------------------------
+
+    def _measure(self, arms: list[int], decide: Callable[[int, Interval], Verdict],
+                 boundary: float) -> dict[int, Measured]:
+        """Measure good against `arms` (indices), again with a tighter target while the
+        verdict on the last arm is UNKNOWN, up to `tries` runs."""
+        target: float | None = precision_target(boundary)
+        found: dict[int, Measured] = {}
+        for attempt in range(1, self.tries + 1):
+            step, intervals = self.observe([0, *arms], target, attempt)
+            for index in arms:
+                interval = intervals[index]
+                found[index] = Measured(index, decide(index, interval), interval.delta,
+                                        interval.low, interval.high)
+            step.measured = [found[i] for i in arms]
+            self.steps.append(step)
+            self._say(step)
+            last = found[arms[-1]]
+            if last.verdict != "UNKNOWN" or target is None:
+                break
+            target = precision_target(boundary, Interval(last.delta, last.low, last.high))
+        return found
+
+    def _say(self, step: Step) -> None:
+        for m in step.measured:
+            c = self.candidates[m.index]
+            self.progress(f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: "
+                          f"{_fmt(m)} -> {m.verdict}")
+
+    def run(self) -> Outcome:
+        n = len(self.candidates) - 1
+        inner = first_points(n, self.first_points)
+        found = self._measure([*inner, n], lambda i, iv: range_verdict(iv, self.threshold)
+                              if i == n else "UNKNOWN", self.threshold / 2)
+        ends = found[n]
+        search = Search(0, n)
+        if ends.verdict != "DIFFERENT":
+            verdict = "NO CHANGE" if ends.verdict == "SAME" else "UNKNOWN"
+            return self._outcome(verdict, None, search, ends)
+        step = ends.delta
+        for index in inner:  # judged once the step good..bad is known
+            m = found[index]
+            m.verdict = midpoint_verdict(Interval(m.delta, m.low, m.high), step)
+            search.record(index, m.verdict)
+        while search.consistent and not search.done:
+            mid = search.midpoint()
+            got = self._measure([mid], lambda _i, iv: midpoint_verdict(iv, step),
+                                abs(step) / 2)[mid]
+            if got.verdict == "UNKNOWN":
+                return self._outcome("UNKNOWN", None, search, ends)
+            search.record(mid, got.verdict)
+        if not search.consistent:
+            return self._outcome("UNKNOWN", None, search, ends)
+        return self._outcome("CULPRIT", search.hi, search, ends)
+
+    def _outcome(self, verdict: str, culprit: int | None, search: Search,
+                 ends: Measured) -> Outcome:
+        out = Outcome(self.candidates, self.metric, self.threshold, self.steps, verdict,
+                      culprit, search.lo, search.hi, ends, self.folder)
+        write_json_atomic(self.folder / "bisect.json", outcome_dict(out))
+        write_text_atomic(self.folder / "bisect.md", render_outcome(out))
+        return out
+
+
+def _fmt(m: Measured) -> str:
+    if m.low == m.high == m.delta:
+        return f"{100 * m.delta:+.2f}% (exact)"
+    if not (m.low == m.low and m.high == m.high):  # NaN: no interval
+        return f"{100 * m.delta:+.2f}% (no interval)"
+    return f"{100 * m.delta:+.2f}% [{100 * m.low:+.2f}, {100 * m.high:+.2f}]"
+
+
+def outcome_dict(out: Outcome) -> dict[str, Any]:
+    return {
+        "bisect_version": BISECT_VERSION, "verdict": out.verdict, "metric": out.metric,
+        "threshold": out.threshold, "culprit": out.culprit, "lo": out.lo, "hi": out.hi,
+        "candidates": [{**asdict(c), "diff": None if c.diff is None else str(c.diff)}
+                       for c in out.candidates],
+        "good_vs_bad": None if out.step is None else asdict(out.step),
+        "steps": [asdict(s) for s in out.steps],
+    }
+
+
+def render_outcome(out: Outcome) -> str:
+    """The bisect's answer and the comparisons that led there."""
+    c = out.candidates
+    lines = []
+    if out.verdict == "CULPRIT" and out.culprit is not None:
+        culprit = c[out.culprit]
+        measured = [m for s in out.steps for m in s.measured if m.index == out.culprit]
+        lines.append(f"culprit: {culprit.ref} {culprit.subject}")
+        if measured:
+            lines.append(f"  {out.metric} against good ({c[0].ref[:12]}): {_fmt(measured[-1])}")
+        lines.append(f"  its parent {c[out.culprit - 1].ref[:12]} is the same as good"
+                     if out.culprit - 1 > 0 else "  its parent is good itself")
+    elif out.verdict == "NO CHANGE":
+        lines.append(f"no commit differs: good and bad measure the same {out.metric} (within "
+                     f"±{100 * out.threshold / 2:.1f}%): {_fmt(out.step) if out.step else ''}")
+    elif out.lo >= out.hi:
+        lines.append(f"UNKNOWN: not one change: {c[out.lo].ref[:12]} measures as good after "
+                     f"{c[out.hi].ref[:12]} measured as bad (a change undone later, or noise; "
+                     "bisect a narrower range)")
+    else:
+        lines.append(f"UNKNOWN: could not decide between {c[out.lo].ref[:12]} and "
+                     f"{c[out.hi].ref[:12]} within the budget (add --tries or --budget)")
+    lines.append("")
+    lines.append(f"comparisons ({out.metric}, each candidate against good; run folders under "
+                 f"{out.folder / 'runs'}):")
+    for s in out.steps:
+        for m in s.measured:
+            lines.append(f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} {m.verdict:<9} "
+                         f"{s.design}, {Path(s.folder).name}")
+    return "\n".join(lines) + "\n"
+
+
+# --- candidates ---------------------------------------------------------------------------------
+
+
+def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: Path,
+                      vllm_root: Path, scenario: Scenario,
+                      build_command: str | None) -> list[Candidate]:
+    """good..bad as candidates, each commit's change against the release classified: an
+    overlay where it can be one; a build (with `build_command`) where not; refused (one
+    line, before any engine starts) when neither."""
+    from harness.plan.overlay import classify, engine_is_compiled, installed_version, read_diff
+
+    shas = commit_range(repo, good, bad)
+    if len(shas) < 2:
+        raise ScenarioError(f"--good {good} --bad {bad}: an empty range")
+    version = installed_version(vllm_root) or ""
+    cands = commit_diffs(repo, release_base(repo, version, base), shas, cache)
+    compiled = engine_is_compiled(scenario)
+    for i, cand in enumerate(cands):
+        if cand.diff is None:
+            continue
+        change = read_diff(cand.diff, vllm_root)
+        classified = classify(change, vllm_root, compiled, scenario.device)
+        if classified.overlayable:
+            cands[i] = Candidate(cand.ref, cand.sha, cand.subject, cand.diff, None, True)
+        elif build_command is None:
+            reasons = "; ".join(f.line() for f in classified.blockers[:2])
+            raise ScenarioError(f"commit {cand.sha[:12]} ({cand.subject[:60]}): its change "
+                                f"cannot be overlaid ({reasons}); give --build COMMAND to "
+                                "build it (launch-per-arm)")
+    return cands
+
+
+def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
+               repo: Path | None = None, good: str | None = None, bad: str | None = None,
+               base: str | None = None, pythons: list[str] | None = None,
+               build_command: str | None = None, metric: str = "output_throughput",
+               threshold: float | None = None, budget_s: float = 240.0, tries: int = 3,
+               blocks: int | None = None, models_cache: Path | None = None) -> Outcome:
+    """Bisect `scenario_path`'s baseline over good..bad of `repo` (or over `pythons`, good the
+    first and bad the last), in `results_root/bisect-<good>-<bad>/`; the same command again
+    resumes it."""
+    import sys
+
+    from harness.plan.overlay import vllm_location
+
+    scenario = load_scenario(scenario_path)
+    _template(scenario)
+    if threshold is None:
+        threshold = scenario.gates.metrics.get(metric, 0.02)
+    if pythons:
+        if repo is not None or build_command is not None:
+            raise SpecbenchError("--python lists the candidates; --repo and --build bisect "
+                                 "commits: choose one")
+        if len(pythons) < 2:
+            raise SpecbenchError("--python: give at least two interpreters (good first, bad "
+                                 "last)")
+        cands = [Candidate(p, hashlib.sha256(p.encode()).hexdigest(), p, None, p, False)
+                 for p in pythons]
+        key = hashlib.sha256("\0".join(pythons).encode()).hexdigest()[:12]
+    else:
+        if repo is None or good is None or bad is None:
+            raise SpecbenchError("bisect needs --repo, --good and --bad (or --python ...)")
+        folder_cache = results_root / "bisect-cache"
+        root = vllm_location(None)
+        cands = commit_candidates(repo, good, bad, base, folder_cache / "diffs", root,
+                                  scenario, build_command)
+        key = f"{cands[0].sha[:8]}-{cands[-1].sha[:8]}"
+    folder = results_root / f"bisect-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def build(c: Candidate) -> str:
+        assert repo is not None and build_command is not None
+        progress(f"bisect: building {c.sha[:12]} ({build_command})")
+        return build_commit(repo, c.sha, build_command, results_root / "bisect-cache",
+                            sys.executable)
+
+    bisector = Bisector(scenario, scenario_path, cands, folder, metric, threshold, budget_s,
+                        tries, progress, models_cache, build if build_command else None,
+                        blocks=blocks)
+    return bisector.run()

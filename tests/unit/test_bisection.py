@@ -1,0 +1,134 @@
+"""Bisection's decisions, validated by simulation: the shipped Bisector (its search, its
+three-way verdicts, its re-measuring while UNKNOWN) with its one seam, `observe`, answered by
+simulated intervals instead of engine runs: each comparison's standard error is what its
+precision target buys (se = MDE / 2.8) plus a launch x arm interaction (sd 0.3%) that
+precision cannot remove, and each candidate has the whole step or none of it."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.analysis.bisection import (
+    Interval,
+    Search,
+    first_points,
+    midpoint_verdict,
+    precision_target,
+    range_verdict,
+)
+from harness.bisect import Bisector, Step, render_outcome
+from harness.config.scenario import parse_scenario
+from harness.plan.commits import Candidate
+from tests.conftest import MINIMAL
+
+
+def test_verdicts() -> None:
+    assert range_verdict(Interval(-0.05, -0.06, -0.04), 0.02) == "DIFFERENT"
+    assert range_verdict(Interval(0.0, -0.005, 0.005), 0.02) == "SAME"
+    assert range_verdict(Interval(-0.01, -0.02, 0.0), 0.02) == "UNKNOWN"
+    assert range_verdict(Interval(0.0, math.nan, math.nan), 0.02) == "UNKNOWN"
+    assert range_verdict(Interval(-0.03, -0.03, -0.03), 0.02) == "DIFFERENT"  # exact
+    assert midpoint_verdict(Interval(-0.048, -0.055, -0.04), -0.05) == "DIFFERENT"
+    assert midpoint_verdict(Interval(0.002, -0.01, 0.012), -0.05) == "SAME"
+    assert midpoint_verdict(Interval(-0.02, -0.035, -0.01), -0.05) == "UNKNOWN"
+    assert midpoint_verdict(Interval(0.05, 0.04, 0.06), 0.05) == "DIFFERENT"  # a speed-up
+    search = Search(0, 8)
+    assert search.midpoint() == 4
+    search.record(4, "SAME")
+    search.record(6, "DIFFERENT")
+    assert (search.lo, search.hi, search.done) == (4, 6, False)
+    search.record(5, "SAME")
+    assert search.done and search.hi == 6
+    assert [first_points(n) for n in (1, 2, 3, 4, 8, 16)] == [
+        [], [1], [1, 2], [1, 2, 3], [2, 4, 6], [4, 8, 12]]
+    assert precision_target(0.025) == 0.025
+    assert precision_target(0.025, Interval(-0.02, -0.04, 0.0)) < 0.0125 + 1e-12
+
+
+class Simulated(Bisector):
+    """The shipped bisector; its engine runs replaced by intervals drawn from the noise."""
+
+    def __init__(self, n: int, culprit: int | None, step: float, rng: np.random.Generator,
+                 tmp: Path) -> None:
+        data: dict[str, Any] = copy.deepcopy(MINIMAL)
+        data["variants"] = {"base": {"baseline": True}, "opt": {}}
+        path = tmp / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        cands = [Candidate(f"c{i}", f"{i:040d}", f"commit {i}", None, None, True)
+                 for i in range(n + 1)]
+        super().__init__(parse_scenario(data), path, cands, tmp / "bisect", "output_throughput",
+                         0.02, 60.0, 3, lambda _m: None)
+        self.culprit, self.step_size, self.rng, self.runs = culprit, step, rng, 0
+        (tmp / "bisect").mkdir(exist_ok=True)
+
+    def truth(self, i: int) -> float:
+        return self.step_size if self.culprit is not None and i >= self.culprit else 0.0
+
+    def observe(self, arms: list[int], target: float | None,
+                attempt: int) -> tuple[Step, dict[int, Interval]]:
+        self.runs += 1
+        se = math.hypot((target or 0.02) / 2.8, 0.003)
+        out = {}
+        for i in arms[1:]:
+            truth = self.truth(i)
+            d = truth + self.rng.normal(0, se)
+            out[i] = Interval(d, d - 1.96 * se, d + 1.96 * se)
+        return Step(f"sim{self.runs}", str(self.runs), arms, target, "one-engine"), out
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_simulated_bisects_name_the_culprit_and_nothing_when_there_is_none(
+        n: int, tmp_path: Path) -> None:
+    rng = np.random.default_rng(n)
+    trials = 200
+    right = wrong = unknown = 0
+    runs = []
+    for _ in range(trials):
+        culprit = int(rng.integers(1, n + 1))
+        sim = Simulated(n, culprit, -0.05, rng, tmp_path)
+        out = sim.run()
+        runs.append(sim.runs)
+        if out.verdict == "CULPRIT":
+            right += out.culprit == culprit
+            wrong += out.culprit != culprit
+        else:
+            unknown += 1
+    none_found = 0
+    for _ in range(trials):
+        out = Simulated(n, None, 0.0, rng, tmp_path).run()
+        none_found += out.verdict != "CULPRIT"
+    print(f"\nn={n}: 5% step: right {right}/{trials}, wrong {wrong}, unknown {unknown}, "
+          f"median runs {np.median(runs)}; no step: no culprit in {none_found}/{trials}")
+    assert right >= 0.95 * trials and wrong <= 0.02 * trials
+    assert none_found >= 0.95 * trials
+    assert np.median(runs) <= math.ceil(math.log2(n)) + 1
+
+
+def test_the_report_names_the_culprit_and_the_comparisons(tmp_path: Path) -> None:
+    out = Simulated(8, 5, -0.05, np.random.default_rng(0), tmp_path).run()
+    assert out.verdict == "CULPRIT" and out.culprit == 5
+    text = render_outcome(out)
+    assert text.startswith("culprit: c5 commit 5")
+    assert "its parent c4" in text
+    assert (tmp_path / "bisect" / "bisect.json").is_file()
+    assert text.count("DIFFERENT") >= 2
+
+
+def test_a_change_undone_later_is_not_blamed_on_one_commit(tmp_path: Path) -> None:
+    """c2 slows by 5%, c6 undoes it, c8 slows again: SAME after DIFFERENT, so no culprit."""
+
+    class Bumpy(Simulated):
+        def truth(self, i: int) -> float:
+            return -0.05 if 2 <= i < 6 or i == 8 else 0.0
+
+    out = Bumpy(8, 2, -0.05, np.random.default_rng(3), tmp_path).run()
+    assert out.verdict == "UNKNOWN" and out.lo >= out.hi
+    assert render_outcome(out).startswith("UNKNOWN: not one change: c6 measures as good after "
+                                          "c2 measured as bad")
