@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 SCENARIO = SCENARIOS / "cpu-medusa-bisect.yaml"
 # 3 ms in every propose call: about -40% output throughput in this shape, so that a dozen
 # blocks decide at a threshold of 30% (a 5% step needs the precision runs of
-# benchmarks/bisect.py). With three or four arms in one engine a block's sd is ~10% here.
+# benchmarks/bisect_commits.py). With three or four arms in one engine a block's sd is ~10% here.
 SLOWDOWN_S = 0.003
 
 

@@ -167,3 +167,23 @@ def test_deterministic_metrics_compare_exactly_across_runs(tmp_path: Path) -> No
     acceptance = next(d for d in result.decisions if d.check == "acceptance_rate")
     assert acceptance.verdict == "PASS", acceptance.reason
     assert "exact under greedy decoding" in acceptance.reason
+
+
+def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
+        tmp_path: Path) -> None:
+    """The issue's flow: one run saved as the baseline, the next gated `--against` it (one
+    launch per arm across runs). Acceptance, identical in every pass of both runs, is decided
+    (it had been INCONCLUSIVE, 'not estimable'); throughput, with no launch spread to estimate
+    from, stays undecided, saying why."""
+    for name in ("first", "second"):
+        shutil.copytree(FIXTURE, tmp_path / name)
+        write_report(tmp_path / name, figures=False)
+    baselines = tmp_path / "baselines"
+    assert main(["baseline", "save", str(tmp_path / "first"), "--name", "main",
+                 "--baselines-dir", str(baselines)]) == 0
+    _, result = gate_run(tmp_path / "second", against="main", baselines_dir=baselines)
+    by_check = {d.check: d for d in result.decisions}
+    for check in ("acceptance_rate", "acceptance_pos_0", "acceptance_pos_2"):
+        assert by_check[check].verdict == "PASS", by_check[check].reason
+        assert "same in every unit" in by_check[check].reason
+    assert by_check["output_throughput"].verdict == "INCONCLUSIVE"
