@@ -169,6 +169,7 @@ def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
             "candidate": "opt", "baseline": "base", "metric": "output_throughput",
             "label": "Output throughput (tok/s)", "kind": "relative", "exact": False,
             "delta": est.delta, "ci_low": est.ci_low, "ci_high": est.ci_high,
+            "significant": est.significant, "improved": est.delta > 0, "gate": None,
             "baseline_value": float(np.mean(tput[~cand])),
             "candidate_value": float(np.mean(tput[cand]))})
     return pd.DataFrame(rows)
