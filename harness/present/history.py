@@ -92,7 +92,7 @@ def render_history(series: list[Series], others: list[Series] | None = None) -> 
     """The text `specbench history` prints; `others`: series of metrics not shown whose
     change points are named in one line each."""
     if not series:
-        return "no runs of this scenario in the store (run it, or `specbench index --rebuild`)\n"
+        return "no runs in the store (run a scenario, or `specbench index --rebuild`)\n"
     lines: list[str] = []
     for s in series:
         lines += render_series(s) + [""]
