@@ -1,11 +1,13 @@
 """How long does `specbench bisect` take to find a 5% slowdown over 8 commits on this CPU? A
 checkout of a few of the installed vLLM's own files (tests/fixtures/bisect/make_repo.py: the
 release tag and 7 commits, each changing one function on the Medusa path), a busy wait planted
-in MedusaProposer.propose at --slow-commit (about -5% output throughput), bisected with the
+in MedusaProposer.propose at --slow-commit (--slow-fraction of each engine step, so that the
+cost stays a share of the pass however fast the machine is that day), bisected with the
 shipped scenario and its 5% threshold: precision runs, every commit overlaid in one engine
 beside good's.
 
-    .venv/bin/python benchmarks/bisect_commits.py [--slow-commit 5] [--budget 240] [--keep DIR]
+    .venv/bin/python benchmarks/bisect_commits.py [--slow-commit 5] [--slow-fraction 0.05]
+        [--budget 80] [--keep DIR]
 
 Prints the bisect's answer, its comparisons, the runs it took and the wall time. A benchmark to
 run on an idle machine, alone (about 10-15 minutes).
@@ -24,23 +26,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.bisect.make_repo import SLOWDOWN_S, make_repo  # noqa: E402
+from tests.fixtures.bisect.make_repo import make_repo  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow-commit", type=int, default=5)
-    parser.add_argument("--slowdown-s", type=float, default=SLOWDOWN_S)
-    parser.add_argument("--budget", type=float, default=240.0)
+    parser.add_argument("--slow-fraction", type=float, default=0.05)
+    parser.add_argument("--budget", type=float, default=80.0, help="seconds per arm")
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep it")
     args = parser.parse_args()
     spec = importlib.util.find_spec("vllm")
     assert spec is not None and spec.origin is not None, "needs the installed vLLM"
     work = args.keep or Path(tempfile.mkdtemp(prefix="specbench-bisect-"))
     shas = make_repo(work / "repo", Path(spec.origin).parent, args.slow_commit,
-                     slowdown_s=args.slowdown_s)
-    print(f"checkout: {len(shas)} commits, slowdown {1e6 * args.slowdown_s:.0f} us per propose "
-          f"call from commit {args.slow_commit} ({shas[args.slow_commit][:12]})", flush=True)
+                     slow_fraction=args.slow_fraction)
+    print(f"checkout: {len(shas)} commits, each propose call busy-waiting "
+          f"{100 * args.slow_fraction:g}% of an engine step from commit {args.slow_commit} "
+          f"({shas[args.slow_commit][:12]})", flush=True)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "bisect", str(ROOT / "scenarios" /

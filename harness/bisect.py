@@ -173,7 +173,10 @@ class Bisector:
             data["rounds"] = 1
             data["repeats"] = 2 * blocks
         elif probe.one_engine_blocker() is None and target is not None:
-            data["precision"] = {"mde": round(target, 5), "budget_s": self.budget_s}
+            # Per arm: an engine hosting good and three candidates gets four times the time
+            # of a lone midpoint against good, and its candidates the same precision.
+            data["precision"] = {"mde": round(target, 5),
+                                 "budget_s": round(self.budget_s * len(arms), 1)}
             data["rounds"] = 1
         else:
             data.pop("precision", None)
@@ -393,7 +396,7 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
                repo: Path | None = None, good: str | None = None, bad: str | None = None,
                base: str | None = None, pythons: list[str] | None = None,
                build_command: str | None = None, metric: str = "output_throughput",
-               threshold: float | None = None, budget_s: float = 240.0, tries: int = 3,
+               threshold: float | None = None, budget_s: float = 80.0, tries: int = 3,
                blocks: int | None = None, models_cache: Path | None = None) -> Outcome:
     """Bisect `scenario_path`'s baseline over good..bad of `repo` (or over `pythons`, good the
     first and bad the last), in `results_root/bisect-<good>-<bad>/`; the same command again

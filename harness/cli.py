@@ -381,7 +381,8 @@ def bisect(
         min=0.001, max=1.0, help="The smallest change worth finding, as a fraction (default: "
         "the scenario's gate tolerance for the metric, else 0.02).", show_default=False)] = None,
     budget: Annotated[float, typer.Option(
-        help="Seconds each comparison may run (engine start included).")] = 240.0,
+        help="Seconds a precision comparison may run per arm it hosts (engine start "
+        "included): good and three candidates in one engine get four times this.")] = 80.0,
     tries: Annotated[int, typer.Option(
         min=1, max=10, help="Runs per comparison while its verdict is UNKNOWN, each to a "
         "tighter precision.")] = 3,

@@ -83,3 +83,15 @@ def test_no_slowdown_and_fewer_commits(tmp_path: Path) -> None:
     assert "settle" not in diff
     with pytest.raises(ValueError, match="slow_commit"):
         make_repo(tmp_path / "s", VLLM, slow_commit=3, n_commits=2)
+
+
+def test_a_slowdown_in_proportion_to_the_step_is_overlayable(tmp_path: Path) -> None:
+    assert VLLM is not None
+    shas = make_repo(tmp_path / "r", VLLM, slow_commit=2, n_commits=3, slow_fraction=0.05)
+    (cand,) = commit_diffs(tmp_path / "r", shas[0], shas[2:3], tmp_path / "cache")
+    assert cand.diff is not None
+    text = cand.diff.read_text()
+    assert "+            settled = now + 0.05 * (now - last)\n" in text
+    classified = classify(read_diff(cand.diff, VLLM), VLLM, False, "cpu")
+    assert classified.overlayable, [f.line() for f in classified.blockers]
+    assert PROPOSE in classified.functions
