@@ -55,6 +55,30 @@ def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candi
                      float(c.mean()), est)
 
 
+def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric_key: str,
+                     design: str, every: int = 4) -> pd.DataFrame:
+    """A one-engine delta as the blocks came in: the estimate and its 95% interval from each
+    launch's first k blocks, for k = every, 2 * every, ... and the last block (where it is the
+    table's estimate over the same passes). One row per k: blocks, delta, ci_low, ci_high,
+    mde. Empty for launch-per-arm runs (their unit is a launch, not a block)."""
+    columns = ["blocks", "delta", "ci_low", "ci_high", "mde"]
+    metric = next((m for m in METRICS if m.key == metric_key), None)
+    if (design != "one-engine" or metric is None or passes.empty
+            or passes["block"].isna().all()):
+        return pd.DataFrame(columns=columns)
+    both = passes[passes["variant"].isin([baseline, candidate])]
+    last = int(both["block"].max()) + 1
+    rows = []
+    for k in sorted({*range(every, last, every), last}):
+        row = compare_metric(metric, both[both["block"] < k], baseline, candidate,
+                             "one-engine")
+        if row is not None and row.estimate.ci_low is not None:
+            est = row.estimate
+            rows.append({"blocks": k, "delta": est.delta, "ci_low": est.ci_low,
+                         "ci_high": est.ci_high, "mde": est.mde})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str], run_id: str,
                     scenario: str, implementations: dict[str, str | None] | None = None,
                     greedy: bool = True,

@@ -3,7 +3,10 @@ self-contained HTML page of `specbench report RUN --html`:
 
 - throughput per pass over time, one series per variant: drift and stalls made visible;
 - latency CDFs per variant: TTFT, TPOT and (serve mode) ITL per request;
-- acceptance per draft position per variant.
+- acceptance per draft position per variant;
+- a forest plot: every candidate's delta on every metric with its 95% interval;
+- (one-engine runs) the output-throughput estimate with its interval as the blocks came in,
+  narrowing towards the table's.
 
 Each is written as PNG and SVG under the run folder's figures/.
 """
@@ -22,6 +25,8 @@ import pandas as pd
 import yaml
 
 from harness.analysis.breakeven import choose_scale
+from harness.analysis.compare import running_estimate
+from harness.analysis.comparison import Comparison
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path
 from harness.results.run import Run
@@ -115,8 +120,72 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
     return fig
 
 
-def run_figures(run: Run) -> dict[str, Any]:
-    """name -> matplotlib Figure for every figure the run has data for."""
+def forest_plot(comparison: Comparison, title: str) -> Any | None:
+    """Every candidate's delta on every metric with its 95% interval, relative metrics (%)
+    and acceptance (percentage points) in two panels; a delta known exactly is a diamond
+    with no bar, one with no interval a hollow circle."""
+    panels: dict[str, list[tuple[str, Any]]] = {"relative": [], "points": []}
+    several = len(comparison.candidates) > 1
+    for cand in comparison.candidates:
+        for row in cand.rows:
+            label = f"{cand.name}: {row.label}" if several else row.label
+            panels[row.estimate.kind].append((label, row))
+    shown = [(kind, rows) for kind, rows in panels.items() if rows]
+    if not shown:
+        return None
+    height = 1.2 + 0.28 * max(len(rows) for _, rows in shown)
+    fig, axes = _figure(6.5 * len(shown), height, len(shown))
+    for ax, (kind, rows) in zip(axes, shown, strict=True):
+        scale = 100.0 if kind == "relative" else 1.0
+        y = np.arange(len(rows))[::-1]
+        for yi, (_, row) in zip(y, rows, strict=True):
+            est = row.estimate
+            d = scale * est.delta
+            if est.known_exactly:
+                ax.plot(d, yi, marker="D", color="#555", ms=5)
+            elif est.ci_low is None or est.ci_high is None:
+                ax.plot(d, yi, marker="o", mfc="none", color="#999", ms=5)
+            else:
+                color = ("#2ca02c" if row.improved else "#d62728" if row.improved is False
+                         else "#1f77b4")
+                ax.errorbar(d, yi, xerr=[[d - scale * est.ci_low], [scale * est.ci_high - d]],
+                            fmt="o", color=color, capsize=3, ms=4)
+        ax.axvline(0, color="#888", lw=0.8)
+        ax.set_yticks(y, [label for label, _ in rows], fontsize=8)
+        ax.set_xlabel("delta vs baseline (%)" if kind == "relative" else
+                      "delta vs baseline (percentage points)")
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(f"{title}: every delta with its 95% interval\n(green better, red worse, blue "
+                 "not significant; diamond: known exactly; hollow: no interval)", fontsize=9)
+    return fig
+
+
+def running_estimate_figure(passes: pd.DataFrame, comparison: Comparison,
+                            title: str) -> Any | None:
+    """The output-throughput delta of each candidate with its 95% interval from the first k
+    blocks, against k: how the estimate settled and the interval narrowed."""
+    frames = {c.name: running_estimate(passes, comparison.baseline, c.name,
+                                       "output_throughput", comparison.design)
+              for c in comparison.candidates}
+    frames = {name: f for name, f in frames.items() if len(f) >= 2}
+    if not frames:
+        return None
+    fig, (ax,) = _figure(7, 3.4)
+    for name, f in frames.items():
+        line = ax.plot(f["blocks"], 100 * f["delta"], marker="o", ms=3, label=name)[0]
+        ax.fill_between(f["blocks"].astype(float), 100 * f["ci_low"].astype(float),
+                        100 * f["ci_high"].astype(float), color=line.get_color(), alpha=0.2)
+    ax.axhline(0, color="#888", lw=0.8)
+    ax.set(title=f"{title}: output-throughput delta as the blocks came in",
+           xlabel="blocks measured", ylabel="delta vs baseline (%), 95% CI")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any]:
+    """name -> matplotlib Figure for every figure the run (and its comparison, when given)
+    has data for."""
     baseline, title = run.scenario.baseline, run.scenario.name
     passes, requests = run.passes, run.requests
     if passes.empty:
@@ -126,16 +195,22 @@ def run_figures(run: Run) -> dict[str, Any]:
         "latency_cdf": lambda: latency_cdfs(requests, baseline, title),
         "acceptance_per_position": lambda: acceptance_per_position(passes, baseline, title),
     }
+    if comparison is not None:
+        makers["forest"] = lambda: forest_plot(comparison, title)
+        makers["running_estimate"] = lambda: running_estimate_figure(passes, comparison,
+                                                                     title)
     figures = {name: make() for name, make in makers.items()}
     return {name: fig for name, fig in figures.items() if fig is not None}
 
 
-def write_figures(run: Run, sweep: SweepComparison | None = None) -> list[Path]:
+def write_figures(run: Run, sweep: SweepComparison | None = None,
+                  comparison: Comparison | None = None) -> list[Path]:
     """PNG and SVG of every figure under the run folder's figures/; the PNG paths."""
     out = run.path / FIGURE_DIR
     out.mkdir(exist_ok=True)
     written = []
-    figures = sweep_figures(run, sweep) if sweep is not None else run_figures(run)
+    figures = (sweep_figures(run, sweep) if sweep is not None
+               else run_figures(run, comparison))
     for name, fig in figures.items():
         for suffix in ("png", "svg"):
             with atomic_path(out / f"{name}.{suffix}") as tmp:

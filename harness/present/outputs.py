@@ -76,7 +76,8 @@ def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool =
     pngs: list[Path] = []
     if figures or html:
         try:
-            pngs = write_figures(run, sweep)
+            pngs = write_figures(run, sweep,
+                                 analysis if isinstance(analysis, Comparison) else None)
         except Exception as exc:  # a figure must never cost the tables
             print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}",
                   file=sys.stderr)

@@ -72,7 +72,8 @@ def test_report_html_and_figures(tmp_path: Path) -> None:
     """`report --html`: figures as PNG and SVG, linked from table.md, embedded in one page
     with the comparison, builds, fingerprint and scenario."""
     run_dir, result = _report_html(ONE_ENGINE, tmp_path)
-    names = ["acceptance_per_position", "latency_cdf", "throughput_over_time"]
+    # The fixture's 2 blocks draw no running estimate (it needs two looks of 4 blocks).
+    names = ["acceptance_per_position", "forest", "latency_cdf", "throughput_over_time"]
     for name in names:
         for suffix in ("png", "svg"):
             path = run_dir / "figures" / f"{name}.{suffix}"
@@ -80,7 +81,7 @@ def test_report_html_and_figures(tmp_path: Path) -> None:
         assert (run_dir / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![{name}](figures/{name}.png)" in (run_dir / "table.md").read_text()
     page = (run_dir / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4
     assert "Output throughput (tok/s)" in page and "Environment fingerprint" in page
     assert "cpu-eagle-tp2-argmax" in page and "tp-argmax-reduction:optimized" in page
     assert f"report: {run_dir / 'report.html'}" in result.stderr
