@@ -250,7 +250,8 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
         finished.errors.append("greedy outputs differ from the baseline where they must not: "
                                + ", ".join(analysis.parity_violations))
         finished.exit_code = int(ExitCode.PARITY)
-    index_run(run.path)  # best-effort: a locked index is synced by its next reader
+    # Best-effort (a locked index is synced by its next reader), from the manifest in hand.
+    index_run(run.path, run.manifest)
     return finished
 
 
@@ -271,7 +272,7 @@ def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path
     run = load_run(outcome.run_dir, plan.scenario)
     comparison = analyze(run)
     write_outputs(run, comparison)
-    index_run(run.path)
+    index_run(run.path, run.manifest)
     assert isinstance(comparison, Comparison)
     return outcome.run_dir, propose_tolerances(comparison, scenario.gates, false_alarm)
 

@@ -204,6 +204,7 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         design=design, tp_sizes=tp_sizes(scenario), passes=passes,
     )
     comparison.setup = scenario.describe_setup()
+    comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}
     if design == "one-engine" and len(launches) == 1 and scenario.tensor_parallel_size > 1:

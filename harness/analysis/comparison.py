@@ -74,6 +74,7 @@ class Comparison:
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     setup: str = ""
+    acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.
     discarded: dict[str, int] = field(default_factory=dict)

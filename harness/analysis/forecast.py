@@ -131,8 +131,14 @@ def _settings(run: RunSpec, base_dir: str | Path | None = None) -> str:
     return _settings_of(run.engine_args, run.workload, run.mode, run.serve, base_dir)
 
 
+# Engine arguments that only add what vLLM reports, not what a pass costs: a run from before
+# specbench set them times a plan as well as one after.
+REPORTING_ONLY = ("per_request_spec_decode_metrics",)
+
+
 def _settings_of(engine_args: Mapping[str, Any], workload: Workload, mode: str,
                  serve: ServeSettings | None, base_dir: str | Path | None) -> str:
+    engine_args = {k: v for k, v in engine_args.items() if k not in REPORTING_ONLY}
     load = workload.model_dump(mode="json")
     if workload.path is not None and base_dir is not None:
         path = Path(workload.path).expanduser()

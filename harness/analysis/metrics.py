@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
-from harness.results.records import PassRecord, RunRecord
+from harness.results.records import PassRecord, RequestRecord, RunRecord
+
+if TYPE_CHECKING:
+    from harness.config.scenario import SLO
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class MetricDef:
     higher_is_better: bool
     delta: Literal["relative", "points"] = "relative"
     request_column: str | None = None  # per-request column it summarises, if any
-    stat: Literal["mean", "median", "p99"] | None = None
+    stat: Literal["mean", "median", "p99", "p10", "p90"] | None = None
     decimals: int = 2
 
 
@@ -36,6 +39,13 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("request_throughput", "Request throughput (req/s)", True),
     MetricDef("acceptance_rate", "Acceptance rate (%)", True, "points"),
     MetricDef("mean_acceptance_length", "Mean acceptance length", True),
+    # Per request (vLLM's per_request_spec_decode_metrics): the spread across requests.
+    MetricDef("p10_acceptance_length", "P10 acceptance length (per request)", True,
+              request_column="acceptance_length", stat="p10"),
+    MetricDef("median_acceptance_length", "Median acceptance length (per request)", True,
+              request_column="acceptance_length", stat="median"),
+    MetricDef("p90_acceptance_length", "P90 acceptance length (per request)", True,
+              request_column="acceptance_length", stat="p90"),
     MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean"),
     MetricDef("mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean"),
     MetricDef("mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean"),
@@ -49,6 +59,10 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("median_e2el_ms", "Median E2EL (ms)", False, request_column="e2el_ms",
               stat="median"),
     MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99"),
+    # With the scenario's slo: requests meeting every objective, per second of the pass (vLLM's
+    # request_goodput) and as a share of the pass's requests (failed ones count as missed).
+    MetricDef("goodput", "Goodput (req/s)", True),
+    MetricDef("slo_attainment", "SLO attainment (%)", True, "points"),
     # Serve mode: how many tokens a streamed chunk carried (1 + accepted drafts per step,
     # unless the server merged steps); why ITL exceeds TPOT under speculation.
     MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True),
@@ -56,7 +70,8 @@ METRICS: tuple[MetricDef, ...] = (
 
 REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
                    "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
-                   "tokens_per_chunk", "sent_ms", "finish_reason", "error"]
+                   "tokens_per_chunk", "sent_ms", "finish_reason", "error",
+                   "acceptance_length", "spec_steps", "spec_accepted", "spec_draft_tokens"]
 
 
 def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> float:
@@ -64,6 +79,18 @@ def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> 
     if ttft_s is None or e2el_s is None or output_tokens < 2:
         return float("nan")
     return (e2el_s - ttft_s) / (output_tokens - 1) * 1000.0
+
+
+def request_acceptance(r: RequestRecord) -> tuple[float, int, int]:
+    """One request's (acceptance length, verify steps, accepted draft tokens) from vLLM's
+    per-request histogram; NaN, 0, 0 without one or with no verify step. The length counts the
+    bonus token, as vLLM's mean_acceptance_length does."""
+    hist = r.spec_histogram
+    steps = sum(hist) if hist else 0
+    if not hist or steps == 0:
+        return float("nan"), 0, 0
+    accepted = sum(j * count for j, count in enumerate(hist))
+    return 1.0 + accepted / steps, steps, accepted
 
 
 def measured_passes(runs: list[RunRecord]) -> Iterator[tuple[RunRecord, PassRecord]]:
@@ -95,6 +122,10 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
                                      if r.chunk_tokens else np.nan),
                 "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
                 "finish_reason": r.finish_reason, "error": r.error,
+                **dict(zip(("acceptance_length", "spec_steps", "spec_accepted"),
+                           request_acceptance(r), strict=True)),
+                "spec_draft_tokens": (r.spec_draft_tokens if r.spec_draft_tokens is not None
+                                      else np.nan),
             })
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
@@ -107,11 +138,24 @@ def _stat(values: list[float], stat: str) -> float:
         return float(finite.mean())
     if stat == "median":
         return float(np.median(finite))
-    return float(np.percentile(finite, 99))
+    return float(np.percentile(finite, int(stat[1:])))
 
 
-def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
-    """One row per measured pass: every metric of METRICS plus counts and counters."""
+def meets_slo(r: RequestRecord, slo: SLO) -> bool:
+    """`vllm bench serve --goodput`'s good request (vllm/benchmarks/serve.py,
+    calculate_metrics): completed, and TTFT, TPOT and E2EL each at most its objective where
+    one is given, TPOT counted as 0 for an output of one token."""
+    if r.error is not None or r.ttft_s is None or r.e2el_s is None:
+        return False
+    tpot = _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) if r.output_tokens > 1 else 0.0
+    return all(value <= objective for value, objective in (
+        (r.ttft_s * 1000.0, slo.ttft_ms), (tpot, slo.tpot_ms), (r.e2el_s * 1000.0, slo.e2el_ms))
+        if objective is not None)
+
+
+def passes_frame(runs: list[RunRecord], slo: SLO | None = None) -> pd.DataFrame:
+    """One row per measured pass: every metric of METRICS plus counts and counters (goodput
+    and SLO attainment with `slo`)."""
     rows = []
     for run, p in measured_passes(runs):
         # Plain Python per pass: a DataFrame per pass made this the slowest step of a
@@ -128,6 +172,7 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
             "e2el_ms": [r.e2el_s * 1000.0 for r in ok if r.e2el_s is not None],
             "tpot_ms": [_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
             "itl_ms": gaps,
+            "acceptance_length": [request_acceptance(r)[0] for r in ok],
         }
         row: dict[str, object] = {
             "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
@@ -146,6 +191,11 @@ def passes_frame(runs: list[RunRecord]) -> pd.DataFrame:
         for m in METRICS:
             if m.request_column is not None and m.stat is not None:
                 row[m.key] = _stat(per_req[m.request_column], m.stat)
+        if slo is not None:
+            good = sum(meets_slo(r, slo) for r in p.requests)
+            row["goodput"] = good / dur if dur > 0 else np.nan
+            row["slo_attainment"] = (100.0 * good / len(p.requests) if p.requests
+                                     else np.nan)
         sd = p.spec_decode
         if sd is not None and sd.num_draft_tokens > 0:
             row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens

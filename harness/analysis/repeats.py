@@ -27,7 +27,8 @@ def earlier_runs(results: Run) -> list[Path]:
     created = results.manifest.created_unix
     if key is None or created is None:
         return []
-    return earlier_runs_of(results.path.parent, key, created, results.run_id)
+    return earlier_runs_of(results.path.parent, key, created, results.run_id,
+                           {str(results.path.resolve()): results.manifest})
 
 
 def repeat_note(earlier: list[Path]) -> str | None:

@@ -141,6 +141,25 @@ class Workload(StrictModel):
         return self
 
 
+class SLO(StrictModel):
+    """Service level objectives per request, as `vllm bench serve --goodput ttft:MS tpot:MS
+    e2el:MS` takes them: a request is good when it completed and every objective given holds
+    (TTFT, TPOT and E2EL at most the value, in ms; TPOT counts as 0 for a one-token output)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, description="Most time to first token "
+                                  "(ms).")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Most time per output token "
+                                  "after the first (ms).")
+    e2el_ms: float | None = Field(default=None, gt=0, description="Most end-to-end latency "
+                                  "(ms).")
+
+    @model_validator(mode="after")
+    def _some_objective(self) -> SLO:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2el_ms")
+        return self
+
+
 class ServeSettings(StrictModel):
     """How serve mode loads its vLLM server (the arrival model of `vllm bench serve`)."""
 
@@ -410,6 +429,11 @@ class Scenario(StrictModel):
         default=None, description="Run until the output-throughput interval is this "
         "precise, within a time budget (one-engine design, one round).",
     )
+    slo: SLO | None = Field(
+        default=None, description="Service level objectives per request: adds the rows "
+        "Goodput (req/s) and SLO attainment (%), as `vllm bench serve --goodput` defines "
+        "goodput.",
+    )
     gates: GateSpec = Field(
         default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
         "`run --gate`); defaults suit a spec-decode change.",
@@ -565,6 +589,23 @@ class Scenario(StrictModel):
             return False  # synthetic acceptance draws at random: outputs may differ per pass
         return self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
 
+    @property
+    def acceptance_note(self) -> str:
+        """One plain line when the workload makes acceptance unrealistic (random token ids,
+        or generation forced past end-of-sequence), else ''. Synthetic acceptance says so
+        itself in the setup line."""
+        if self.draft is None or self.draft.synthetic_acceptance is not None:
+            return ""
+        why = [reason for reason, applies in (
+            ("random token ids", self.workload.kind == "random"),
+            ("ignore_eos (generation forced past end-of-sequence)", self.workload.ignore_eos))
+            if applies]
+        if not why:
+            return ""
+        return (f"acceptance is not what real text gives: {' and '.join(why)}; such a "
+                "workload measures the proposer's cost, not its acceptance (use a jsonl or "
+                "sharegpt workload of real prompts for that)")
+
     def describe_setup(self) -> str:
         """One line on how each pass was driven, for the report's footnotes."""
         w = self.workload
@@ -592,9 +633,18 @@ class Scenario(StrictModel):
         return [name for name, variant in self.variants.items() if not variant.baseline]
 
 
+# Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
+# so earlier runs stay the same comparison (history, --resume, repeats).
+UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
+
+
 def scenario_hash(scenario: Scenario) -> str:
     """Stable hash of the validated scenario (key order and YAML formatting do not matter)."""
-    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    data = scenario.model_dump(mode="json")
+    for later in UNSET_FIELDS_OUTSIDE_HASH:
+        if data.get(later) is None:
+            data.pop(later, None)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -41,6 +41,9 @@ class StreamedRequest:
     output_tokens: int | None = None  # from usage
     finish_reason: str | None = None
     error: str | None = None
+    # vLLM's per_request_spec_decode_metrics, from the final usage chunk (one prompt, n == 1)
+    spec_histogram: list[int] | None = None
+    spec_draft_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,10 @@ def _apply_event(result: StreamedRequest, data: Any, elapsed: float) -> None:
     if usage:
         result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
         result.output_tokens = usage.get("completion_tokens", result.output_tokens)
+    spec = (data.get("metrics") or {}).get("speculative_decoding")
+    if isinstance(spec, dict) and isinstance(spec.get("acceptance_histogram"), list):
+        result.spec_histogram = [int(c) for c in spec["acceptance_histogram"]]
+        result.spec_draft_tokens = int(spec.get("num_draft_tokens", 0))
 
 
 async def stream_completion(session: aiohttp.ClientSession, url: str, payload: dict[str, Any],

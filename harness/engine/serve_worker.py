@@ -181,6 +181,8 @@ def request_record(streamed: StreamedRequest, prompt: Prompt) -> RequestRecord:
         finish_reason=streamed.finish_reason,
         output_token_ids=streamed.token_ids,
         error=streamed.error,
+        spec_histogram=streamed.spec_histogram,
+        spec_draft_tokens=streamed.spec_draft_tokens,
     )
 
 

@@ -135,6 +135,7 @@ def request_record(index: int, output: Any) -> RequestRecord:
         # first_token_latency is measured from arrival (wall clock); the decode span comes
         # from the engine core's monotonic timestamps of the first and last token.
         e2el = ttft + max(0.0, float(stats.last_token_ts - stats.first_token_ts))
+    spec = getattr(completion, "spec_decode_metrics", None)  # per_request_spec_decode_metrics
     return RequestRecord(
         index=index,
         prompt_tokens=len(output.prompt_token_ids or []),
@@ -143,6 +144,8 @@ def request_record(index: int, output: Any) -> RequestRecord:
         e2el_s=e2el,
         finish_reason=completion.finish_reason,
         output_token_ids=list(completion.token_ids),
+        spec_histogram=None if spec is None else [int(c) for c in spec.histogram],
+        spec_draft_tokens=None if spec is None else int(spec.num_draft_tokens),
     )
 
 

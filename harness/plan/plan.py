@@ -186,6 +186,9 @@ def engine_args_for(scenario: Scenario, variant_name: str) -> dict[str, Any]:
             # The scenario validator already refused overrides that contradict these.
             spec.update(IMPLEMENTATION_CONFIG.get(parse_implementation(variant.implementation), {}))
         args["speculative_config"] = spec
+        # Per-request acceptance (vLLM refuses the flag without speculation, so only here);
+        # the same scheduler event as the aggregate counters.
+        args.setdefault("per_request_spec_decode_metrics", "summary")
     return args
 
 

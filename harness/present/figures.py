@@ -3,7 +3,8 @@ self-contained HTML page of `specbench report RUN --html`:
 
 - throughput per pass over time, one series per variant: drift and stalls made visible;
 - latency CDFs per variant: TTFT, TPOT and (serve mode) ITL per request;
-- acceptance per draft position per variant;
+- acceptance per draft position per variant; per-request acceptance length (histogram, and
+  against output length);
 - a forest plot: every candidate's delta on every metric with its 95% interval;
 - (one-engine runs) the output-throughput estimate with its interval as the blocks came in,
   narrowing towards the table's.
@@ -120,6 +121,31 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
     return fig
 
 
+def acceptance_per_request(requests: pd.DataFrame, baseline: str, title: str) -> Any | None:
+    """Per-request acceptance length (vLLM's per_request_spec_decode_metrics): its histogram
+    per variant, and against each request's output length."""
+    if "acceptance_length" not in requests or requests["acceptance_length"].isna().all():
+        return None
+    fig, (hist, scatter) = _figure(10, 3.4, 2)
+    values = requests["acceptance_length"].astype(float)
+    finite = values.dropna()
+    bins = np.linspace(1.0, max(float(finite.max()), 1.0) + 1e-9, 21)
+    for name in _variants(requests, baseline):
+        mask = (requests["variant"] == name) & values.notna()
+        hist.hist(values[mask], bins=bins, histtype="step", lw=1.5, label=name)
+        scatter.scatter(requests.loc[mask, "output_tokens"], values[mask], s=8, alpha=0.5,
+                        label=name)
+    hist.set(title="acceptance length per request", xlabel="tokens per verify step (bonus "
+             "token included)", ylabel="requests")
+    scatter.set(title="against output length", xlabel="output tokens",
+                ylabel="acceptance length")
+    for ax in (hist, scatter):
+        ax.grid(alpha=0.3)
+    hist.legend(fontsize=8)
+    fig.suptitle(f"{title}: per-request acceptance")
+    return fig
+
+
 def forest_plot(comparison: Comparison, title: str) -> Any | None:
     """Every candidate's delta on every metric with its 95% interval, relative metrics (%)
     and acceptance (percentage points) in two panels; a delta known exactly is a diamond
@@ -194,6 +220,7 @@ def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any
         "throughput_over_time": lambda: throughput_over_time(passes, baseline, title),
         "latency_cdf": lambda: latency_cdfs(requests, baseline, title),
         "acceptance_per_position": lambda: acceptance_per_position(passes, baseline, title),
+        "acceptance_per_request": lambda: acceptance_per_request(requests, baseline, title),
     }
     if comparison is not None:
         makers["forest"] = lambda: forest_plot(comparison, title)

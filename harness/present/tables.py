@@ -157,6 +157,8 @@ def footnotes(comparison: Comparison) -> list[str]:
                  f"{_units(comparison)}.")
     if comparison.setup:
         notes.append(f"Setup: {comparison.setup}")
+    if comparison.acceptance_note:
+        notes.append(f"Acceptance: {comparison.acceptance_note}")
     if comparison.builds and len(set(comparison.builds.values())) == 1:
         notes.append(f"Build: {next(iter(comparison.builds.values()))}")
     else:

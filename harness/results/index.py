@@ -161,13 +161,16 @@ def _estimate_rows(run_id: str, comparison: dict[str, Any], cell: str | None,
             }
 
 
-def read_folder(run_dir: Path) -> dict[str, list[dict[str, Any]]] | None:
-    """A run folder as the rows the index holds (None: not a readable run)."""
-    try:
-        _, data = read_manifest(run_dir / MANIFEST)
-        manifest = Manifest.model_validate(data)
-    except (ResultsError, ValidationError):
-        return None
+def read_folder(run_dir: Path,
+                manifest: Manifest | None = None) -> dict[str, list[dict[str, Any]]] | None:
+    """A run folder as the rows the index holds (None: not a readable run). `manifest`: the
+    folder's manifest when the caller has it loaded already (a run just ended)."""
+    if manifest is None:
+        try:
+            _, data = read_manifest(run_dir / MANIFEST)
+            manifest = Manifest.model_validate(data)
+        except (ResultsError, ValidationError):
+            return None
     run_id = manifest.run_id or run_dir.name
     summary = _read_json(run_dir / SUMMARY) or {}
     gate = _read_json(run_dir / GATE) or {}
@@ -271,9 +274,11 @@ def _insert(con: duckdb.DuckDBPyConnection, rows: dict[str, list[dict[str, Any]]
                             [[r.get(n) for n in names] for r in rows[table]])
 
 
-def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = False) -> int:
+def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = False,
+          loaded: dict[str, Manifest] | None = None) -> int:
     """Index the folders that are new or changed since they were indexed; forget the ones
-    that are gone. Returns how many folders it (re)indexed."""
+    that are gone. `loaded`: manifests already in memory, by resolved folder. Returns how many
+    folders it (re)indexed."""
     if rebuild:
         for table in TABLES:
             con.execute(f"DELETE FROM {table}")
@@ -287,7 +292,7 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
             present.add(key)
             if known.get(key) == _stamp(folder):
                 continue
-            rows = read_folder(folder)
+            rows = read_folder(folder, (loaded or {}).get(key))
             if rows is not None:
                 _insert(con, rows)
                 count += 1
@@ -304,17 +309,19 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
     return count
 
 
-def index_run(run_dir: Path) -> bool:
+def index_run(run_dir: Path, manifest: Manifest | None = None) -> bool:
     """Best-effort: index one run folder in its results folder's index (with any other folder
-    not yet indexed). False, and nothing lost, when another process holds the index: the next
-    sync indexes it. Never raises for the index's sake."""
+    not yet indexed); `manifest`: its manifest, when the caller holds it (not read again).
+    False, and nothing lost, when another process holds the index: the next sync indexes it.
+    Never raises for the index's sake."""
     import duckdb
 
     if os.environ.get("SPECBENCH_NO_INDEX"):
         return False
+    loaded = {str(run_dir.resolve()): manifest} if manifest is not None else None
     try:
         with _connect(run_dir.parent, attempts=2) as con:
-            _sync(con, run_dir.parent)
+            _sync(con, run_dir.parent, loaded=loaded)
         return True
     except (IndexLocked, duckdb.Error, OSError):
         return False
@@ -335,14 +342,16 @@ def _frames(con: duckdb.DuckDBPyConnection, query: str,
 
 
 @contextmanager
-def synced(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def synced(results_root: Path,
+           loaded: dict[str, Manifest] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to an index that holds every folder as it is now: the file, synced first;
-    or, when another process holds it, the same tables built in memory from the folders."""
+    or, when another process holds it, the same tables built in memory from the folders.
+    `loaded`: manifests the caller holds, by resolved folder (not read again)."""
     import duckdb
 
     try:
         with _connect(results_root) as con:
-            _sync(con, results_root)
+            _sync(con, results_root, loaded=loaded)
             yield con
             return
     except IndexLocked:
@@ -350,7 +359,7 @@ def synced(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     con = duckdb.connect(":memory:")
     try:
         _create(con)
-        _sync(con, results_root)
+        _sync(con, results_root, loaded=loaded)
         yield con
     finally:
         con.close()
@@ -390,10 +399,10 @@ def runs(results_root: str | Path) -> pd.DataFrame:
 
 
 def earlier_runs_of(results_root: Path, key: str, created_unix: float,
-                    besides: str) -> list[Path]:
+                    besides: str, loaded: dict[str, Manifest] | None = None) -> list[Path]:
     """Complete runs of one comparison (`key`: comparison_key) made before `created_unix`,
     oldest first, other than the run `besides`: the store's query for repeated comparisons."""
-    with synced(results_root) as con:
+    with synced(results_root, loaded) as con:
         rows = con.execute(
             "SELECT folder FROM runs WHERE status = 'complete' AND comparison_key = ? "
             "AND created_unix < ? AND run_id <> ? ORDER BY created_unix",

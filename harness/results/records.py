@@ -22,6 +22,9 @@ store.migrate_manifest when older files need it):
       no reader recovers them from its name; records from before it get them from the
       variant they name (a shared launch's name joins its arms with '+', which no variant
       name can contain).
+  7 - per-request acceptance: RequestRecord.spec_histogram and .spec_draft_tokens (vLLM's
+      per_request_spec_decode_metrics: verify steps by accepted draft tokens). Optional:
+      older files read unchanged, without per-request acceptance.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -63,6 +66,12 @@ class RequestRecord(Record):
     finish_reason: str | None = Field(description="Why generation stopped.")
     output_token_ids: list[int] = Field(description="Generated token ids (for output parity).")
     error: str | None = Field(default=None, description="Set when the request failed.")
+    spec_histogram: list[int] | None = Field(
+        default=None, description="Speculative decoding, per request (vLLM's "
+        "per_request_spec_decode_metrics): the verify steps that accepted j draft tokens, "
+        "at index j (0..k).")
+    spec_draft_tokens: int | None = Field(
+        default=None, description="Draft tokens proposed for this request.")
 
 
 class SpecDecodeCounters(Record):

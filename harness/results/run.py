@@ -130,7 +130,7 @@ class Run:
         once per Run. Callers filter; none modifies it."""
         from harness.analysis.metrics import passes_frame
 
-        return passes_frame(self.runs)
+        return passes_frame(self.runs, self.scenario.slo)
 
     @cached_property
     def requests(self) -> pd.DataFrame:

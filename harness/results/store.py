@@ -95,6 +95,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # 5 -> 6 only added RunRecord.arms, filled from the record's variant when missing.
     if version == 5:
         data, version = {**data, "schema_version": 6}, 6
+    # 6 -> 7 only added optional fields (per-request acceptance).
+    if version == 6:
+        data, version = {**data, "schema_version": 7}, 7
     return data
 
 

@@ -183,6 +183,33 @@ def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliR
     assert "Design: one-engine" in medusa_run.stdout
 
 
+def assert_per_request_acceptance_pools_to_the_counters(run: CliRun) -> None:
+    """vLLM's per-request spec-decode metrics and its aggregate counters come from the same
+    scheduler event: per pass, the requests' verify steps, accepted and proposed draft tokens
+    sum exactly to the pass's counters; and the per-request rows are in the table."""
+    for record in run.results.runs:
+        assert record.result is not None
+        for p in record.result.passes:
+            assert p.spec_decode is not None
+            hists = [r.spec_histogram for r in p.requests]
+            assert all(h is not None for h in hists), "a request without its metrics"
+            steps = sum(sum(h) for h in hists if h is not None)
+            accepted = sum(j * c for h in hists if h is not None for j, c in enumerate(h))
+            drafted = sum(r.spec_draft_tokens or 0 for r in p.requests)
+            assert (steps, accepted, drafted) == (p.spec_decode.num_drafts,
+                                                   p.spec_decode.num_accepted_tokens,
+                                                   p.spec_decode.num_draft_tokens)
+    table = (run.results.path / "table.md").read_text()
+    for label in ("P10 acceptance length (per request)",
+                  "Median acceptance length (per request)",
+                  "P90 acceptance length (per request)"):
+        assert f"| {label} |" in table
+
+
+def test_medusa_per_request_acceptance_pools_to_the_counters(medusa_run: CliRun) -> None:
+    assert_per_request_acceptance_pools_to_the_counters(medusa_run)
+
+
 def test_medusa_manifest_fingerprint(medusa_run: CliRun) -> None:
     m = medusa_run.results.manifest
     fp = m["fingerprint"]
@@ -205,6 +232,10 @@ def test_eagle_tp2_runs_and_accepts(eagle_run: CliRun) -> None:
     assert (passes["num_accepted_tokens"] > 0).all()
     requests = requests_frame(eagle_run.results.runs)
     assert (requests["output_tokens"] == 32).all() and requests["error"].isna().all()
+
+
+def test_eagle_tp2_per_request_acceptance_pools_to_the_counters(eagle_run: CliRun) -> None:
+    assert_per_request_acceptance_pools_to_the_counters(eagle_run)
 
 
 def assert_tp2_switched_in_place(run: CliRun) -> None:

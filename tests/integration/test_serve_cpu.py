@@ -24,7 +24,12 @@ from harness.analysis.compare import compare_run
 from harness.analysis.metrics import passes_frame, requests_frame
 from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
-from tests.integration.test_offline_cpu import CliRun, assert_tp2_switched_in_place, run_cli
+from tests.integration.test_offline_cpu import (
+    CliRun,
+    assert_per_request_acceptance_pools_to_the_counters,
+    assert_tp2_switched_in_place,
+    run_cli,
+)
 from tests.processes import (
     kill_once_engine_runs,
     processes_in,
@@ -39,6 +44,9 @@ SERVE_SCENARIO = "cpu-eagle-tp2-argmax-serve.yaml"
 PR_ROWS = ("Output throughput (tok/s)", "Total throughput (tok/s)", "Request throughput (req/s)",
            "Acceptance rate (%)", "Mean acceptance length", "Mean TPOT (ms)", "Mean ITL (ms)",
            "Mean TTFT (ms)", "Mean E2EL (ms)")
+
+
+SLO_TTFT_MS = 150.0
 
 
 def _scenario() -> dict[str, Any]:
@@ -60,6 +68,9 @@ def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     data = _scenario()
     data.pop("precision")
     data["repeats"] = 4
+    # Objectives every request meets here (goodput = request throughput) and one that TTFT
+    # under concurrency misses for some (checked against the per-request records).
+    data["slo"] = {"tpot_ms": 10_000, "ttft_ms": SLO_TTFT_MS}
     return _run_serve(tmp_path_factory.mktemp("serve"), data, "serve")
 
 
@@ -95,6 +106,24 @@ def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun, faults_run: CliRu
     summary = json.loads((faults_run.results.path / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert summary["comparison"]["design"] == "launch-per-arm"
+
+
+def test_goodput_and_slo_attainment_rows_are_vllms_definition(serve_run: CliRun) -> None:
+    """vllm bench serve --goodput's good request, counted from the streamed records: each
+    pass's goodput is its requests within the TTFT objective per second of the pass."""
+    table = (serve_run.results.path / "table.md").read_text()
+    assert "| Goodput (req/s) |" in table and "| SLO attainment (%) |" in table
+    passes, requests = serve_run.results.passes, serve_run.results.requests
+    good = (requests.assign(good=requests["ttft_ms"] <= SLO_TTFT_MS)
+            .groupby(["run_key", "repeat"])["good"].agg(["sum", "size"]))
+    merged = passes.set_index(["run_key", "repeat"]).join(good)
+    assert (merged["goodput"] - merged["sum"] / merged["duration_s"]).abs().max() < 1e-9
+    assert (merged["slo_attainment"] - 100 * merged["sum"] / merged["size"]).abs().max() < 1e-9
+
+
+def test_serve_per_request_acceptance_pools_to_the_counters(serve_run: CliRun) -> None:
+    """In serve mode the per-request metrics ride on the final usage chunk."""
+    assert_per_request_acceptance_pools_to_the_counters(serve_run)
 
 
 def test_every_streamed_request_is_complete(serve_run: CliRun) -> None:
