@@ -153,11 +153,6 @@ def change_points(values: Sequence[float], *, max_pvalue: float = MAX_PVALUE,
     return []
 
 
-def latest_segment(values: Sequence[float], points: Sequence[ChangePoint]) -> slice:
-    """The values after the last change point (all of them when there is none)."""
-    return slice(max((p.index for p in points), default=0), len(values))
-
-
 def noise_sd(values: Sequence[float]) -> float:
     """The series' run-to-run sd, robust to steps: the MAD of successive differences, scaled
     to an sd of one value (a step moves one difference, not the median)."""
