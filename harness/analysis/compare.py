@@ -7,6 +7,7 @@ frame); output is a Comparison (harness.analysis.comparison). No formatting here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from fnmatch import fnmatchcase
 from typing import Any
@@ -17,6 +18,7 @@ from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.analysis.metrics import METRICS, MetricDef, passes_frame, position_metrics
 from harness.analysis.parity import output_parity
 from harness.analysis.proof import ran_paths, unproven_passes
+from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, arm_delta
 from harness.config.scenario import Scenario
 from harness.env import COMPAT_FIELDS, fingerprint_differences
@@ -34,16 +36,18 @@ def _failures(runs: list[RunRecord], variant: str) -> list[str]:
 
 
 def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candidate: str,
-                   design: Design) -> MetricRow | None:
+                   design: Design, one_side_may_lack: bool = False) -> MetricRow | None:
     """One metric: each arm's mean over its passes (a pass is what one `vllm bench` run
     reports: its throughput, its median TTFT, ...) and the delta estimated on the design's
-    independent unit."""
+    independent unit. `one_side_may_lack`: an arm without the metric (acceptance of the
+    no-speculation arm) leaves the other's value, with no delta."""
     if metric.key not in passes:
         return None
     both = passes[passes["variant"].isin([baseline, candidate])]
     b = both.loc[both["variant"] == baseline, metric.key].astype(float)
     c = both.loc[both["variant"] == candidate, metric.key].astype(float)
-    if b.dropna().empty or c.dropna().empty:
+    if (b.dropna().empty and c.dropna().empty) or (
+            (b.dropna().empty or c.dropna().empty) and not one_side_may_lack):
         return None
     # Every metric, latency statistics included, is one value per pass (a pass's mean, median
     # or p99 over its requests); the unit above the pass (block or launch) carries the error.
@@ -51,8 +55,9 @@ def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candi
                     (both["variant"] == candidate).to_numpy(), both["launch"].to_numpy(),
                     both["round"].to_numpy(), both["block"].fillna(0).to_numpy(),
                     metric.delta, design)
-    return MetricRow(metric.key, metric.label, metric.higher_is_better, float(b.mean()),
-                     float(c.mean()), est)
+    return MetricRow(metric.key, metric.label, metric.higher_is_better,
+                     float(b.mean()) if not b.dropna().empty else math.nan,
+                     float(c.mean()) if not c.dropna().empty else math.nan, est)
 
 
 def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric_key: str,
@@ -86,13 +91,18 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                     design: Design = "launch-per-arm",
                     tp_sizes: dict[str, int] | None = None,
                     passes: pd.DataFrame | None = None,
-                    only: Collection[str] | None = None) -> Comparison:
+                    only: Collection[str] | None = None,
+                    no_speculation: str | None = None,
+                    draft_tokens: dict[str, int] | None = None) -> Comparison:
     """Compare every candidate with the baseline over the given launches. With a greedy
     workload, outputs are compared per prompt; `expect_identical` names the candidates whose
     outputs must match the baseline's exactly. Passes whose vLLM processes did not prove the
     arm's implementation are left out of every number and listed in `unproven`. `passes`:
     the launches' per-pass frame when the caller holds it (a Run's), else built here. `only`:
-    the metrics to estimate (fnmatch patterns, e.g. a precision look's targets), not all."""
+    the metrics to estimate (fnmatch patterns, e.g. a precision look's targets), not all.
+    `no_speculation`: the arm without speculation (its acceptance rows are '—'; a baseline
+    without speculation leaves the candidates' acceptance without a delta); with it, each
+    speculative arm's speedup over it and where it goes, `draft_tokens` giving each one's k."""
     implementations = implementations or {}
     tp_sizes = tp_sizes or {}
     unproven: list[str] = []
@@ -133,7 +143,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                                ran=ran_paths(runs, name), failures=_failures(runs, name))
         if cand.status == "ok" and status(baseline) == "ok":
             for metric in metrics:
-                row = compare_metric(metric, passes, baseline, name, design)
+                row = compare_metric(metric, passes, baseline, name, design,
+                                     one_side_may_lack=no_speculation in (baseline, name))
                 if row is not None:
                     cand.rows.append(row)
             if greedy:
@@ -153,14 +164,18 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                   else "until the arms' difference settled")
                for r in sorted(runs, key=lambda r: r.order)
                if r.result is not None and r.result.warmup_blocks]
-    return Comparison(
+    comparison = Comparison(
         run_id=run_id, scenario=scenario, baseline=baseline, baseline_status=status(baseline),
         baseline_ran=ran_paths(runs, baseline),
         baseline_implementation=implementations.get(baseline), candidates=results,
         baseline_failures=_failures(runs, baseline),
         passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
         design=design, discarded=discarded, unproven=unproven, stopped=stopped,
-        warmups=warmups)
+        warmups=warmups, no_speculation=no_speculation)
+    if no_speculation is not None and status(no_speculation) == "ok":
+        add_speedups(comparison, passes, no_speculation, {
+            arm: k for arm, k in (draft_tokens or {}).items() if status(arm) == "ok"}, design)
+    return comparison
 
 
 def node_differences(runs: list[RunRecord], baseline: str,
@@ -202,6 +217,7 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         greedy=scenario.workload.temperature == 0.0,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
         design=design, tp_sizes=tp_sizes(scenario), passes=passes,
+        no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
     )
     comparison.setup = scenario.describe_setup()
     comparison.acceptance_note = scenario.acceptance_note
@@ -213,6 +229,22 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
             "effect differed between TP 2 launches by more than one launch's interval shows "
             "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more")
     return comparison
+
+
+def add_speedups(comparison: Comparison, passes: pd.DataFrame, reference: str,
+                 draft_tokens: dict[str, int], design: Design) -> None:
+    """Each speculative arm's output throughput over the no-speculation arm's (the 'Speedup
+    vs no speculation' row, on the design's unit), and where it goes (from step times).
+    `draft_tokens`: k of each speculative arm."""
+    throughput = next(m for m in METRICS if m.key == "output_throughput")
+    for arm, k in draft_tokens.items():
+        row = compare_metric(throughput, passes, reference, arm, design)
+        if row is None:
+            continue
+        comparison.speedups[arm] = row.estimate
+        found = decompose(passes, arm, reference, k)
+        if found is not None:
+            comparison.decompositions.append(found)
 
 
 def compare_run(run: Run, force: bool = False) -> Comparison:
@@ -227,6 +259,16 @@ def compare_run(run: Run, force: bool = False) -> Comparison:
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
     return comparison
+
+
+def draft_tokens(scenario: Scenario) -> dict[str, int]:
+    """k (num_speculative_tokens) of each arm that speculates."""
+    found = {}
+    for name in scenario.variants:
+        spec = engine_args_for(scenario, name).get("speculative_config")
+        if spec is not None:
+            found[name] = int(spec.get("num_speculative_tokens", 0))
+    return found
 
 
 def tp_sizes(scenario: Scenario) -> dict[str, int]:

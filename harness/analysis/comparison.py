@@ -62,6 +62,38 @@ class CandidateResult:
 
 
 @dataclass
+class Factor:
+    """One multiplicative term of a speedup: its geometric mean over rounds and 95% CI."""
+
+    key: str
+    label: str
+    value: float
+    low: float | None
+    high: float | None
+
+
+@dataclass
+class Decomposition:
+    """Where a speculative arm's speedup over the no-speculation arm goes
+    (harness.analysis.speedup): `factors` multiply to `measured` in every round."""
+
+    arm: str
+    reference: str
+    k: int  # draft tokens per step
+    rounds: list[int]
+    measured: Factor
+    factors: list[Factor]  # ideal, acceptance, draft, verification, other
+    parts_of_acceptance: list[Factor]  # per-request acceptance, the batch draining unevenly
+    parts_of_other: list[Factor]  # rest of the step, outside the steps
+    raw: dict[str, float]  # per-step milliseconds and tokens, both arms
+    alpha: float  # pooled acceptance rate (accepted / drafted tokens)
+    acceptance_length: float  # 1 + accepted / drafts: the measured one
+    draft_cost: float  # c: draft time per step over a plain step's time
+    leviathan_tokens: float  # (1 - alpha^(k+1)) / (1 - alpha)
+    leviathan_speedup: float  # leviathan_tokens / (1 + c)
+
+
+@dataclass
 class Comparison:
     run_id: str
     scenario: str
@@ -86,6 +118,11 @@ class Comparison:
     builds: dict[str, str] = field(default_factory=dict)
     # Arm -> its own change overlaid on vLLM's functions, one line (harness.plan.overlay).
     overlays: dict[str, str] = field(default_factory=dict)
+    # The arm that runs without speculation, each speculative arm's output throughput over
+    # it (a relative delta: the speedup minus one), and where each speedup goes.
+    no_speculation: str | None = None
+    speedups: dict[str, DeltaEstimate] = field(default_factory=dict)
+    decompositions: list[Decomposition] = field(default_factory=list)
 
     @property
     def parity_violations(self) -> list[str]:

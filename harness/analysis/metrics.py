@@ -208,6 +208,10 @@ def passes_frame(runs: list[RunRecord], slo: SLO | None = None) -> pd.DataFrame:
         if sd is not None:
             row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
                        num_accepted_tokens=sd.num_accepted_tokens)
+        st = p.step_times
+        if st is not None:  # a run with a no-speculation arm: where the steps' time went
+            row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
+                       draft_s=st.draft_s)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -278,7 +278,15 @@ class Variant(StrictModel):
         default_factory=dict, description="Engine arguments (LLM(...) keywords) to override."
     )
     speculative_config: dict[str, Any] = Field(
-        default_factory=dict, description="speculative_config keys to override for this variant."
+        default_factory=dict, description="speculative_config keys to override for this "
+        "variant; `none` turns speculation off (the same as speculation: false)."
+    )
+    speculation: bool = Field(
+        default=True,
+        description="false: this arm runs the target model alone, without speculative "
+        "decoding: the reference of the 'Speedup vs no speculation' row and of where the "
+        "speedup goes. vLLM 0.32 cannot switch drafting off at run time, so it runs in its "
+        "own engine (launch-per-arm); give rounds: 3 or more for an interval.",
     )
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables set in this variant's workers."
@@ -325,6 +333,21 @@ class Variant(StrictModel):
         "keys (an implementation swap or environment change must not change outputs).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _speculative_config_none(cls, data: Any) -> Any:
+        """`speculative_config: none` (or null) spells speculation: false."""
+        if isinstance(data, dict) and "speculative_config" in data and (
+                data["speculative_config"] is None
+                or (isinstance(data["speculative_config"], str)
+                    and data["speculative_config"].strip().lower() == "none")):
+            data = {k: v for k, v in data.items() if k != "speculative_config"}
+            if data.get("speculation", False) is not False:
+                raise ValueError("speculative_config: none and speculation: true contradict "
+                                 "each other")
+            data["speculation"] = False
+        return data
+
     @field_validator("implementation")
     @classmethod
     def _known_implementation(cls, value: str | None) -> str | None:
@@ -351,6 +374,15 @@ class Variant(StrictModel):
                              "choose one")
         if self.switchable and self.patch is None:
             raise ValueError("switchable: applies to a patch; this variant has none")
+        if not self.speculation:
+            swapped = [f for f in ("implementation", "patch", "diff", "source")
+                       if getattr(self, f) is not None]
+            if swapped:
+                raise ValueError(f"speculation: false runs no drafting, so {swapped[0]} has "
+                                 "nothing to swap; give the no-speculation arm no code change")
+            if self.speculative_config:
+                raise ValueError("speculation: false and speculative_config keys: an arm "
+                                 "without speculation has no speculative_config")
         return self
 
     @property
@@ -484,6 +516,9 @@ class Scenario(StrictModel):
         for name, variant in self.variants.items():
             if variant.speculative_config and self.draft is None:
                 raise ValueError(f"variants.{name}.speculative_config given but no 'draft'")
+            if not variant.speculation and self.draft is None:
+                raise ValueError(f"variants.{name}.speculation: false, but no arm speculates: "
+                                 "the scenario has no 'draft'")
             if variant.implementation is None:
                 continue
             impl = parse_implementation(variant.implementation)
@@ -501,6 +536,10 @@ class Scenario(StrictModel):
                         f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
                         f"implementation {variant.implementation} (which sets {forced!r})"
                     )
+        off = [n for n, v in self.variants.items() if not v.speculation]
+        if len(off) > 1:
+            raise ValueError(f"variants.{off[1]}.speculation: false: {off[0]} already runs "
+                             "without speculation; one such arm is the reference")
         # (compared with the defaults: stored manifests spell every field out)
         if self.mode != "serve" and self.serve != ServeSettings():
             raise ValueError("serve: applies to mode: serve only (this scenario is offline)")
@@ -534,6 +573,9 @@ class Scenario(StrictModel):
                     f"change and variants.{swaps[0]} swaps an implementation: one engine "
                     "hosts one or the other")
         for name, v in self.variants.items():
+            if not v.speculation:
+                return (f"variants.{name} runs without speculation: vLLM 0.32 cannot switch "
+                        "drafting off at run time, so it needs its own engine")
             if v.engine:
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
@@ -587,7 +629,15 @@ class Scenario(StrictModel):
             return v.expect_identical_outputs
         if self.draft is not None and self.draft.synthetic_acceptance is not None:
             return False  # synthetic acceptance draws at random: outputs may differ per pass
-        return self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
+        # Without speculation, verification's (k + 1)-token forwards are gone: float sums
+        # differ, and greedy outputs may too.
+        return (self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
+                and v.speculation and self.variants[self.baseline].speculation)
+
+    @property
+    def no_speculation_arm(self) -> str | None:
+        """The variant that runs without speculation (the speedup's reference), or None."""
+        return next((n for n, v in self.variants.items() if not v.speculation), None)
 
     @property
     def acceptance_note(self) -> str:
@@ -636,6 +686,8 @@ class Scenario(StrictModel):
 # Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
 # so earlier runs stay the same comparison (history, --resume, repeats).
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
+# The same for variants' fields, at their defaults.
+DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"speculation": True}
 
 
 def scenario_hash(scenario: Scenario) -> str:
@@ -644,6 +696,10 @@ def scenario_hash(scenario: Scenario) -> str:
     for later in UNSET_FIELDS_OUTSIDE_HASH:
         if data.get(later) is None:
             data.pop(later, None)
+    for variant in (data.get("variants") or {}).values():
+        for key, default in DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH.items():
+            if variant.get(key) == default:
+                variant.pop(key, None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -11,7 +11,13 @@ import os
 from typing import Any
 
 from harness.config.catalog import parse_implementation
-from harness.execute.protocol import IMPL_ENV, OVERLAY_ENV, PATCH_ENV, SWITCH_RPC
+from harness.execute.protocol import (
+    IMPL_ENV,
+    OVERLAY_ENV,
+    PATCH_ENV,
+    STEP_TIMES_ENV,
+    SWITCH_RPC,
+)
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.plugin")
@@ -36,6 +42,7 @@ def register() -> None:
         _install_overlay(overlay)
     value = os.environ.get(IMPL_ENV, "").strip()
     if not value:
+        _install_step_times()
         return
     try:
         name, choice = parse_implementation(value)
@@ -62,6 +69,20 @@ def register() -> None:
         logger.exception("specbench: could not install %s:%s", name, choice)
         impls.write_install_error(name, choice, exc)
     _installed = (name, choice)
+    _install_step_times()
+
+
+def _install_step_times() -> None:
+    """The step timer (harness.engine.steptimes), last, so that it times any swapped code.
+    A failure is logged and leaves the pass without step times, never the launch."""
+    if os.environ.get(STEP_TIMES_ENV, "").strip() != "1":
+        return
+    try:
+        from harness.engine import steptimes
+
+        steptimes.install()
+    except Exception:
+        logger.exception("specbench: could not install the step timer")
 
 
 def _install_patch(path: str) -> None:

@@ -37,6 +37,7 @@ from harness.execute.protocol import (
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
     SPAWNED_ENV,
+    STEP_TIMES_RPC,
     SWITCH_RPC,
     WORKER_SPEC_VERSION,
     WorkerSpec,
@@ -48,6 +49,7 @@ from harness.results.records import (
     PassRecord,
     RequestRecord,
     SpecDecodeCounters,
+    StepTimes,
     Timings,
     WorkerResult,
 )
@@ -116,6 +118,29 @@ def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> SpecDecodeCo
         num_accepted_tokens=after["num_accepted_tokens"] - before["num_accepted_tokens"],
         accepted_per_pos=[a - pos_before[i] for i, a in enumerate(after["accepted_per_pos"])],
     )
+
+
+def read_step_times(llm: Any) -> dict[str, float] | None:
+    """The step timer's totals in vLLM's worker of TP rank 0 (harness.engine.steptimes), or
+    None where the timer is not installed (the plugin logged why)."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    try:
+        ranks = llm.collective_rpc(STEP_TIMES_RPC)
+    except EngineDeadError:
+        raise
+    except Exception:  # noqa: BLE001 - no timer in the worker: a pass without step times
+        return None
+    return dict(ranks[0]) if ranks else None
+
+
+def step_delta(before: dict[str, float] | None,
+               after: dict[str, float] | None) -> StepTimes | None:
+    """The step times of exactly one pass (the timer's totals are cumulative)."""
+    if before is None or after is None:
+        return None
+    return StepTimes(steps=int(round(after["steps"] - before["steps"])),
+                     **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")})
 
 
 def to_engine_prompt(prompt: Prompt) -> Any:
@@ -295,12 +320,14 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         warming = run.design == "one-engine" and result.warmup_blocks == 0
         stage = "the warm-up" if warming else f"pass {repeat}"
         before = read_counters(llm) if speculative else None
+        steps_before = read_step_times(llm) if run.step_times else None
         started = time.time()
         t = time.perf_counter()
         outputs = llm.generate(engine_prompts, sampling, use_tqdm=False)
         duration = time.perf_counter() - t
         timings.measure_s += duration
         after = read_counters(llm) if speculative else None
+        steps_after = read_step_times(llm) if run.step_times else None
         return PassRecord(
             repeat=repeat,
             started_unix=started,
@@ -310,6 +337,7 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             workload_hash=whash,
             arm=arm,
             block=block,
+            step_times=step_delta(steps_before, steps_after),
         )
 
     def switch(choice: str | None) -> list[list[dict[str, Any]]]:

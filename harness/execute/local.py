@@ -37,6 +37,7 @@ from harness.execute.protocol import (
     PATCH_ENV,
     PROGRESS_ENV,
     SPAWNED_ENV,
+    STEP_TIMES_ENV,
     WorkerSpec,
 )
 from harness.plan.plan import Plan, RunSpec
@@ -291,7 +292,8 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         overlay = work / "overlay.json"
         write_json_atomic(overlay, run.overlay.model_dump(mode="json"))
     for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch),
-                       (OVERLAY_ENV, str(overlay) if overlay else None)):
+                       (OVERLAY_ENV, str(overlay) if overlay else None),
+                       (STEP_TIMES_ENV, "1" if run.step_times else None)):
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value

@@ -100,6 +100,10 @@ class RunSpec(StrictModel):
     overlay: OverlaySpec | None = Field(
         default=None, description="Variants' own changes overlaid on vLLM's functions in "
         "this launch: every arm's version of each, switched like a swap.")
+    step_times: bool = Field(
+        default=False, description="Time the model runner's steps in vLLM's worker "
+        "processes (the draft, the target's forward, the rest) per pass: where a speedup over "
+        "the no-speculation arm goes (offline runs with such an arm).")
     cell: str | None = Field(
         default=None, description="Sweeps: the cell this launch belongs to ('c03').")
     cell_values: dict[str, Any] = Field(
@@ -173,7 +177,7 @@ def engine_args_for(scenario: Scenario, variant_name: str) -> dict[str, Any]:
     args.update(scenario.engine)
     args.update(variant.engine)
 
-    if scenario.draft is not None:
+    if scenario.draft is not None and variant.speculation:
         spec: dict[str, Any] = {
             "method": scenario.draft.method,
             "num_speculative_tokens": scenario.draft.num_speculative_tokens,
@@ -333,6 +337,8 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
                 python=_python(scenario, name, base_dir),
                 patch=variant.patch,
                 overlay=overlay,
+                step_times=scenario.no_speculation_arm is not None
+                and scenario.mode == "offline",
             )
         )
     return runs

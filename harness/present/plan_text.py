@@ -50,7 +50,10 @@ def render_plan(scenario: Scenario, plan: Plan, stored: Run | None, from_run_giv
         impl = (f" impl={r.implementation}" if r.implementation else "") + (
             f" patch={r.patch}" if r.patch else "") + (f" python={r.python}" if r.python else "")
         spec = r.engine_args.get("speculative_config")
-        spec_text = f" spec={json.dumps(spec, sort_keys=True)}" if spec else ""
+        spec_text = (f" spec={json.dumps(spec, sort_keys=True)}" if spec
+                     else " no speculation" if scenario.draft is not None else "")
+        if r.step_times:
+            spec_text += " (steps timed)"
         what = (f"{r.blocks} block(s) of {' '.join(r.block_order)}"
                 + (" (at least)" if r.precision else "")
                 if r.design == "one-engine" else f"{r.repeats} pass(es)")

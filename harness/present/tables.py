@@ -17,7 +17,12 @@ from rich.table import Table
 
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult
+from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
+from harness.present.speedup import (
+    render_markdown_decompositions,
+    render_terminal_decompositions,
+)
 
 SIGNIFICANT_MARK = "*"
 
@@ -71,6 +76,42 @@ def format_parity(cand: CandidateResult) -> str | None:
     return text
 
 
+NOT_SPECULATING = "—"  # an acceptance cell of the arm that runs without speculation
+SPEEDUP_LABEL = "Speedup vs no speculation"
+
+
+def format_speedup(est: DeltaEstimate) -> str:
+    """'1.62× [1.41, 1.86] *' from a relative delta of output throughput (speedup - 1)."""
+    if est.delta is None or math.isnan(est.delta):
+        return "n/a"
+    text = f"{1 + est.delta:.2f}×"
+    if est.ci_low is not None and est.ci_high is not None:
+        text += f" [{1 + est.ci_low:.2f}, {1 + est.ci_high:.2f}]"
+    else:
+        text += f" [no CI: {est.note}]" if est.note else " [no CI]"
+    if est.significant:
+        text += f" {SIGNIFICANT_MARK}"
+    return text
+
+
+def speedup_cell(comparison: Comparison, arm: str) -> str:
+    if arm == comparison.no_speculation:
+        return "1 (reference)"
+    est = comparison.speedups.get(arm)
+    return format_speedup(est) if est is not None else "n/a"
+
+
+def speedup_note(comparison: Comparison) -> str:
+    """What the speedup row is, and why its interval is wide."""
+    rounds = sorted({len(d.rounds) for d in comparison.decompositions})
+    return (f"{SPEEDUP_LABEL}: output throughput over {comparison.no_speculation}'s "
+            f"({NOT_SPECULATING}: it runs without speculation), geometric mean ratio over "
+            "rounds [95% CI]. It runs in its own engine, since vLLM 0.32 cannot switch drafting "
+            "off at run time: launch-to-launch noise is in this interval (it is wide here; "
+            "give rounds: 3 or more, and more rounds narrow it)"
+            + (f"; {rounds[-1]} round(s)" if rounds else "") + ".")
+
+
 def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """Header and rows shared by the terminal and Markdown tables."""
     header = ["Metric", comparison.baseline]
@@ -89,13 +130,28 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         for cand in comparison.candidates:
             found = next((r for r in cand.rows if r.key == key), None)
             if found is None:
-                cells += ["FAILED" if cand.status != "ok" else "n/a", ""]
+                cells += ["FAILED" if cand.status != "ok" else
+                          NOT_SPECULATING if cand.name == comparison.no_speculation
+                          else "n/a", ""]
                 continue
             base_value = found.baseline
-            cells += [format_value(found.candidate), format_delta(found)]
-        line.append(format_value(base_value) if base_value is not None else
-                    ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
+            lacking = comparison.no_speculation is not None and (
+                math.isnan(found.baseline) or math.isnan(found.candidate))
+            cells += [NOT_SPECULATING if lacking and cand.name == comparison.no_speculation
+                      else format_value(found.candidate),
+                      NOT_SPECULATING if lacking else format_delta(found)]
+        if base_value is not None and math.isnan(base_value) \
+                and comparison.baseline == comparison.no_speculation:
+            line.append(NOT_SPECULATING)
+        else:
+            line.append(format_value(base_value) if base_value is not None else
+                        ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
         rows.append(line + cells)
+    if comparison.no_speculation is not None and keys:
+        line = [SPEEDUP_LABEL, speedup_cell(comparison, comparison.baseline)]
+        for cand in comparison.candidates:
+            line += [speedup_cell(comparison, cand.name), ""]
+        rows.append(line)
     if not keys:  # nothing compared: say why per column
         line = ["Status", comparison.baseline_status.upper()]
         for cand in comparison.candidates:
@@ -125,6 +181,8 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
     with console.capture() as capture:
         console.print(table)
         for line in footnotes(comparison):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        for line in render_terminal_decompositions(comparison):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     return capture.get()
 
@@ -159,6 +217,8 @@ def footnotes(comparison: Comparison) -> list[str]:
         notes.append(f"Setup: {comparison.setup}")
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
+    if comparison.no_speculation is not None:
+        notes.append(speedup_note(comparison))
     if comparison.builds and len(set(comparison.builds.values())) == 1:
         notes.append(f"Build: {next(iter(comparison.builds.values()))}")
     else:
@@ -226,6 +286,7 @@ def render_markdown(comparison: Comparison, environment: dict[str, Any] | None =
     out.extend(line(r) for r in rows)
     out.append("")
     out.extend(f"- {note}" for note in footnotes(comparison))
+    out.extend(render_markdown_decompositions(comparison))
     return "\n".join(out) + "\n"
 
 

@@ -25,6 +25,9 @@ store.migrate_manifest when older files need it):
   7 - per-request acceptance: RequestRecord.spec_histogram and .spec_draft_tokens (vLLM's
       per_request_spec_decode_metrics: verify steps by accepted draft tokens). Optional:
       older files read unchanged, without per-request acceptance.
+  8 - no-speculation arms: PassRecord.step_times (draft, forward and the rest of the engine
+      steps, timed in vLLM's worker); plan RunSpecs gain step_times. Optional: older files
+      read unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -81,6 +84,17 @@ class SpecDecodeCounters(Record):
     num_draft_tokens: int = Field(description="Draft tokens proposed.")
     num_accepted_tokens: int = Field(description="Draft tokens accepted.")
     accepted_per_pos: list[int] = Field(description="Accepted tokens at each draft position.")
+
+
+class StepTimes(Record):
+    """Model-runner steps of one measured pass, timed in vLLM's worker process (TP rank 0):
+    harness.engine.steptimes. rest = step - forward - draft."""
+
+    steps: int = Field(description="Engine steps (each runs the target model's forward once).")
+    step_s: float = Field(description="Time in the steps: execute_model + sample_tokens.")
+    forward_s: float = Field(description="The target model's forward (with speculation, the "
+                             "verification forward over k + 1 tokens per request).")
+    draft_s: float = Field(description="The drafter's work (propose_draft_token_ids).")
 
 
 class ImplReport(Record):
@@ -133,6 +147,9 @@ class PassRecord(Record):
         default=None, description="one-engine design: what each vLLM process reported running "
         "during exactly this pass (None where no swap is switched)."
     )
+    step_times: StepTimes | None = Field(
+        default=None, description="Where the pass's engine steps spent their time (runs with a "
+        "no-speculation arm; None otherwise).")
 
 
 class ServerInfo(Record):

@@ -98,6 +98,9 @@ def migrate_manifest(data: dict[str, Any], source: Path) -> dict[str, Any]:
     # 6 -> 7 only added optional fields (per-request acceptance).
     if version == 6:
         data, version = {**data, "schema_version": 7}, 7
+    # 7 -> 8 only added optional fields (step times of runs with a no-speculation arm).
+    if version == 7:
+        data, version = {**data, "schema_version": 8}, 8
     return data
 
 

@@ -104,4 +104,10 @@ def test_a_range_without_the_slowdown_finds_no_commit(
     assert run.stdout.startswith("no commit differs: good and bad measure the same "
                                  "output_throughput (within ±15.0%)"), run.stdout
     outcome = json.loads((run.folder / "bisect.json").read_text())
-    assert outcome["verdict"] == "NO CHANGE" and len(outcome["steps"]) == 1
+    # good..bad may come out UNKNOWN on the first run on a busy machine; --tries 2 then measures
+    # it again with twice the blocks (CI once needed that). Every run is one engine, and only
+    # the last says SAME.
+    steps = outcome["steps"]
+    assert outcome["verdict"] == "NO CHANGE" and 1 <= len(steps) <= 2
+    assert all(s["design"] == "one-engine" for s in steps)
+    assert outcome["good_vs_bad"]["verdict"] == "SAME"

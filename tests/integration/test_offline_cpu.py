@@ -7,6 +7,7 @@ costs about 35 s here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -290,11 +291,13 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    """One run, four engines: the baseline; a configuration vLLM refuses at start (no
+    """One run, five engines: the baseline; a configuration vLLM refuses at start (no
     pre-flight check knows it); a variant's own patch by import path (Medusa proposes token
-    0 everywhere); and a patch that raises when vLLM loads it."""
+    0 everywhere); a patch that raises when vLLM loads it; and the target without
+    speculation (the reference of the speedup rows and of where each speedup goes)."""
     return _short_medusa(tmp_path_factory.mktemp("own-code"), "own-code", 1, {
         "baseline": {"baseline": True},
+        "nospec": {"speculative_config": "none"},
         # A real engine failure that passes every pre-flight check: vLLM refuses a token
         # budget per step smaller than the batch (its own scheduler config check).
         "broken": {"engine": {"max_num_batched_tokens": 4}},
@@ -318,7 +321,7 @@ def test_broken_variant_is_recorded_while_the_other_completes(
         failing_and_patched: CliRun) -> None:
     run = failing_and_patched
     assert run.returncode == 1
-    assert "Traceback" not in run.stderr.split("specbench: [4/4]")[-1]
+    assert "Traceback" not in run.stderr.split("specbench: [5/5]")[-1]
     by_variant = {r.variant: r for r in run.results.runs}
     assert by_variant["baseline"].status == "ok"
     broken = by_variant["broken"]
@@ -424,3 +427,93 @@ def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:
     path = tmp_path / "k.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     wait_gone(kill_once_engine_runs(path, tmp_path / "results"))
+
+
+# --- no speculation: the speedup and where it goes ---------------------------------------
+
+
+def printed_decomposition(stdout: str, arm: str) -> dict[str, float]:
+    """The factors of one 'Where the speedup goes' block as printed (3 decimals)."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith(f"Where the speedup goes: {arm} vs "))
+    found: dict[str, float] = {}
+    for line in lines[start + 1:start + 11]:
+        label, value = line.strip().split("  ", 1)
+        found[label.strip()] = float(value.strip().split("×")[0])
+    return found
+
+
+def check_speedup_run(run: CliRun, arms: list[str], reference: str, k: int) -> None:
+    """What every run with a no-speculation arm must show, on real vLLM: step times in every
+    pass (no draft time without speculation), the speedup row, and factors that multiply back
+    to the measured speedup, exactly in the data and within rounding as printed."""
+    planned = {r["run_key"]: r for r in run.results.manifest["plan"]["runs"]}
+    for record in run.results.runs:
+        launch = planned[record.run_key]
+        assert launch["step_times"]
+        assert ("speculative_config" in launch["engine_args"]) == (record.variant != reference)
+        if record.status != "ok" or record.result is None:
+            continue
+        for p in record.result.passes:
+            st = p.step_times
+            assert st is not None and st.steps > 0 and 0 < st.forward_s < st.step_s
+            assert st.forward_s + st.draft_s < st.step_s
+            assert (st.draft_s > 0) == (record.variant != reference)
+            assert (p.spec_decode is None) == (record.variant == reference)
+    comparison = compare_run(run.results)
+    assert comparison.no_speculation == reference
+    assert set(comparison.speedups) == set(arms)
+    assert [d.arm for d in comparison.decompositions] == arms
+    row = next(line for line in run.stdout.splitlines() if "Speedup vs no speculation" in line)
+    assert "1 (reference)" in row and row.count("×") == len(arms)
+    acceptance = next(line for line in run.stdout.splitlines() if "Acceptance rate (%)" in line)
+    assert "—" in acceptance
+    for d in comparison.decompositions:
+        assert d.k == k and d.reference == reference
+        assert math.prod(f.value for f in d.factors) == pytest.approx(d.measured.value,
+                                                                      rel=1e-9)
+        assert math.prod(f.value for f in d.parts_of_other) == pytest.approx(
+            d.factors[-1].value, rel=1e-9)
+        assert math.prod(f.value for f in d.parts_of_acceptance) == pytest.approx(
+            d.factors[1].value, rel=1e-9)
+        # The table's speedup is the same estimate over the same passes.
+        assert 1 + comparison.speedups[d.arm].delta == pytest.approx(d.measured.value,
+                                                                     rel=1e-9)
+        # Raw figures, unclamped (with one short pass per launch, a verification forward can
+        # time below a plain one: launch noise, which the interval of more rounds carries).
+        assert all(v > 0 for k_, v in d.raw.items() if not k_.startswith("rest"))
+        assert 0 <= d.alpha <= 1 and d.acceptance_length >= 1
+        printed = printed_decomposition(run.stdout, d.arm)
+        product = math.prod(printed[label] for label in (
+            "ideal: k + 1 tokens per step", "acceptance", "draft cost", "verification cost",
+            "other overhead"))
+        assert product == pytest.approx(printed["= measured speedup"], rel=0.005), printed
+
+
+def test_medusa_against_no_speculation(failing_and_patched: CliRun) -> None:
+    run = failing_and_patched
+    check_speedup_run(run, ["baseline", "zeros"], "nospec", 3)
+    found = {d.arm: d for d in compare_run(run.results).decompositions}
+    # Drafts of token 0 are never accepted: about one token per step, as without speculation.
+    assert found["zeros"].factors[1].value < found["baseline"].factors[1].value
+    assert found["zeros"].acceptance_length < 1.1 < found["baseline"].acceptance_length
+
+
+@pytest.fixture(scope="module")
+def eagle_speedup(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    """EAGLE at TP 2 against the same TP 2 target without speculation: two engines."""
+    tmp = tmp_path_factory.mktemp("eagle-speedup")
+    data = _scenario("cpu-eagle-tp2-argmax.yaml")
+    data.update(name="eagle-speedup", rounds=1, repeats=2, warmup=4, variants={
+        "eagle": {"baseline": True}, "nospec": {"speculative_config": "none"}})
+    data["workload"].update(num_prompts=8, max_tokens=16)
+    path = tmp / "eagle-speedup.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return run_cli(path, tmp / "results", "eagle-speedup")
+
+
+def test_eagle_tp2_against_no_speculation(eagle_speedup: CliRun) -> None:
+    assert eagle_speedup.returncode == 0, eagle_speedup.stderr[-3000:]
+    check_speedup_run(eagle_speedup, ["eagle"], "nospec", 3)
+    assert "Where the speedup goes: eagle vs nospec (k = 3; 1 round" in eagle_speedup.stdout
