@@ -92,6 +92,16 @@ class Decomposition:
     leviathan_tokens: float  # (1 - alpha^(k+1)) / (1 - alpha)
     leviathan_speedup: float  # leviathan_tokens / (1 + c)
 
+    def terms(self) -> list[tuple[Factor, str | None]]:
+        """Every factor in reading order, each with the factor it is a part of (None for the
+        five that multiply to the measured speedup, and for the measured one, last)."""
+        parts = {"acceptance": self.parts_of_acceptance, "other": self.parts_of_other}
+        out: list[tuple[Factor, str | None]] = []
+        for f in self.factors:
+            out.append((f, None))
+            out += [(part, f.key) for part in parts.get(f.key, [])]
+        return [*out, (self.measured, None)]
+
 
 @dataclass
 class Comparison:

@@ -149,3 +149,14 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
         parts_of_other=[_factor(key, label, logs[key]) for key, label in PARTS_OF_OTHER],
         raw=raw, alpha=alpha, acceptance_length=acceptance_length, draft_cost=c,
         leviathan_tokens=expected, leviathan_speedup=expected / (1 + c))
+
+
+def decomposition_frame(decompositions: list[Decomposition]) -> pd.DataFrame:
+    """A comparison's decompositions as one DataFrame (notebooks): a row per arm and term,
+    with its factor and 95% CI; `part_of` names the factor a part belongs to."""
+    rows = [{"arm": d.arm, "reference": d.reference, "k": d.k, "rounds": len(d.rounds),
+             "term": f.key, "label": f.label, "part_of": part_of, "factor": f.value,
+             "ci_low": f.low, "ci_high": f.high}
+            for d in decompositions for f, part_of in d.terms()]
+    return pd.DataFrame(rows, columns=["arm", "reference", "k", "rounds", "term", "label",
+                                       "part_of", "factor", "ci_low", "ci_high"])

@@ -209,6 +209,46 @@ def running_estimate_figure(passes: pd.DataFrame, comparison: Comparison,
     return fig
 
 
+def speedup_decomposition(comparison: Comparison, title: str) -> Any | None:
+    """Each speculative arm's factors (ideal k + 1, acceptance, draft, verification, other)
+    with their 95% intervals on a log axis, and the measured speedup they multiply to; the
+    parts of acceptance and of other overhead indented below them."""
+    if not comparison.decompositions:
+        return None
+    n = len(comparison.decompositions)
+    fig, axes = _figure(6.5 * n, 3.8, n)
+    for ax, d in zip(axes, comparison.decompositions, strict=True):
+        rows = [(f"↳ {f.label}", f, "#9ecae1") if part_of else
+                ("= measured speedup", f, "#2ca02c" if f.value >= 1 else "#d62728")
+                if f.key == "measured" else (f.label, f, "#1f77b4")
+                for f, part_of in d.terms()]
+        y = np.arange(len(rows))[::-1]
+        for yi, (_, f, color) in zip(y, rows, strict=True):
+            ax.plot([1, f.value], [yi, yi], color=color, lw=6, solid_capstyle="butt")
+            if f.low is not None and f.high is not None:
+                ax.errorbar(f.value, yi, xerr=[[f.value - f.low], [f.high - f.value]],
+                            fmt="none", color="#333", capsize=3)
+            ax.text(f.value, yi + 0.3, f"{f.value:.2f}×", fontsize=7, ha="center")
+        ax.axvline(1, color="#888", lw=0.8)
+        ax.set_xscale("log")
+        values = [v for _, f, _ in rows for v in (f.value, f.low, f.high) if v is not None]
+        low, high = min([*values, 1.0]) / 1.3, max([*values, 1.0]) * 1.3
+        ax.set_xlim(low, high)
+        ticks = [t for t in (0.125, 0.25, 0.5, 1, 2, 4, 8, 16) if low <= t <= high]
+        ax.set_xticks(ticks, [f"{t:g}×" for t in ticks])
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_yticks(y, [label for label, _, _ in rows], fontsize=8)
+        ax.set_xlabel("factor (log scale; 1 = no effect)")
+        ax.set_title(f"{d.arm} vs {d.reference} (k = {d.k}, {len(d.rounds)} round(s))",
+                     fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(f"{title}: where the speedup over no speculation goes\n(the dark factors "
+                 "multiply to the measured speedup; whiskers: 95% CI over rounds)", fontsize=9)
+    return fig
+
+
 def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any]:
     """name -> matplotlib Figure for every figure the run (and its comparison, when given)
     has data for."""
@@ -226,6 +266,7 @@ def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any
         makers["forest"] = lambda: forest_plot(comparison, title)
         makers["running_estimate"] = lambda: running_estimate_figure(passes, comparison,
                                                                      title)
+        makers["speedup_decomposition"] = lambda: speedup_decomposition(comparison, title)
     figures = {name: make() for name, make in makers.items()}
     return {name: fig for name, fig in figures.items() if fig is not None}
 

@@ -43,13 +43,9 @@ def _what(d: Decomposition, key: str) -> str:
 
 def decomposition_rows(d: Decomposition) -> list[list[str]]:
     """[term, factor [95% CI], what was measured] rows, the last the measured speedup."""
-    rows = []
-    for f in d.factors:
-        rows.append([f.label, format_factor(f), _what(d, f.key)])
-        parts = {"acceptance": d.parts_of_acceptance, "other": d.parts_of_other}.get(f.key, [])
-        rows += [[f"  of which {p.label}", format_factor(p), _what(d, p.key)] for p in parts]
-    rows.append(["= measured speedup", format_factor(d.measured), _what(d, "measured")])
-    return rows
+    return [[f"  of which {f.label}" if part_of else
+             "= measured speedup" if f.key == "measured" else f.label,
+             format_factor(f), _what(d, f.key)] for f, part_of in d.terms()]
 
 
 def leviathan_line(d: Decomposition) -> str:

@@ -11,10 +11,11 @@ import pytest
 
 from harness.analysis.compare import compare_records
 from harness.analysis.metrics import passes_frame
-from harness.analysis.speedup import decompose
+from harness.analysis.speedup import decompose, decomposition_frame
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
 from harness.plan.plan import engine_args_for, expand_plan
+from harness.present.figures import speedup_decomposition
 from harness.present.tables import render_markdown, render_terminal
 from harness.results.records import PassRecord, SpecDecodeCounters, StepTimes
 from tests.conftest import ROOT
@@ -168,3 +169,19 @@ def test_the_table_gets_the_speedup_row_and_dashes() -> None:
         assert "Leviathan et al. 2023" in text and "1.56×" in text
         md = render_markdown(comparison)
         assert "| = measured speedup | 1.25" in md and "| draft cost | 0.833× [" in md
+
+
+def test_a_notebook_frame_and_a_figure_of_it() -> None:
+    comparison = compare_records(launches([1.0, 0.95, 1.05]), "nospec", ["medusa"], "r", "u",
+                                 no_speculation="nospec", draft_tokens={"medusa": 3})
+    frame = decomposition_frame(comparison.decompositions)
+    top = frame[frame["part_of"].isna() & (frame["term"] != "measured")]
+    measured = frame.loc[frame["term"] == "measured", "factor"].item()
+    assert math.prod(top["factor"]) == pytest.approx(measured)
+    assert set(frame.loc[frame["part_of"] == "acceptance", "term"]) == {"per_request", "batch"}
+    fig = speedup_decomposition(comparison, "u")
+    assert fig is not None and len(fig.axes) == 1
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0] == "ideal: k + 1 tokens per step" and labels[-1] == "= measured speedup"
+    assert speedup_decomposition(compare_records(launches([1.0]), "nospec", ["medusa"], "r",
+                                                 "u"), "u") is None  # none named: none drawn
