@@ -14,6 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.categories import (
+    category_frame,
+    compare_categories,
+    has_categories,
+    requests_per_category,
+)
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.analysis.metrics import METRICS, MetricDef, passes_frame, position_metrics
 from harness.analysis.parity import output_parity
@@ -172,6 +178,12 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
         design=design, discarded=discarded, unproven=unproven, stopped=stopped,
         warmups=warmups, no_speculation=no_speculation)
+    if has_categories(runs) and status(baseline) == "ok":
+        keep = set(zip(passes["run_key"], passes["repeat"], strict=True))
+        frame = category_frame(runs, keep)
+        comparison.categories = compare_categories(
+            frame, baseline, [c.name for c in results if c.status == "ok"], design)
+        comparison.category_requests = requests_per_category(frame)
     if no_speculation is not None and status(no_speculation) == "ok":
         add_speedups(comparison, passes, no_speculation, {
             arm: k for arm, k in (draft_tokens or {}).items() if status(arm) == "ok"}, design)

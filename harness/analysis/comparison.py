@@ -133,6 +133,10 @@ class Comparison:
     no_speculation: str | None = None
     speedups: dict[str, DeltaEstimate] = field(default_factory=dict)
     decompositions: list[Decomposition] = field(default_factory=list)
+    # Prompts with categories (harness.analysis.categories): category -> one result per
+    # candidate with its per-category rows, and the requests of each category in a pass.
+    categories: dict[str, list[CandidateResult]] = field(default_factory=dict)
+    category_requests: dict[str, int] = field(default_factory=dict)
 
     @property
     def parity_violations(self) -> list[str]:

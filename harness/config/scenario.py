@@ -109,16 +109,26 @@ class DraftSpec(StrictModel):
 class Workload(StrictModel):
     """The requests every variant sees: identical seeded prompts in every arm."""
 
-    kind: Literal["random", "jsonl", "sharegpt"] = Field(
+    kind: Literal["random", "jsonl", "sharegpt", "spec_bench", "speed_bench"] = Field(
         default="random",
         description="random: seeded random token prompts of exactly input_len tokens; "
-        "jsonl: one JSON object per line with 'prompt' (text) or 'prompt_token_ids'; "
-        "sharegpt: a local ShareGPT JSON file (first human turn of each conversation).",
+        "jsonl: one JSON object per line with 'prompt' (text) or 'prompt_token_ids', and "
+        "optionally 'category'; sharegpt: a local ShareGPT JSON file (first human turn of "
+        "each conversation); spec_bench: Spec-Bench's (or MT-Bench's) question.jsonl "
+        "('category', 'turns'); speed_bench: SPEED-Bench's folder holding <subset>.jsonl "
+        "('category', 'messages'). Prompts with categories get a per-category table, and "
+        "a pass takes them round-robin across categories.",
     )
     path: str | None = Field(
-        default=None, description="Local file for jsonl/sharegpt workloads (relative to the "
-        "scenario file)."
+        default=None, description="Local file (speed_bench: folder or file) for file "
+        "workloads (relative to the scenario file)."
     )
+    subset: str | None = Field(
+        default=None, description="speed_bench: the subset file in the folder (default "
+        "qualitative).")
+    categories: list[str] | None = Field(
+        default=None, min_length=1, description="Only prompts of these categories (file "
+        "workloads with categories).")
     num_prompts: int = Field(ge=1, le=100_000, description="Measured requests per pass.")
     input_len: int = Field(
         default=32, ge=1, le=1_000_000, description="Prompt length in tokens (random only)."
@@ -137,7 +147,12 @@ class Workload(StrictModel):
         if self.kind != "random" and not self.path:
             raise ValueError(f"kind {self.kind!r} needs a 'path'")
         if self.kind == "random" and self.path:
-            raise ValueError("'path' is only for jsonl/sharegpt workloads")
+            raise ValueError("'path' is only for file workloads (jsonl, sharegpt, spec_bench, "
+                             "speed_bench)")
+        if self.subset is not None and self.kind != "speed_bench":
+            raise ValueError("'subset' is only for speed_bench workloads")
+        if self.categories is not None and self.kind in ("random", "sharegpt"):
+            raise ValueError(f"'categories': {self.kind} prompts have none")
         return self
 
 
@@ -686,6 +701,8 @@ class Scenario(StrictModel):
 # Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
 # so earlier runs stay the same comparison (history, --resume, repeats).
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
+# The same for the workload's fields.
+UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories")
 # The same for variants' fields, at their defaults.
 DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"speculation": True}
 
@@ -696,6 +713,9 @@ def scenario_hash(scenario: Scenario) -> str:
     for later in UNSET_FIELDS_OUTSIDE_HASH:
         if data.get(later) is None:
             data.pop(later, None)
+    for later in UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH:
+        if (data.get("workload") or {}).get(later, "set") is None:
+            data["workload"].pop(later)
     for variant in (data.get("variants") or {}).values():
         for key, default in DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH.items():
             if variant.get(key) == default:

@@ -1,4 +1,5 @@
-"""Workload prompts: seeded random token ids, or prompts read from a local JSONL/ShareGPT file.
+"""Workload prompts: seeded random token ids, or prompts read from a local file (jsonl, ShareGPT,
+Spec-Bench, SPEED-Bench: harness.config.datasets), each with its category where it has one.
 
 Pure (numpy + json): the same workload and seed give the same prompts in every variant's
 worker, and workload_hash() lets the harness check that they did.
@@ -12,12 +13,22 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.config.datasets import (
+    Item,
+    category_of,
+    json_lines,
+    read_spec_bench,
+    read_speed_bench,
+    read_text,
+    speed_bench_file,
+    stratified,
+)
+from harness.config.datasets import (
+    Prompt as Prompt,
+)
 from harness.config.scenario import Workload
 from harness.config.userfiles import require_regular_file
 from harness.errors import ScenarioError
-
-# A prompt is either token ids (exact lengths, no tokenizer needed) or text.
-Prompt = list[int] | str
 
 # Token ids below this are reserved for <unk>, <s>, </s> in the built-in tokenizer and are
 # special in most real vocabularies; random prompts avoid them.
@@ -33,16 +44,6 @@ def random_prompts(num: int, input_len: int, vocab_size: int, seed: int) -> list
     return [row.tolist() for row in ids]
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: "
-                            f"{exc.object[exc.start:exc.start + 1]!r})") from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-
-
 def _token_ids(value: list[object], where: str) -> list[int]:
     """Token ids exactly as written: integers only (no bools, floats or numeric strings)."""
     for i, token in enumerate(value):
@@ -54,82 +55,105 @@ def _token_ids(value: list[object], where: str) -> list[int]:
     return [t for t in value if isinstance(t, int)]
 
 
-def _read_jsonl(path: Path) -> list[Prompt]:
-    prompts: list[Prompt] = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ScenarioError(f"{where}: not JSON ({exc.msg})") from None
+def _read_jsonl(path: Path) -> list[Item]:
+    items: list[Item] = []
+    for where, item in json_lines(path):
         if isinstance(item, dict) and isinstance(item.get("prompt"), str):
             if not item["prompt"].strip():
                 raise ScenarioError(f"{where}: empty prompt")
-            prompts.append(item["prompt"])
+            prompt: Prompt = item["prompt"]
         elif isinstance(item, dict) and isinstance(item.get("prompt_token_ids"), list):
             if not item["prompt_token_ids"]:
                 raise ScenarioError(f"{where}: empty prompt_token_ids")
-            prompts.append(_token_ids(item["prompt_token_ids"], where))
+            prompt = _token_ids(item["prompt_token_ids"], where)
         else:
             raise ScenarioError(
                 f"{where}: expected an object with 'prompt' (text) or "
                 "'prompt_token_ids' (list of ints)"
             )
-    return prompts
+        items.append((prompt, category_of(item, where, False, "")))
+    return items
 
 
-def _read_sharegpt(path: Path) -> list[Prompt]:
+def _read_sharegpt(path: Path) -> list[Item]:
     try:
-        data = json.loads(_read_text(path))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, list):
         raise ScenarioError(f"{path}: expected a JSON list of conversations")
-    prompts: list[Prompt] = []
+    prompts: list[Item] = []
     for item in data:
         turns = item.get("conversations") if isinstance(item, dict) else None
         if not isinstance(turns, list):
             continue
         for turn in turns:
             if isinstance(turn, dict) and turn.get("from") == "human" and turn.get("value"):
-                prompts.append(str(turn["value"]))
+                prompts.append((str(turn["value"]), None))
                 break
     return prompts
 
 
-def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> list[Prompt]:
-    """The measured prompts of a workload (`base_dir` resolves relative file paths)."""
-    if workload.kind == "random":
-        if vocab_size is None:
-            raise ScenarioError("workload.kind random needs the model's vocab_size")
-        return random_prompts(workload.num_prompts, workload.input_len, vocab_size, workload.seed)
+def workload_file(workload: Workload, base_dir: Path) -> Path:
+    """The file a file workload reads (speed_bench: <folder>/<subset>.jsonl)."""
     assert workload.path is not None  # the scenario validator guarantees it
     path = Path(workload.path)
     if not path.is_absolute():
         path = base_dir / path
+    return speed_bench_file(path, workload.subset) if workload.kind == "speed_bench" else path
+
+
+READERS = {"jsonl": _read_jsonl, "sharegpt": _read_sharegpt, "spec_bench": read_spec_bench,
+           "speed_bench": read_speed_bench}
+
+
+def load_workload(workload: Workload, base_dir: Path,
+                  vocab_size: int | None) -> tuple[list[Prompt], list[str | None]]:
+    """The measured prompts of a workload and each one's category (None where it has none);
+    `base_dir` resolves relative file paths."""
+    if workload.kind == "random":
+        if vocab_size is None:
+            raise ScenarioError("workload.kind random needs the model's vocab_size")
+        prompts = random_prompts(workload.num_prompts, workload.input_len, vocab_size,
+                                 workload.seed)
+        return prompts, [None] * len(prompts)
+    path = workload_file(workload, base_dir)
     # Every launch reads the prompts again and hashes them to prove each arm saw the same:
     # only a regular file reads to the same end each time (a FIFO gives its data once,
     # /dev/zero never ends).
     require_regular_file(path, f"workload.path: file not found: {path}",
                          f"workload.path: {path} {{problem}}; prompts must come from a "
                          "regular file, which every launch reads again to the same end")
-    prompts = _read_jsonl(path) if workload.kind == "jsonl" else _read_sharegpt(path)
-    if not prompts:
-        what = ("no prompts" if workload.kind == "jsonl"
-                else "no conversation with a non-empty human turn")
+    items = READERS[workload.kind](path)
+    if not items:
+        what = ("no conversation with a non-empty human turn" if workload.kind == "sharegpt"
+                else "no prompts")
         raise ScenarioError(f"{path}: {what}")
+    if workload.categories is not None:
+        found = {c for _, c in items}
+        missing = [c for c in workload.categories if c not in found]
+        if missing:
+            known = ", ".join(sorted(c for c in found if c is not None)) or "none"
+            raise ScenarioError(f"workload.categories: {missing[0]!r} is not in {path} "
+                                f"(its categories: {known})")
+        items = [item for item in items if item[1] in workload.categories]
     if vocab_size is not None:
-        for i, prompt in enumerate(prompts):
+        for i, (prompt, _) in enumerate(items):
             if isinstance(prompt, list) and max(prompt) >= vocab_size:
                 raise ScenarioError(f"{path}: prompt {i}: token id {max(prompt)} is outside the "
                                     f"model's vocabulary of {vocab_size}")
-    if len(prompts) < workload.num_prompts:
+    if len(items) < workload.num_prompts:
         raise ScenarioError(
-            f"workload.num_prompts: {workload.num_prompts} asked, {path} has {len(prompts)}"
+            f"workload.num_prompts: {workload.num_prompts} asked, {path} has {len(items)}"
+            + (" in those categories" if workload.categories else "")
         )
-    return prompts[: workload.num_prompts]
+    chosen = stratified(items, workload.num_prompts)
+    return [p for p, _ in chosen], [c for _, c in chosen]
+
+
+def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> list[Prompt]:
+    """The measured prompts of a workload (`base_dir` resolves relative file paths)."""
+    return load_workload(workload, base_dir, vocab_size)[0]
 
 
 def warmup_prompts(workload: Workload, count: int, vocab_size: int | None,

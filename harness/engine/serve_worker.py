@@ -163,7 +163,8 @@ def engine_versions() -> dict[str, str]:
     return {key: value for key, value in found.items() if value is not None}
 
 
-def request_record(streamed: StreamedRequest, prompt: Prompt) -> RequestRecord:
+def request_record(streamed: StreamedRequest, prompt: Prompt,
+                   category: str | None = None) -> RequestRecord:
     timings = request_timings(streamed.chunk_times, streamed.output_tokens)
     prompt_tokens = streamed.prompt_tokens
     if prompt_tokens is None:
@@ -183,6 +184,7 @@ def request_record(streamed: StreamedRequest, prompt: Prompt) -> RequestRecord:
         error=streamed.error,
         spec_histogram=streamed.spec_histogram,
         spec_draft_tokens=streamed.spec_draft_tokens,
+        category=category,
     )
 
 
@@ -248,7 +250,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         timings.import_s = time.perf_counter() - t
 
     name = served_model_name(run.engine_args["model"])
-    engine_args, prompts, warm = prepare_launch(run, base_dir, cache_dir, result)
+    engine_args, prompts, warm, categories = prepare_launch(run, base_dir, cache_dir, result)
 
     info = ServerInfo(url="", command=[])
     result.server = info
@@ -338,7 +340,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 repeat=repeat,
                 started_unix=started,
                 duration_s=duration,
-                requests=[request_record(s, prompts[s.index]) for s in streamed],
+                requests=[request_record(s, prompts[s.index], categories[s.index])
+                          for s in streamed],
                 spec_decode=counter_delta(before, after) if before and after else None,
                 workload_hash=whash,
                 arm=arm,

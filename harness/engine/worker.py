@@ -25,11 +25,14 @@ from typing import Any
 
 from harness.atomic import write_json_atomic
 from harness.config.catalog import BUILTIN_MODELS
+from harness.config.scenario import Workload
 from harness.config.workload import (
+    READERS,
     Prompt,
-    load_prompts,
+    load_workload,
     model_vocab_size,
     warmup_prompts,
+    workload_file,
     workload_hash,
 )
 from harness.execute.lifeline import guard_process_group
@@ -151,7 +154,7 @@ def to_engine_prompt(prompt: Prompt) -> Any:
     return TokensPrompt(prompt_token_ids=prompt)
 
 
-def request_record(index: int, output: Any) -> RequestRecord:
+def request_record(index: int, output: Any, category: str | None = None) -> RequestRecord:
     completion = output.outputs[0]
     stats = output.metrics
     ttft = e2el = None
@@ -171,6 +174,7 @@ def request_record(index: int, output: Any) -> RequestRecord:
         output_token_ids=list(completion.token_ids),
         spec_histogram=None if spec is None else [int(c) for c in spec.histogram],
         spec_draft_tokens=None if spec is None else int(spec.num_draft_tokens),
+        category=category,
     )
 
 
@@ -254,18 +258,56 @@ def engine_death_error(llm: Any, stage: str) -> str:
             + (f"; its output, with any stack trace, is in {log}" if log else ""))
 
 
-def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None,
-                   result: WorkerResult) -> tuple[dict[str, Any], list[Prompt], list[Prompt]]:
+def vllm_dataset_prompts(workload: Workload, base_dir: Path) -> list[str] | None:
+    """The prompt texts vLLM's own dataset class reads from the workload's file, in file
+    order (disable_shuffle), for the formats it has a class for; None for the others."""
+    if workload.kind not in ("spec_bench", "speed_bench"):
+        return None
+    from vllm.benchmarks.datasets import datasets as vllm_datasets
+
+    found: Any
+    if workload.kind == "spec_bench":
+        found = vllm_datasets.SpecBench(dataset_path=str(workload_file(workload, base_dir)),
+                                        disable_shuffle=True)
+    elif workload.kind == "speed_bench":
+        folder = Path(workload.path or "")
+        folder = folder if folder.is_absolute() else base_dir / folder
+        if not folder.is_dir():
+            return None  # the file named itself: vLLM's class reads folders only
+        found = vllm_datasets.SpeedBench(dataset_path=str(folder), disable_shuffle=True,
+                                         dataset_subset=workload.subset or "qualitative")
+    return [str(row["prompt"]) for row in found.data]
+
+
+def check_against_vllm(workload: Workload, base_dir: Path) -> None:
+    """vLLM's class and specbench's reader must read the same prompts from the same file
+    (specbench's adds the categories vLLM's drops); a difference fails the launch."""
+    theirs = vllm_dataset_prompts(workload, base_dir)
+    if theirs is None:
+        return
+    ours = [p for p, _ in READERS[workload.kind](workload_file(workload, base_dir))]
+    if theirs != ours:
+        first = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+                     min(len(theirs), len(ours)))
+        raise RuntimeError(f"vLLM's {workload.kind} reader and specbench's disagree on "
+                           f"{workload_file(workload, base_dir)} from prompt {first} "
+                           f"({len(theirs)} against {len(ours)} prompts)")
+
+
+def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None, result: WorkerResult
+                   ) -> tuple[dict[str, Any], list[Prompt], list[Prompt], list[str | None]]:
     """Both modes: local model folders in a copy of the engine args (timed into `result`),
-    the measured prompts and the warm-up prompts."""
+    the measured prompts, the warm-up prompts and each measured prompt's category."""
     t = time.perf_counter()
     engine_args: dict[str, Any] = json.loads(json.dumps(run.engine_args))
     result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
     result.timings.models_s = time.perf_counter() - t
     model_path = Path(engine_args["model"])
     vocab = model_vocab_size(model_path) if model_path.is_dir() else None
-    prompts = load_prompts(run.workload, base_dir, vocab)
-    return engine_args, prompts, warmup_prompts(run.workload, run.warmup, vocab, prompts)
+    check_against_vllm(run.workload, base_dir)
+    prompts, categories = load_workload(run.workload, base_dir, vocab)
+    return (engine_args, prompts, warmup_prompts(run.workload, run.warmup, vocab, prompts),
+            categories)
 
 
 def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
@@ -285,7 +327,7 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     timings.import_s = time.perf_counter() - t
     result.engine_versions = {"vllm": vllm.__version__, "torch": torch.__version__}
 
-    engine_args, prompts, warm = prepare_launch(run, base_dir, cache_dir, result)
+    engine_args, prompts, warm, categories = prepare_launch(run, base_dir, cache_dir, result)
 
     def params(i: int) -> Any:
         w = run.workload
@@ -332,7 +374,7 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             repeat=repeat,
             started_unix=started,
             duration_s=duration,
-            requests=[request_record(i, out) for i, out in enumerate(outputs)],
+            requests=[request_record(i, out, categories[i]) for i, out in enumerate(outputs)],
             spec_decode=counter_delta(before, after) if before and after else None,
             workload_hash=whash,
             arm=arm,

@@ -19,6 +19,8 @@ from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
+from harness.present.categories import NOTE as CATEGORY_NOTE
+from harness.present.categories import category_rows
 from harness.present.speedup import (
     render_markdown_decompositions,
     render_terminal_decompositions,
@@ -166,24 +168,35 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def render_terminal(comparison: Comparison, console: Console | None = None) -> str:
-    """The box-drawn table of the seed PRs (also returned as text)."""
-    header, rows = table_rows(comparison)
-    table = Table(box=box.SQUARE, show_lines=True, title=escape(f"{comparison.scenario} "
-                  f"({comparison.run_id})"))
+def _box_table(header: list[str], rows: list[list[str]], title: str) -> Table:
+    table = Table(box=box.SQUARE, show_lines=True, title=escape(title))
     for i, name in enumerate(header):
         table.add_column(escape(name), justify="center" if i == 0 else "left", no_wrap=True)
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def render_terminal(comparison: Comparison, console: Console | None = None) -> str:
+    """The box-drawn table of the seed PRs (also returned as text)."""
+    header, rows = table_rows(comparison)
+    table = _box_table(header, rows, f"{comparison.scenario} ({comparison.run_id})")
     # Wide enough that no cell is cropped: the table is meant to be pasted whole.
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    console = console or Console(width=max(100, sum(widths) + 3 * len(widths) + 4))
+    tables = [(header, rows)]
+    if comparison.categories:
+        tables.append(category_rows(comparison))
+    widths = max(sum(max(len(r[i]) for r in [h, *rs]) + 3 for i in range(len(h)))
+                 for h, rs in tables)
+    console = console or Console(width=max(100, widths + 4))
     with console.capture() as capture:
         console.print(table)
         for line in footnotes(comparison):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         for line in render_terminal_decompositions(comparison):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if comparison.categories:
+            console.print(_box_table(*category_rows(comparison), "Per category"))
+            console.print(CATEGORY_NOTE, highlight=False, markup=False, soft_wrap=True)
     return capture.get()
 
 
@@ -287,6 +300,12 @@ def render_markdown(comparison: Comparison, environment: dict[str, Any] | None =
     out.append("")
     out.extend(f"- {note}" for note in footnotes(comparison))
     out.extend(render_markdown_decompositions(comparison))
+    if comparison.categories:
+        cat_header, cat_rows = category_rows(comparison)
+        out += ["", "**Per category**", "", line(cat_header),
+                "|" + "|".join([":---", ":---"] + ["---:"] * (len(cat_header) - 2)) + "|"]
+        out.extend(line(r) for r in cat_rows)
+        out += ["", CATEGORY_NOTE]
     return "\n".join(out) + "\n"
 
 

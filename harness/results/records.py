@@ -26,8 +26,8 @@ store.migrate_manifest when older files need it):
       per_request_spec_decode_metrics: verify steps by accepted draft tokens). Optional:
       older files read unchanged, without per-request acceptance.
   8 - no-speculation arms: PassRecord.step_times (draft, forward and the rest of the engine
-      steps, timed in vLLM's worker); plan RunSpecs gain step_times. Optional: older files
-      read unchanged.
+      steps, timed in vLLM's worker); plan RunSpecs gain step_times. Datasets with categories:
+      RequestRecord.category. Optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ class RequestRecord(Record):
         "at index j (0..k).")
     spec_draft_tokens: int | None = Field(
         default=None, description="Draft tokens proposed for this request.")
+    category: str | None = Field(
+        default=None, description="The prompt's category in its dataset (Spec-Bench, "
+        "SPEED-Bench, a jsonl with 'category'); None where it has none.")
 
 
 class SpecDecodeCounters(Record):

@@ -502,12 +502,14 @@ def test_medusa_against_no_speculation(failing_and_patched: CliRun) -> None:
 
 @pytest.fixture(scope="module")
 def eagle_speedup(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    """EAGLE at TP 2 against the same TP 2 target without speculation: two engines."""
+    """EAGLE at TP 2 against the same TP 2 target without speculation, two engines, on the
+    Spec-Bench fixture (12 prompts in 3 categories, loaded through vLLM's SpecBench too)."""
     tmp = tmp_path_factory.mktemp("eagle-speedup")
     data = _scenario("cpu-eagle-tp2-argmax.yaml")
     data.update(name="eagle-speedup", rounds=1, repeats=2, warmup=4, variants={
         "eagle": {"baseline": True}, "nospec": {"speculative_config": "none"}})
-    data["workload"].update(num_prompts=8, max_tokens=16)
+    data["workload"] = {"kind": "spec_bench", "num_prompts": 12, "max_tokens": 16,
+                        "path": str(ROOT / "tests/fixtures/datasets/spec_bench_question.jsonl")}
     path = tmp / "eagle-speedup.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return run_cli(path, tmp / "results", "eagle-speedup")
@@ -517,3 +519,23 @@ def test_eagle_tp2_against_no_speculation(eagle_speedup: CliRun) -> None:
     assert eagle_speedup.returncode == 0, eagle_speedup.stderr[-3000:]
     check_speedup_run(eagle_speedup, ["eagle"], "nospec", 3)
     assert "Where the speedup goes: eagle vs nospec (k = 3; 1 round" in eagle_speedup.stdout
+
+
+def test_a_spec_bench_file_gets_a_per_category_table(eagle_speedup: CliRun) -> None:
+    run = eagle_speedup
+    categories = ["translation", "summarization", "math_reasoning"]
+    for record in run.results.runs:
+        assert record.result is not None
+        for p in record.result.passes:
+            assert [r.category for r in p.requests] == categories * 4
+    comparison = compare_run(run.results)
+    assert list(comparison.categories) == categories
+    assert comparison.category_requests == dict.fromkeys(categories, 4)
+    for results in comparison.categories.values():
+        rows = {r.key: r for r in results[0].rows}
+        assert rows["acceptance_length"].baseline > 1  # EAGLE's; the candidate has none
+        assert math.isnan(rows["acceptance_length"].candidate)
+        assert rows["output_rate"].baseline > 0 and rows["output_rate"].candidate > 0
+    table = run.stdout[run.stdout.index("Per category"):]
+    assert "math_reasoning (4)" in table and "Output rate (tok/s per request)" in table
+    assert "Acceptance length" in table and "—" in table

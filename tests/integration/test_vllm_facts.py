@@ -44,3 +44,45 @@ def test_builtin_tokenizer_is_one_token_per_word(name: str) -> None:
     tok = Tokenizer.from_file(str(model_dir(name) / "tokenizer.json"))
     text = "w5 w6  w7\nw900 w3"
     assert len(tok.encode(text, add_special_tokens=False).ids) == len(text.split())
+
+
+def test_vllms_dataset_classes_read_the_fixtures_as_specbench_does(tmp_path: Path) -> None:
+    """The worker loads Spec-Bench and SPEED-Bench through vLLM's own classes and checks them
+    against specbench's reader, which adds the categories vLLM's drop; here both, on the
+    fixtures, and the raw KeyError vLLM gives a row without a category once a category is
+    asked for (the parent refuses such a file in one line instead)."""
+    code = r"""
+import json, sys
+from pathlib import Path
+from harness.config.scenario import Workload
+from harness.config.workload import READERS, workload_file
+from harness.engine.worker import check_against_vllm, vllm_dataset_prompts
+base = Path(sys.argv[1])
+out = {}
+for kind, path in (("spec_bench", "spec_bench_question.jsonl"), ("speed_bench", "speed_bench")):
+    w = Workload(kind=kind, path=path, num_prompts=12, max_tokens=4)
+    check_against_vllm(w, base)
+    out[kind] = [vllm_dataset_prompts(w, base),
+                 [p for p, _ in READERS[kind](workload_file(w, base))]]
+bad = Path(sys.argv[2])
+bad.write_text(json.dumps({"turns": ["w5 w6"]}) + "\n")
+from vllm.benchmarks.datasets import SpecBench
+try:
+    SpecBench(dataset_path=str(bad), disable_shuffle=True)  # reads: no category asked
+    SpecBench(dataset_path=str(bad), disable_shuffle=True, category="qa")
+    out["no_category"] = "read"
+except KeyError as exc:
+    out["no_category"] = f"KeyError: {exc}"
+print(json.dumps(out))
+"""
+    from tests.conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests/fixtures/datasets"),
+                           str(tmp_path / "bad.jsonl")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for kind in ("spec_bench", "speed_bench"):
+        theirs, ours = found[kind]
+        assert theirs == ours and len(ours) == 12
+    assert found["no_category"] == "KeyError: 'category'"

@@ -37,6 +37,15 @@ FILES: list[tuple[str, bytes, str, str]] = [
     ("not-utf8", b'{"prompt": "w5 \xff\xfe"}\n', "jsonl", "not UTF-8 text"),
     ("sharegpt-no-turns", json.dumps([{"conversations": [{"from": "gpt", "value": "hi"}]}])
      .encode(), "sharegpt", "no conversation with a non-empty human turn"),
+    # vLLM's SpecBench raises a raw KeyError on a row without a category.
+    ("spec-bench-no-category", _jsonl([{"turns": ["w5 w6"]}]), "spec_bench",
+     ".jsonl:1: no 'category' (Spec-Bench gives every prompt one"),
+    ("spec-bench-no-turns", _jsonl([{"category": "qa", "prompt": "w5"}]), "spec_bench",
+     ".jsonl:1: expected an object with 'turns', a list of strings"),
+    ("speed-bench-no-messages", _jsonl([{"category": "qa", "turns": ["w5"]}]), "speed_bench",
+     ".jsonl:1: expected an object with 'messages'"),
+    ("category-not-a-string", _jsonl([{"prompt": "w5", "category": 3}]), "jsonl",
+     ".jsonl:1: 'category' must be a non-empty string, got 3"),
 ]
 
 
@@ -80,7 +89,7 @@ def _refused(result: subprocess.CompletedProcess[str], fragment: str, tmp_path: 
                          ids=[f[0] for f in FILES])
 def test_bad_workload_files(tmp_path: Path, scenario_data: dict[str, Any], name: str,
                             content: bytes, kind: str, fragment: str) -> None:
-    suffix = ".jsonl" if kind == "jsonl" else ".json"
+    suffix = ".json" if kind == "sharegpt" else ".jsonl"
     (tmp_path / f"prompts{suffix}").write_bytes(content)
     scenario_data["workload"] = {"kind": kind, "path": f"prompts{suffix}", "num_prompts": 1,
                                  "max_tokens": 8}
