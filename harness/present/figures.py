@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,9 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
     if not columns or passes[columns].isna().all().all():
         return None
     fig, (ax,) = _figure(7, 3.4)
-    names = _variants(passes, baseline)
+    # (an arm without speculation has no acceptance: no bars)
+    names = [n for n in _variants(passes, baseline)
+             if passes.loc[passes["variant"] == n, columns].notna().any().any()]
     width = 0.8 / max(1, len(names))
     x = np.arange(len(columns))
     for i, name in enumerate(names):
@@ -132,6 +135,8 @@ def acceptance_per_request(requests: pd.DataFrame, baseline: str, title: str) ->
     bins = np.linspace(1.0, max(float(finite.max()), 1.0) + 1e-9, 21)
     for name in _variants(requests, baseline):
         mask = (requests["variant"] == name) & values.notna()
+        if not mask.any():
+            continue  # an arm without speculation
         hist.hist(values[mask], bins=bins, histtype="step", lw=1.5, label=name)
         scatter.scatter(requests.loc[mask, "output_tokens"], values[mask], s=8, alpha=0.5,
                         label=name)
@@ -154,6 +159,8 @@ def forest_plot(comparison: Comparison, title: str) -> Any | None:
     several = len(comparison.candidates) > 1
     for cand in comparison.candidates:
         for row in cand.rows:
+            if not math.isfinite(row.estimate.delta):
+                continue  # no delta (acceptance against the arm without speculation)
             label = f"{cand.name}: {row.label}" if several else row.label
             panels[row.estimate.kind].append((label, row))
     shown = [(kind, rows) for kind, rows in panels.items() if rows]

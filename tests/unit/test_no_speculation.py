@@ -15,7 +15,7 @@ from harness.analysis.speedup import decompose, decomposition_frame
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
 from harness.plan.plan import engine_args_for, expand_plan
-from harness.present.figures import speedup_decomposition
+from harness.present.figures import forest_plot, speedup_decomposition
 from harness.present.tables import render_markdown, render_terminal
 from harness.results.records import PassRecord, SpecDecodeCounters, StepTimes
 from tests.conftest import ROOT
@@ -185,3 +185,13 @@ def test_a_notebook_frame_and_a_figure_of_it() -> None:
     assert labels[0] == "ideal: k + 1 tokens per step" and labels[-1] == "= measured speedup"
     assert speedup_decomposition(compare_records(launches([1.0]), "nospec", ["medusa"], "r",
                                                  "u"), "u") is None  # none named: none drawn
+
+
+def test_figures_leave_out_what_the_arm_without_speculation_lacks() -> None:
+    comparison = compare_records(launches([1.0, 0.95, 1.05]), "medusa", ["nospec"], "r", "u",
+                                 no_speculation="nospec", draft_tokens={"medusa": 3})
+    fig = forest_plot(comparison, "u")
+    assert fig is not None and len(fig.axes) == 1  # no empty acceptance panel
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "Output throughput (tok/s)" in labels
+    assert not any("cceptance" in label for label in labels)
