@@ -59,9 +59,6 @@ def _launch_sums(passes: pd.DataFrame) -> dict[str, float] | None:
     thr = passes["output_throughput"].astype(float)
     if not (thr > 0).all() or not (passes["steps"] > 0).all():
         return None
-    if "num_drafts" in passes and passes["num_drafts"].notna().all() \
-            and passes["num_drafts"].sum() == 0:
-        return None  # a speculative launch that never drafted: nothing to decompose
     sums = {c: float(passes[c].sum()) for c in (*TIMING_COLUMNS, "output_tokens",
                                                 "duration_s")}
     sums["log_throughput"] = float(np.log(thr).mean())
@@ -112,7 +109,9 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
         sums = _launch_sums(group)
         if sums is not None:
             launches[(str(variant), int(rnd))] = sums
-    rounds = sorted(r for (v, r) in launches if v == arm and (reference, r) in launches)
+    # A speculative launch that never drafted has no acceptance to decompose.
+    rounds = sorted(r for (v, r) in launches if v == arm and (reference, r) in launches
+                    and launches[(v, r)]["num_drafts"] > 0)
     if not rounds:
         return None
     per_round = [_factors(launches[(arm, r)], launches[(reference, r)], k) for r in rounds]

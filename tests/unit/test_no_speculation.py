@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis.compare import compare_records
@@ -195,3 +197,51 @@ def test_figures_leave_out_what_the_arm_without_speculation_lacks() -> None:
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "Output throughput (tok/s)" in labels
     assert not any("cceptance" in label for label in labels)
+
+
+def simulated_passes(rng: np.random.Generator, rounds: int, launch_sd: float,
+                     part_sd: float, passes: int = 3) -> pd.DataFrame:
+    """Launch-per-arm passes of a no-speculation arm (10 ms steps: 8 ms forward) and a
+    speculative one (20 ms steps: 2 ms draft, 12 ms forward), 90% of each pass in its steps.
+    Each launch runs at its own speed (lognormal, launch_sd: the machine's launch-to-launch
+    noise) and each time component varies on its own (part_sd), per launch and per pass."""
+    rows = []
+    for r in range(rounds):
+        for variant, steps, d, v, o in (("nospec", 100, 0.0, 8.0, 2.0),
+                                        ("spec", 40, 2.0, 12.0, 6.0)):
+            speed = rng.lognormal(0, launch_sd)
+            parts = rng.lognormal(0, part_sd, size=3)
+            for _ in range(passes):
+                dd, vv, oo = (x * speed * p * rng.lognormal(0, part_sd / 3)
+                              for x, p in zip((d, v, o), parts, strict=True))
+                step_s = steps * (dd + vv + oo) / 1000
+                duration = step_s / 0.9
+                rows.append({"variant": variant, "round": r, "output_tokens": 800,
+                             "duration_s": duration, "output_throughput": 800 / duration,
+                             "steps": steps, "step_s": step_s, "forward_s": steps * vv / 1000,
+                             "draft_s": steps * dd / 1000, "num_drafts": 320 if d else 0,
+                             "num_draft_tokens": 960 if d else 0,
+                             "num_accepted_tokens": 480 if d else 0})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("rounds", [3, 5])
+def test_factor_intervals_cover_under_launch_noise(rounds: int) -> None:
+    """Coverage of the shipped decomposition's intervals (t over rounds) under launch-level
+    noise (8% sd, as between launches here) and component noise (4%): the truth is the
+    noise-free factor. 400 simulated runs each."""
+    truth = {"draft": 10 / 12, "verification": 12 / 16, "measured": 1.25,
+             "rest_of_step": 16 / 20}
+    rng = np.random.default_rng(3)
+    hits = dict.fromkeys(truth, 0)
+    trials = 400
+    for _ in range(trials):
+        d = decompose(simulated_passes(rng, rounds, 0.08, 0.04), "spec", "nospec", 3)
+        assert d is not None
+        found = {f.key: f for f, _ in d.terms()}
+        for key, value in truth.items():
+            f = found[key]
+            assert f.low is not None and f.high is not None
+            hits[key] += f.low <= value <= f.high
+    coverage = {k: v / trials for k, v in hits.items()}
+    assert all(c >= 0.92 for c in coverage.values()), coverage
