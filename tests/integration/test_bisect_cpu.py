@@ -21,7 +21,8 @@ import yaml
 from tests.conftest import ROOT, SCENARIOS
 from tests.fixtures.bisect.make_repo import make_repo
 
-pytestmark = pytest.mark.integration
+# The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCENARIO = SCENARIOS / "cpu-medusa-bisect.yaml"
 # 3 ms in every propose call: about -40% output throughput in this shape, so that a dozen

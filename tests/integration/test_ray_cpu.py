@@ -27,7 +27,8 @@ from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_faults import _fake_model
 from tests.processes import alive, start_specbench
 
-pytestmark = pytest.mark.integration
+# The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'")
 
 

@@ -22,7 +22,8 @@ from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
 from tests.processes import start_specbench
 
-pytestmark = pytest.mark.integration
+# The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _scenario(tmp_path: Path) -> Path:
