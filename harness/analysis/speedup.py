@@ -15,8 +15,8 @@ step time, d the draft time, v the target's forward and o = t - d - v the rest o
 tau the output tokens per step; subscript 0 for the no-speculation arm (d0 = 0). Acceptance
 splits into per-request acceptance, L / (k + 1) with L = 1 + accepted / drafts, and the batch
 draining unevenly, tau / (L tau0): requests finishing at different steps leave the last steps
-thinner than without speculation. `other`
-splits further into the rest of the step, (t0 + d + v - v0) / t, and time outside the steps
+thinner than without speculation. `other` splits further into the rest of the step,
+(t0 + d + v - v0) / t, and time outside the steps
 (scheduling, detokenizing, the output loop): the remainder, so the factors multiply back to
 the measured speedup exactly in every round. Each factor is a geometric mean over rounds,
 with a t interval over rounds on its log (no interval from one round). Nothing is clamped:
@@ -137,8 +137,12 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
     acceptance_length = (1 + pooled(arm, "num_accepted_tokens") / drafts if drafts
                          else math.nan)
     c = raw["draft_ms"] / raw["step0_ms"]
-    expected = (float(k + 1) if alpha == 1.0 else (1 - alpha ** (k + 1)) / (1 - alpha)
-                if alpha == alpha else math.nan)
+    if math.isnan(alpha):
+        expected = math.nan
+    elif alpha == 1.0:
+        expected = float(k + 1)  # the formula's limit
+    else:
+        expected = (1 - alpha ** (k + 1)) / (1 - alpha)
     return Decomposition(
         arm=arm, reference=reference, k=k, rounds=rounds,
         measured=_factor("measured", "measured speedup", logs["measured"]),

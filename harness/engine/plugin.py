@@ -33,7 +33,6 @@ def register() -> None:
     benchmark deserves). A valid one never raises: if vLLM's layout defeats the patch, the error
     is logged and left as a report with "error", and no report of a code path ever appears.
     """
-    global _installed
     patch = os.environ.get(PATCH_ENV, "").strip()
     if patch:
         _install_patch(patch)
@@ -41,9 +40,14 @@ def register() -> None:
     if overlay:
         _install_overlay(overlay)
     value = os.environ.get(IMPL_ENV, "").strip()
-    if not value:
-        _install_step_times()
-        return
+    if value:
+        _install_swap(value)
+    _install_step_times()
+
+
+def _install_swap(value: str) -> None:
+    """The built-in swap "name:choice", once per process."""
+    global _installed
     try:
         name, choice = parse_implementation(value)
     except ValueError as exc:
@@ -69,7 +73,6 @@ def register() -> None:
         logger.exception("specbench: could not install %s:%s", name, choice)
         impls.write_install_error(name, choice, exc)
     _installed = (name, choice)
-    _install_step_times()
 
 
 def _install_step_times() -> None:

@@ -16,12 +16,9 @@ synchronized first, so host clocks measure the device's work; on a CPU nothing w
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
-
-logger = logging.getLogger("vllm.specbench.steptimes")
 
 # Totals of this process (one vLLM worker, one TP rank).
 TOTALS: dict[str, float] = {"steps": 0.0, "step_s": 0.0, "forward_s": 0.0, "draft_s": 0.0}
@@ -41,6 +38,8 @@ def _synchronizer() -> Callable[[], None]:
 
 
 def _timed(fn: Callable[..., Any], total: str, sync: Callable[[], None]) -> Callable[..., Any]:
+    counts_step = fn.__name__ == "_model_forward"  # each step runs the target's forward once
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sync()
@@ -50,8 +49,8 @@ def _timed(fn: Callable[..., Any], total: str, sync: Callable[[], None]) -> Call
         finally:
             sync()
             TOTALS[total] += time.perf_counter() - t
-            if fn.__name__ == "_model_forward":
-                TOTALS["steps"] += 1  # each step runs the target's forward once
+            if counts_step:
+                TOTALS["steps"] += 1
     wrapper.__specbench_step_timer__ = True  # type: ignore[attr-defined]
     return wrapper
 

@@ -15,6 +15,7 @@ NOTE = ("Per category: the categories share each pass's batch, so output rate is
 
 def category_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """Header and rows, cells formatted as the main table's."""
+    from harness.present.tables import NOT_SPECULATING as DASH
     from harness.present.tables import format_delta, format_value
 
     header = ["Category", "Metric", comparison.baseline]
@@ -36,10 +37,10 @@ def category_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
                 if found is None:
                     cells += ["n/a", ""]
                     continue
-                base = "—" if math.isnan(found.baseline) else format_value(found.baseline)
+                base = DASH if math.isnan(found.baseline) else format_value(found.baseline)
                 lacking = math.isnan(found.baseline) or math.isnan(found.candidate)
-                cells += ["—" if math.isnan(found.candidate) else format_value(found.candidate),
-                          "—" if lacking else format_delta(found)]
+                cells += [DASH if math.isnan(found.candidate) else format_value(found.candidate),
+                          DASH if lacking else format_delta(found)]
             rows.append([label, metric, base, *cells])
             label = ""
     return header, rows

@@ -182,9 +182,8 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
     header, rows = table_rows(comparison)
     table = _box_table(header, rows, f"{comparison.scenario} ({comparison.run_id})")
     # Wide enough that no cell is cropped: the table is meant to be pasted whole.
-    tables = [(header, rows)]
-    if comparison.categories:
-        tables.append(category_rows(comparison))
+    per_category = category_rows(comparison) if comparison.categories else None
+    tables = [(header, rows)] + ([per_category] if per_category else [])
     widths = max(sum(max(len(r[i]) for r in [h, *rs]) + 3 for i in range(len(h)))
                  for h, rs in tables)
     console = console or Console(width=max(100, widths + 4))
@@ -194,8 +193,8 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         for line in render_terminal_decompositions(comparison):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
-        if comparison.categories:
-            console.print(_box_table(*category_rows(comparison), "Per category"))
+        if per_category:
+            console.print(_box_table(*per_category, "Per category"))
             console.print(CATEGORY_NOTE, highlight=False, markup=False, soft_wrap=True)
     return capture.get()
 
