@@ -28,8 +28,10 @@ from harness.analysis.bisection import (
     Verdict,
     first_points,
     midpoint_verdict,
+    pooled_step,
     precision_target,
     range_verdict,
+    spread_points,
 )
 from harness.analysis.comparison import Comparison
 from harness.atomic import write_json_atomic, write_text_atomic
@@ -117,7 +119,7 @@ class Bisector:
                  folder: Path, metric: str, threshold: float, budget_s: float, tries: int,
                  progress: Progress, models_cache: Path | None = None,
                  build: Callable[[Candidate], str] | None = None,
-                 first_points: int = 3, blocks: int | None = None) -> None:
+                 points: int = 3, blocks: int | None = None) -> None:
         self.scenario = scenario
         self.base_dir = scenario_path.resolve().parent
         self.data = _template(scenario)
@@ -130,7 +132,7 @@ class Bisector:
         self.progress = progress
         self.models_cache = models_cache
         self.build = build
-        self.first_points = first_points
+        self.points = points  # candidates measured beside good in one run, at most
         self.blocks = blocks
         self.steps: list[Step] = []
 
@@ -248,9 +250,10 @@ class Bisector:
     # -- the search ------------------------------------------------------------------------------
 
     def _measure(self, arms: list[int], decide: Callable[[int, Interval], Verdict],
-                 boundary: float) -> dict[int, Measured]:
-        """Measure good against `arms` (indices), again with a tighter target while the
-        verdict on the last arm is UNKNOWN, up to `tries` runs."""
+                 boundary: float, progress: Callable[[dict[int, Measured]], bool],
+                 ) -> dict[int, Measured]:
+        """Measure good against `arms` (indices), again with a tighter target while the run
+        made no `progress`, up to `tries` runs."""
         target: float | None = precision_target(boundary)
         found: dict[int, Measured] = {}
         for attempt in range(1, self.tries + 1):
@@ -262,10 +265,11 @@ class Bisector:
             step.measured = [found[i] for i in arms]
             self.steps.append(step)
             self._say(step)
-            last = found[arms[-1]]
-            if last.verdict != "UNKNOWN" or target is None:
+            if progress(found) or target is None:
                 break
-            target = precision_target(boundary, Interval(last.delta, last.low, last.high))
+            # Tighten to what the easiest of them needs to decide (at least halving).
+            target = min(precision_target(boundary, Interval(m.delta, m.low, m.high))
+                         for m in found.values())
         return found
 
     def _say(self, step: Step) -> None:
@@ -276,9 +280,10 @@ class Bisector:
 
     def run(self) -> Outcome:
         n = len(self.candidates) - 1
-        inner = first_points(n, self.first_points)
+        inner = first_points(n, self.points)
         found = self._measure([*inner, n], lambda i, iv: range_verdict(iv, self.threshold)
-                              if i == n else "UNKNOWN", self.threshold / 2)
+                              if i == n else "UNKNOWN", self.threshold / 2,
+                              lambda got: got[n].verdict != "UNKNOWN")
         ends = found[n]
         search = Search(0, n)
         if ends.verdict != "DIFFERENT":
@@ -290,12 +295,20 @@ class Bisector:
             m.verdict = midpoint_verdict(Interval(m.delta, m.low, m.high), step)
             search.record(index, m.verdict)
         while search.consistent and not search.done:
-            mid = search.midpoint()
-            got = self._measure([mid], lambda _i, iv: midpoint_verdict(iv, step),
-                                abs(step) / 2)[mid]
-            if got.verdict == "UNKNOWN":
+            # Every measurement of a candidate that has the change estimates the step.
+            step = pooled_step([Interval(m.delta, m.low, m.high) for s in self.steps
+                                for m in s.measured if m.index >= search.hi]) or step
+            points = spread_points(search.lo, search.hi, self.points)
+
+            def decide(_index: int, interval: Interval, step: float = step) -> Verdict:
+                return midpoint_verdict(interval, step)
+
+            got = self._measure(points, decide, abs(step) / 2, lambda got: any(
+                                    m.verdict != "UNKNOWN" for m in got.values()))
+            if all(m.verdict == "UNKNOWN" for m in got.values()):
                 return self._outcome("UNKNOWN", None, search, ends)
-            search.record(mid, got.verdict)
+            for m in got.values():
+                search.record(m.index, m.verdict)
         if not search.consistent:
             return self._outcome("UNKNOWN", None, search, ends)
         return self._outcome("CULPRIT", search.hi, search, ends)

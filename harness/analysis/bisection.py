@@ -7,11 +7,20 @@ in, DIFFERENT / SAME / UNKNOWN out, and the next candidate to measure.
 - **The first run** measures up to three points inside the range beside `bad`, all in one
   engine with `good` (first_points): judged once the step is known, they narrow the range to
   a quarter for the price of one engine start.
-- **Each midpoint** against `good`, on a boundary of half the step good..bad measured: DIFFERENT
+- **Every later run** measures up to three points splitting what is left of the range
+  (spread_points), again in one engine with `good`: an engine start costs more here than
+  another arm's passes, and a point that comes out UNKNOWN does not stall the search while
+  its neighbours decide.
+- **Each point** against `good`, on a boundary of half the step good..bad measured: DIFFERENT
   (it already has the change) when its interval lies beyond the boundary towards the step,
   SAME when it lies on good's side, UNKNOWN otherwise. Halfway is where a commit with the whole
   step and one with none are equally far: the rule that errs least either way.
-- An UNKNOWN is measured again with a tighter precision target, within a budget of tries.
+- **The step** that halfway is taken from is re-estimated as the search goes: the
+  inverse-variance mean of every measurement of a candidate known to have the change (bad,
+  and each one at or after the oldest DIFFERENT), so that one noisy good..bad does not
+  misplace the boundary for the rest of the bisect (pooled_step).
+- A run that decides nothing is measured again with a tighter precision target, within a
+  budget of tries.
 A metric known exactly (greedy acceptance) has a zero-width interval: it always decides.
 """
 
@@ -106,12 +115,33 @@ class Search:
             self.lo = max(self.lo, index)
 
 
+def spread_points(lo: int, hi: int, most: int = 3) -> list[int]:
+    """Up to `most` candidates strictly between `lo` and `hi`, splitting the range evenly (all
+    of them when there are no more than `most`)."""
+    inner = hi - lo - 1
+    if inner <= 0:
+        return []
+    parts = min(most, inner) + 1
+    return sorted({lo + round((hi - lo) * k / parts) for k in range(1, parts)} - {lo, hi})
+
+
 def first_points(n: int, most: int = 3) -> list[int]:
     """The candidates the first run measures beside good (0) and bad (n): up to `most` points
     splitting 1..n-1 evenly, so that one engine narrows the range to a quarter instead of a
     half (an engine start costs more here than another arm's passes)."""
-    if n <= 1:
-        return []
-    parts = min(most, n - 1) + 1
-    return sorted({round(n * k / parts) for k in range(1, parts)} - {0, n})
+    return spread_points(0, n, most)
 
+
+
+def pooled_step(intervals: list[Interval]) -> float | None:
+    """The step good..bad from every measurement of candidates that have it: their
+    inverse-variance mean (an exact one, zero-width, is the step itself); None without a
+    finite one."""
+    usable = [iv for iv in intervals if iv.finite]
+    exact = [iv.delta for iv in usable if iv.high <= iv.low]
+    if exact:
+        return exact[-1]
+    if not usable:
+        return None
+    weights = [1 / ((iv.high - iv.low) / 3.92) ** 2 for iv in usable]
+    return sum(w * iv.delta for w, iv in zip(weights, usable, strict=True)) / sum(weights)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, SCENARIOS
 from tests.fixtures.bisect.make_repo import make_repo
@@ -46,14 +45,8 @@ def _vllm() -> Path:
 
 
 def bisect(repo: Path, results: Path) -> Bisected:
-    # The shipped scenario with one batch of 8 prompts a pass (half its passes' length): CI
-    # time, and short passes are no noisier per pass here (docs/vllm_on_cpu.md).
-    data = yaml.safe_load(SCENARIO.read_text())
-    data["workload"]["num_prompts"] = 8
-    scenario = results.parent / "bisect.yaml"
-    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "bisect", str(scenario), "--repo", str(repo),
+        [sys.executable, "-m", "harness.cli", "bisect", str(SCENARIO), "--repo", str(repo),
          "--good", "v0.32.0", "--bad", "main", "--threshold", "0.3", "--blocks", "10",
          "--tries", "2", "--results-dir", str(results)],
         capture_output=True, text=True, cwd=ROOT, timeout=900, check=False,

@@ -20,8 +20,10 @@ from harness.analysis.bisection import (
     Search,
     first_points,
     midpoint_verdict,
+    pooled_step,
     precision_target,
     range_verdict,
+    spread_points,
 )
 from harness.bisect import Bisector, Step, render_outcome
 from harness.config.scenario import parse_scenario
@@ -48,6 +50,13 @@ def test_verdicts() -> None:
     assert search.done and search.hi == 6
     assert [first_points(n) for n in (1, 2, 3, 4, 8, 16)] == [
         [], [1], [1, 2], [1, 2, 3], [2, 4, 6], [4, 8, 12]]
+    assert [spread_points(lo, hi) for lo, hi in ((0, 5), (2, 5), (4, 5), (3, 11))] == [
+        [1, 2, 4], [3, 4], [], [5, 7, 9]]
+    # Inverse-variance: the narrow interval weighs four times the one twice as wide.
+    assert pooled_step([Interval(-0.06, -0.08, -0.04), Interval(-0.10, -0.14, -0.06)]) == \
+        pytest.approx((4 * -0.06 - 0.10) / 5)
+    assert pooled_step([Interval(-0.06, -0.08, -0.04), Interval(-0.03, -0.03, -0.03)]) == -0.03
+    assert pooled_step([Interval(-0.06, math.nan, math.nan)]) is None
     assert precision_target(0.025) == 0.025
     assert precision_target(0.025, Interval(-0.02, -0.04, 0.0)) < 0.0125 + 1e-12
 
@@ -109,6 +118,30 @@ def test_simulated_bisects_name_the_culprit_and_nothing_when_there_is_none(
     assert right >= 0.95 * trials and wrong <= 0.02 * trials
     assert none_found >= 0.95 * trials
     assert np.median(runs) <= math.ceil(math.log2(n)) + 1
+
+
+def test_a_point_left_unknown_does_not_stall_the_search(tmp_path: Path) -> None:
+    """Commits 2 and 4 come out UNKNOWN in the first run (as in a real 8-commit bisect): the
+    next run measures what is left of 0..5 together (1, 2 and 4 in one engine), not one
+    midpoint at a time, and the step is re-estimated from every DIFFERENT measurement."""
+
+    class Noisy(Simulated):
+        def observe(self, arms: list[int], target: float | None,
+                    attempt: int) -> tuple[Step, dict[int, Interval]]:
+            step, out = super().observe(arms, target, attempt)
+            if self.runs == 1:  # what the real first run gave, in fractions
+                out = {2: Interval(-0.015, -0.035, 0.006), 4: Interval(-0.008, -0.033, 0.017),
+                       5: Interval(-0.066, -0.089, -0.042), 7: Interval(-0.064, -0.082, -0.046)}
+            else:
+                out = {i: Interval(self.truth(i), self.truth(i) - 0.015, self.truth(i) + 0.015)
+                       for i in arms[1:]}
+            return step, out
+
+    sim = Noisy(7, 5, -0.065, np.random.default_rng(0), tmp_path)
+    out = sim.run()
+    assert out.verdict == "CULPRIT" and out.culprit == 5
+    assert [s.arms for s in out.steps] == [[0, 2, 4, 5, 7], [0, 1, 2, 4]]
+    assert sim.runs == 2
 
 
 def test_the_report_names_the_culprit_and_the_comparisons(tmp_path: Path) -> None:
