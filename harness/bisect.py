@@ -168,13 +168,13 @@ class Bisector:
             variants[_name(index, self.candidates[index])] = variant
         data["variants"] = variants
         data["name"] = f"{self.scenario.name}-bisect"
-        probe = parse_scenario(data, "bisect", max_cells=None)
+        one_engine = parse_scenario(data, "bisect", max_cells=None).one_engine_blocker() is None
         blocks = self._blocks(attempt)
-        if probe.one_engine_blocker() is None and blocks is not None:
+        if one_engine and blocks is not None:
             data.pop("precision", None)  # a fixed count of balanced blocks (2 passes per arm)
             data["rounds"] = 1
             data["repeats"] = 2 * blocks
-        elif probe.one_engine_blocker() is None and target is not None:
+        elif one_engine and target is not None:
             # Per arm: an engine hosting good and three candidates gets four times the time
             # of a lone midpoint against good, and its candidates the same precision.
             data["precision"] = {"mde": round(target, 5),
