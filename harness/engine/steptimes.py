@@ -33,7 +33,8 @@ def _synchronizer() -> Callable[[], None]:
     import torch
 
     if torch.cuda.is_available():
-        return torch.cuda.synchronize
+        synchronize: Callable[[], None] = torch.cuda.synchronize
+        return synchronize
     return lambda: None
 
 

@@ -20,8 +20,9 @@ import pytest
 from tests.conftest import ROOT, SCENARIOS
 from tests.fixtures.bisect.make_repo import make_repo
 
-# The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# CI keeps the short real bisect (one engine run of four arms, then the same bisect read back);
+# the range without a slowdown is in the slow tier (pytest -m slow).
+pytestmark = [pytest.mark.integration]
 
 SCENARIO = SCENARIOS / "cpu-medusa-bisect.yaml"
 # 3 ms in every propose call: about -40% output throughput in this shape, so that a dozen
@@ -90,6 +91,7 @@ def test_bisect_again_reads_its_runs_back(planted: tuple[list[str], Bisected]) -
     assert "read back" in again.stderr and "measuring" not in again.stderr
 
 
+@pytest.mark.slow
 def test_a_range_without_the_slowdown_finds_no_commit(
         tmp_path: Path) -> None:
     make_repo(tmp_path / "repo", _vllm(), slow_commit=None, n_commits=2)
