@@ -268,7 +268,7 @@ class Bisector:
             if progress(found) or target is None:
                 break
             # Tighten to what the easiest of them needs to decide (at least halving).
-            target = min(precision_target(boundary, Interval(m.delta, m.low, m.high))
+            target = max(precision_target(boundary, Interval(m.delta, m.low, m.high))
                          for m in found.values())
         return found
 

@@ -98,9 +98,6 @@ class Search:
     def done(self) -> bool:
         return self.hi - self.lo <= 1
 
-    def midpoint(self) -> int:
-        return (self.lo + self.hi) // 2
-
     @property
     def consistent(self) -> bool:
         """False when a candidate measured SAME lies after one measured DIFFERENT: the metric

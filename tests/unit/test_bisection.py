@@ -42,7 +42,6 @@ def test_verdicts() -> None:
     assert midpoint_verdict(Interval(-0.02, -0.035, -0.01), -0.05) == "UNKNOWN"
     assert midpoint_verdict(Interval(0.05, 0.04, 0.06), 0.05) == "DIFFERENT"  # a speed-up
     search = Search(0, 8)
-    assert search.midpoint() == 4
     search.record(4, "SAME")
     search.record(6, "DIFFERENT")
     assert (search.lo, search.hi, search.done) == (4, 6, False)
@@ -142,6 +141,40 @@ def test_a_point_left_unknown_does_not_stall_the_search(tmp_path: Path) -> None:
     assert out.verdict == "CULPRIT" and out.culprit == 5
     assert [s.arms for s in out.steps] == [[0, 2, 4, 5, 7], [0, 1, 2, 4]]
     assert sim.runs == 2
+
+
+def test_a_run_that_decides_nothing_is_retried_for_the_easiest_point(tmp_path: Path) -> None:
+    """Both points of the second run UNKNOWN: the retry asks for the precision the nearer one
+    to deciding needs (one decision is progress), not the precision the farther one needs."""
+
+    class Undecided(Simulated):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.targets: list[float | None] = []
+
+        def observe(self, arms: list[int], target: float | None,
+                    attempt: int) -> tuple[Step, dict[int, Interval]]:
+            step, out = super().observe(arms, target, attempt)
+            self.targets.append(target)
+            if self.runs == 1:  # bad at -6%, commit 1 SAME, 2 and 3 undecided
+                out = {1: Interval(0.0, -0.01, 0.01), 2: Interval(-0.01, -0.04, 0.02),
+                       3: Interval(-0.04, -0.07, -0.01), 4: Interval(-0.06, -0.07, -0.05)}
+            elif self.runs == 2:
+                out = {2: Interval(-0.02, -0.04, 0.0), 3: Interval(-0.028, -0.05, -0.006)}
+            else:
+                out = {i: Interval(self.truth(i), self.truth(i) - 0.01, self.truth(i) + 0.01)
+                       for i in arms[1:]}
+            return step, out
+
+    sim = Undecided(4, 3, -0.06, np.random.default_rng(0), tmp_path)
+    out = sim.run()
+    assert out.verdict == "CULPRIT" and out.culprit == 3
+    assert [s.arms for s in out.steps][:3] == [[0, 1, 2, 3, 4], [0, 2, 3], [0, 2, 3]]
+    boundary = abs(pooled_step([Interval(-0.06, -0.07, -0.05)]) or 0) / 2
+    easiest = precision_target(boundary, Interval(-0.02, -0.04, 0.0))  # 1.0 from the boundary
+    hardest = precision_target(boundary, Interval(-0.028, -0.05, -0.006))  # 0.2 from it
+    assert hardest < easiest
+    assert sim.targets[2] == pytest.approx(easiest)
 
 
 def test_the_report_names_the_culprit_and_the_comparisons(tmp_path: Path) -> None:
