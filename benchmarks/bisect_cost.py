@@ -1,0 +1,113 @@
+"""What does a bisect over 8 commits cost, and how often does it name the right commit, when
+each run costs what it costs on this CPU? The shipped Bisector (its search, verdicts, retries
+and precision targets) with its one seam, `observe`, answered by a cost model fitted to the
+four engine runs of the real 8-commit bisects of December 2026 (benchmarks/bisect_commits.py,
+README): an engine start of 35 s plus 5 s of specbench around it, 0.62 s per arm per block,
+the precision stopping rule's looks (from 20 blocks, every 4) until the output-throughput MDE
+reaches the target or the budget (80 s per arm, engine start included) is spent, an MDE of
+c / sqrt(blocks) with c drawn per run from 27-33% plus 2.5 points per arm beyond two (the
+real runs: c = 31% with 3 arms, 30% with 4, 38-42% with 5: the more arms, the further apart
+in time a block's paired passes), and a launch x arm interaction of 0.3% that precision
+cannot remove. Each commit has the whole step or none of it.
+
+    .venv/bin/python benchmarks/bisect_cost.py [--trials 300] [--step -0.065]
+
+Prints, per number of commits measured beside good in one run (--points), the right-culprit
+rate and the median and 90th percentile of the simulated wall time, for the benchmark's
+planted commit (5 of 7) and for a culprit drawn uniformly. A simulation, not a measurement:
+the real runs are what the README quotes; this says how far from them the tail may lie.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.analysis.bisection import Interval  # noqa: E402
+from harness.bisect import Bisector, Step  # noqa: E402
+from harness.config.scenario import parse_scenario  # noqa: E402
+from harness.plan.commits import Candidate  # noqa: E402
+from tests.conftest import MINIMAL  # noqa: E402
+
+START_S, AROUND_S, ARM_BLOCK_S = 35.0, 5.0, 0.62
+BUDGET_PER_ARM_S, MIN_BLOCKS, LOOK_EVERY = 80.0, 20, 4
+
+
+class CostModel(Bisector):
+    """The shipped bisector; each engine run replaced by its modelled cost and intervals."""
+
+    def __init__(self, n: int, culprit: int, step: float, rng: np.random.Generator,
+                 tmp: Path, points: int) -> None:
+        data: dict[str, Any] = copy.deepcopy(MINIMAL)
+        data["variants"] = {"base": {"baseline": True}, "opt": {}}
+        path = tmp / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        cands = [Candidate(f"c{i}", f"{i:040d}", f"commit {i}", None, None, True)
+                 for i in range(n + 1)]
+        super().__init__(parse_scenario(data), path, cands, tmp / "bisect", "output_throughput",
+                         0.05, BUDGET_PER_ARM_S, 3, lambda _m: None, points=points)
+        (tmp / "bisect").mkdir(exist_ok=True)
+        self.culprit, self.step_size, self.rng = culprit, step, rng
+        self.wall_s, self.runs = 0.0, 0
+
+    def observe(self, arms: list[int], target: float | None,
+                attempt: int) -> tuple[Step, dict[int, Interval]]:
+        self.runs += 1
+        k = len(arms)
+        c = self.rng.uniform(0.27, 0.33) + 0.025 * (k - 2)
+        cap = int((BUDGET_PER_ARM_S * k - START_S) / (k * ARM_BLOCK_S))
+        blocks = MIN_BLOCKS
+        while target is not None and c / math.sqrt(blocks) > target \
+                and blocks + LOOK_EVERY <= cap:
+            blocks += LOOK_EVERY
+        self.wall_s += START_S + AROUND_S + blocks * k * ARM_BLOCK_S
+        se = math.hypot(c / math.sqrt(blocks) / 2.8, 0.003)
+        out = {}
+        for i in arms[1:]:
+            d = (self.step_size if i >= self.culprit else 0.0) + self.rng.normal(0, se)
+            out[i] = Interval(d, d - 1.96 * se, d + 1.96 * se)
+        return Step(f"model{self.runs}", str(self.runs), arms, target, "one-engine"), out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--step", type=float, default=-0.065,
+                        help="the planted step (the real benchmark measured -6% to -7.5%)")
+    args = parser.parse_args()
+    n = 7
+    print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, {args.trials} simulated bisects "
+          "per row")
+    print(f"{'points':>6}  {'culprit':>9}  {'right':>6}  {'median min':>10}  {'p90 min':>7}  "
+          f"{'runs':>4}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for points in (1, 2, 3):
+            for fixed in (5, None):
+                rng = np.random.default_rng(7)
+                walls, runs, right = [], [], 0
+                for _ in range(args.trials):
+                    culprit = fixed or int(rng.integers(1, n + 1))
+                    model = CostModel(n, culprit, args.step, rng, Path(tmp), points)
+                    out = model.run()
+                    walls.append(model.wall_s / 60)
+                    runs.append(model.runs)
+                    right += out.verdict == "CULPRIT" and out.culprit == culprit
+                print(f"{points:>6}  {'5' if fixed else 'uniform':>9}  "
+                      f"{right / args.trials:>6.3f}  {np.median(walls):>10.1f}  "
+                      f"{np.percentile(walls, 90):>7.1f}  {np.median(runs):>4.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
