@@ -21,45 +21,33 @@ the real runs are what the README quotes; this says how far from them the tail m
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.analysis.bisection import Interval  # noqa: E402
-from harness.bisect import Bisector, Step  # noqa: E402
-from harness.config.scenario import parse_scenario  # noqa: E402
-from harness.plan.commits import Candidate  # noqa: E402
-from tests.conftest import MINIMAL  # noqa: E402
+from harness.bisect import Step  # noqa: E402
+from tests.unit.test_bisection import Simulated  # noqa: E402
 
 START_S, AROUND_S, ARM_BLOCK_S = 35.0, 5.0, 0.62
 BUDGET_PER_ARM_S, MIN_BLOCKS, LOOK_EVERY = 80.0, 20, 4
 
 
-class CostModel(Bisector):
-    """The shipped bisector; each engine run replaced by its modelled cost and intervals."""
+class CostModel(Simulated):
+    """The shipped bisector (as the unit tests simulate it), at the bisect scenario's 5%
+    threshold and 80 s per arm; each engine run replaced by its modelled cost and intervals."""
 
     def __init__(self, n: int, culprit: int, step: float, rng: np.random.Generator,
                  tmp: Path, points: int) -> None:
-        data: dict[str, Any] = copy.deepcopy(MINIMAL)
-        data["variants"] = {"base": {"baseline": True}, "opt": {}}
-        path = tmp / "s.yaml"
-        path.write_text(yaml.safe_dump(data))
-        cands = [Candidate(f"c{i}", f"{i:040d}", f"commit {i}", None, None, True)
-                 for i in range(n + 1)]
-        super().__init__(parse_scenario(data), path, cands, tmp / "bisect", "output_throughput",
-                         0.05, BUDGET_PER_ARM_S, 3, lambda _m: None, points=points)
-        (tmp / "bisect").mkdir(exist_ok=True)
-        self.culprit, self.step_size, self.rng = culprit, step, rng
-        self.wall_s, self.runs = 0.0, 0
+        super().__init__(n, culprit, step, rng, tmp)
+        self.threshold, self.budget_s, self.points = 0.05, BUDGET_PER_ARM_S, points
+        self.wall_s = 0.0
 
     def observe(self, arms: list[int], target: float | None,
                 attempt: int) -> tuple[Step, dict[int, Interval]]:
@@ -75,7 +63,7 @@ class CostModel(Bisector):
         se = math.hypot(c / math.sqrt(blocks) / 2.8, 0.003)
         out = {}
         for i in arms[1:]:
-            d = (self.step_size if i >= self.culprit else 0.0) + self.rng.normal(0, se)
+            d = self.truth(i) + self.rng.normal(0, se)
             out[i] = Interval(d, d - 1.96 * se, d + 1.96 * se)
         return Step(f"model{self.runs}", str(self.runs), arms, target, "one-engine"), out
 
