@@ -55,6 +55,10 @@ class Measured:
     low: float
     high: float
 
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.delta, self.low, self.high)
+
 
 @dataclass
 class Step:
@@ -254,7 +258,7 @@ class Bisector:
                  ) -> dict[int, Measured]:
         """Measure good against `arms` (indices), again with a tighter target while the run
         made no `progress`, up to `tries` runs."""
-        target: float | None = precision_target(boundary)
+        target = precision_target(boundary)
         found: dict[int, Measured] = {}
         for attempt in range(1, self.tries + 1):
             step, intervals = self.observe([0, *arms], target, attempt)
@@ -265,11 +269,10 @@ class Bisector:
             step.measured = [found[i] for i in arms]
             self.steps.append(step)
             self._say(step)
-            if progress(found) or target is None:
+            if progress(found):
                 break
             # Tighten to what the easiest of them needs to decide (at least halving).
-            target = max(precision_target(boundary, Interval(m.delta, m.low, m.high))
-                         for m in found.values())
+            target = max(precision_target(boundary, m.interval) for m in found.values())
         return found
 
     def _say(self, step: Step) -> None:
@@ -292,20 +295,19 @@ class Bisector:
         step = ends.delta
         for index in inner:  # judged once the step good..bad is known
             m = found[index]
-            m.verdict = midpoint_verdict(Interval(m.delta, m.low, m.high), step)
+            m.verdict = midpoint_verdict(m.interval, step)
             search.record(index, m.verdict)
         while search.consistent and not search.done:
             # Every measurement of a candidate that has the change estimates the step.
-            step = pooled_step([Interval(m.delta, m.low, m.high) for s in self.steps
-                                for m in s.measured if m.index >= search.hi]) or step
+            step = pooled_step([m.interval for s in self.steps for m in s.measured
+                                if m.index >= search.hi]) or step
             points = spread_points(search.lo, search.hi, self.points)
 
             def decide(_index: int, interval: Interval, step: float = step) -> Verdict:
                 return midpoint_verdict(interval, step)
 
-            got = self._measure(points, decide, abs(step) / 2, lambda got: any(
-                                    m.verdict != "UNKNOWN" for m in got.values()))
-            if all(m.verdict == "UNKNOWN" for m in got.values()):
+            got = self._measure(points, decide, abs(step) / 2, _decided_any)
+            if not _decided_any(got):
                 return self._outcome("UNKNOWN", None, search, ends)
             for m in got.values():
                 search.record(m.index, m.verdict)
@@ -320,6 +322,11 @@ class Bisector:
         write_json_atomic(self.folder / "bisect.json", outcome_dict(out))
         write_text_atomic(self.folder / "bisect.md", render_outcome(out))
         return out
+
+
+def _decided_any(found: dict[int, Measured]) -> bool:
+    """A run made progress: at least one of its candidates is DIFFERENT or SAME."""
+    return any(m.verdict != "UNKNOWN" for m in found.values())
 
 
 def _fmt(m: Measured) -> str:

@@ -129,7 +129,6 @@ def first_points(n: int, most: int = 3) -> list[int]:
     return spread_points(0, n, most)
 
 
-
 def pooled_step(intervals: list[Interval]) -> float | None:
     """The step good..bad from every measurement of candidates that have it: their
     inverse-variance mean (an exact one, zero-width, is the step itself); None without a

@@ -119,24 +119,33 @@ def test_simulated_bisects_name_the_culprit_and_nothing_when_there_is_none(
     assert np.median(runs) <= math.ceil(math.log2(n)) + 1
 
 
+class Scripted(Simulated):
+    """The first runs answered from a script (one {candidate: interval} a run), every later
+    one with the truth ± `width`; the precision target of every run kept."""
+
+    def __init__(self, n: int, culprit: int, step: float, tmp: Path,
+                 script: list[dict[int, Interval]], width: float) -> None:
+        super().__init__(n, culprit, step, np.random.default_rng(0), tmp)
+        self.script, self.width = script, width
+        self.targets: list[float | None] = []
+
+    def observe(self, arms: list[int], target: float | None,
+                attempt: int) -> tuple[Step, dict[int, Interval]]:
+        step, _ = super().observe(arms, target, attempt)
+        self.targets.append(target)
+        if self.runs <= len(self.script):
+            return step, self.script[self.runs - 1]
+        return step, {i: Interval(self.truth(i), self.truth(i) - self.width,
+                                  self.truth(i) + self.width) for i in arms[1:]}
+
+
 def test_a_point_left_unknown_does_not_stall_the_search(tmp_path: Path) -> None:
     """Commits 2 and 4 come out UNKNOWN in the first run (as in a real 8-commit bisect): the
     next run measures what is left of 0..5 together (1, 2 and 4 in one engine), not one
     midpoint at a time, and the step is re-estimated from every DIFFERENT measurement."""
-
-    class Noisy(Simulated):
-        def observe(self, arms: list[int], target: float | None,
-                    attempt: int) -> tuple[Step, dict[int, Interval]]:
-            step, out = super().observe(arms, target, attempt)
-            if self.runs == 1:  # what the real first run gave, in fractions
-                out = {2: Interval(-0.015, -0.035, 0.006), 4: Interval(-0.008, -0.033, 0.017),
-                       5: Interval(-0.066, -0.089, -0.042), 7: Interval(-0.064, -0.082, -0.046)}
-            else:
-                out = {i: Interval(self.truth(i), self.truth(i) - 0.015, self.truth(i) + 0.015)
-                       for i in arms[1:]}
-            return step, out
-
-    sim = Noisy(7, 5, -0.065, np.random.default_rng(0), tmp_path)
+    first = {2: Interval(-0.015, -0.035, 0.006), 4: Interval(-0.008, -0.033, 0.017),
+             5: Interval(-0.066, -0.089, -0.042), 7: Interval(-0.064, -0.082, -0.046)}
+    sim = Scripted(7, 5, -0.065, tmp_path, [first], 0.015)  # the real first run, in fractions
     out = sim.run()
     assert out.verdict == "CULPRIT" and out.culprit == 5
     assert [s.arms for s in out.steps] == [[0, 2, 4, 5, 7], [0, 1, 2, 4]]
@@ -146,27 +155,11 @@ def test_a_point_left_unknown_does_not_stall_the_search(tmp_path: Path) -> None:
 def test_a_run_that_decides_nothing_is_retried_for_the_easiest_point(tmp_path: Path) -> None:
     """Both points of the second run UNKNOWN: the retry asks for the precision the nearer one
     to deciding needs (one decision is progress), not the precision the farther one needs."""
-
-    class Undecided(Simulated):
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            self.targets: list[float | None] = []
-
-        def observe(self, arms: list[int], target: float | None,
-                    attempt: int) -> tuple[Step, dict[int, Interval]]:
-            step, out = super().observe(arms, target, attempt)
-            self.targets.append(target)
-            if self.runs == 1:  # bad at -6%, commit 1 SAME, 2 and 3 undecided
-                out = {1: Interval(0.0, -0.01, 0.01), 2: Interval(-0.01, -0.04, 0.02),
-                       3: Interval(-0.04, -0.07, -0.01), 4: Interval(-0.06, -0.07, -0.05)}
-            elif self.runs == 2:
-                out = {2: Interval(-0.02, -0.04, 0.0), 3: Interval(-0.028, -0.05, -0.006)}
-            else:
-                out = {i: Interval(self.truth(i), self.truth(i) - 0.01, self.truth(i) + 0.01)
-                       for i in arms[1:]}
-            return step, out
-
-    sim = Undecided(4, 3, -0.06, np.random.default_rng(0), tmp_path)
+    script = [  # bad at -6%, commit 1 SAME, 2 and 3 undecided; then both undecided again
+        {1: Interval(0.0, -0.01, 0.01), 2: Interval(-0.01, -0.04, 0.02),
+         3: Interval(-0.04, -0.07, -0.01), 4: Interval(-0.06, -0.07, -0.05)},
+        {2: Interval(-0.02, -0.04, 0.0), 3: Interval(-0.028, -0.05, -0.006)}]
+    sim = Scripted(4, 3, -0.06, tmp_path, script, 0.01)
     out = sim.run()
     assert out.verdict == "CULPRIT" and out.culprit == 3
     assert [s.arms for s in out.steps][:3] == [[0, 1, 2, 3, 4], [0, 2, 3], [0, 2, 3]]
