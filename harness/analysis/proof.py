@@ -110,3 +110,67 @@ def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | N
     lines += [f"{key}: {variant}: {len(items)} pass(es) unproven (first: {items[0]})"
               for key, items in by_launch.items()]
     return bad, lines
+
+
+def _name(key: str) -> str:
+    """'module:Owner.name' -> 'Owner.name (module)', as refusals name a function."""
+    module, _, qualname = key.partition(":")
+    return f"{qualname} ({module})"
+
+
+def overlay_evidence(startup: list[ImplReport], warm: list[ImplReport],
+                     files: list[ImplReport], harness_pid: int | None) -> list[str]:
+    """Why a one-engine overlay cannot be measured, from where its functions ran before the
+    first measured block (empty when it can): `startup` is what each worker process reported
+    for the engine's start (up to the first switch), `warm` what they reported for the warm-up
+    passes, `files` every process's own report file (the engine core and the front end write
+    one too, but never answer the switch). Per function, the first true reason of:
+    - it ran in a process the arm switch never reaches (it would stay on the launch's arm);
+    - it never ran in the warm-up but something shadows it on this platform;
+    - it ran only while the engine started (start-up code: before any switch);
+    - it never ran at all (not on this scenario's path)."""
+    mine = [r for r in [*startup, *warm, *files] if r.implementation == "overlay"]
+    overlaid: list[str] = []
+    for r in mine:
+        listed = r.details.get("overlaid")
+        if isinstance(listed, list):
+            overlaid += [str(k) for k in listed if str(k) not in overlaid]
+    workers = {r.pid for r in [*startup, *warm] if r.implementation == "overlay"}
+    shadows: dict[str, str] = {}
+    for r in mine:
+        found = r.details.get("shadowed")
+        if isinstance(found, dict):
+            shadows.update({str(k): str(v) for k, v in found.items()})
+    problems = []
+    for key in overlaid:
+        elsewhere = sorted({(r.pid, r.ppid, str(r.details.get("process") or ""))
+                            for r in files if r.implementation == "overlay"
+                            and r.pid not in workers and r.paths.get(key)})
+        started = sum(r.paths.get(key, 0) for r in startup if r.implementation == "overlay")
+        warmed = sum(r.paths.get(key, 0) for r in warm if r.implementation == "overlay")
+        if elsewhere:
+            pid, ppid, process = elsewhere[0]
+            where = ("the front end (the harness's own process, LLM's)" if pid == harness_pid
+                     else f"vLLM's {process}" if process and process != "MainProcess"
+                     else "the engine core" if ppid == harness_pid else "a vLLM process")
+            problems.append(
+                f"{_name(key)} runs in {where} (pid {pid}), which the arm switch "
+                "(collective_rpc to vLLM's workers) never reaches: there it would run the "
+                "launch's own arm in every pass, so the change would be measured half applied")
+        elif warmed:
+            continue
+        elif key in shadows:
+            problems.append(f"{_name(key)} never ran: {shadows[key]}, so the changed version "
+                            "is never called on this platform")
+        elif started:
+            problems.append(
+                f"{_name(key)} ran only while the engine started ({started} call(s) before the "
+                "first switch, none in the warm-up's passes): start-up code runs before any "
+                "switch between arms, so every arm would measure the launch's own version; it "
+                "needs launch-per-arm on a build (the variant's python: an environment with "
+                "the branch installed)")
+        else:
+            problems.append(f"overlay ran 0 times: {_name(key)}: your change is not on this "
+                            "scenario's path (no call while the engine started or in the "
+                            "warm-up)")
+    return problems

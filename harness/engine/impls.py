@@ -11,6 +11,7 @@ import atexit
 import importlib
 import json
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -122,6 +123,8 @@ class _Recorder:
         self.epoch_calls = 0
         self.epoch_paths: dict[str, int] = {}
         self.epoch_details: dict[str, Any] = {}
+        self.epochs = 0  # epochs ended: the first is the engine's start
+        self.shadows: dict[str, str] = {}  # overlay: function -> what shadows it ("": nothing)
 
     def hit(self, path: str, details: dict[str, Any] | None = None) -> None:
         self.calls += 1
@@ -164,6 +167,7 @@ class _Recorder:
             "calls": self.calls,
             "pid": os.getpid(),
             "ppid": os.getppid(),
+            "process": multiprocessing.current_process().name,
             "tp_rank": self.tp_rank,
             "first_call_unix": self.first_call_unix,
             "written_unix": time.time(),
@@ -193,6 +197,21 @@ class _Recorder:
             **self.static,
             **self.epoch_details,
         }
+        if self.implementation == OVERLAY and self.epochs:
+            # A dispatched function that has not run since the engine started may be shadowed
+            # on this platform: say by what (once per function), so that a refusal can give
+            # the true reason (harness.analysis.proof.overlay_evidence).
+            idle = [k for k in self.static.get("overlaid", [])
+                    if not self.paths.get(k) and k not in self.shadows]
+            if idle:
+                from harness.engine.overlay import shadowed
+
+                self.shadows.update(dict.fromkeys(idle, ""))
+                self.shadows.update(shadowed(idle))
+            found = {k: v for k, v in self.shadows.items() if v}
+            if found:
+                report["shadowed"] = found
+        self.epochs += 1
         self.epoch_calls, self.epoch_paths, self.epoch_details = 0, {}, {}
         return report
 

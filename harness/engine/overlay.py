@@ -9,12 +9,16 @@ The spec is harness.plan.overlay.OverlaySpec as JSON; this side reads it as plai
 from __future__ import annotations
 import __future__
 
+import ast
 import functools
 import importlib
 import linecache
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
+
+from harness.execute.protocol import OVERLAY_TRACED
 
 # Set on every dispatcher, so a second install in the same process is a no-op.
 MARK = "__specbench_overlay__"
@@ -111,36 +115,167 @@ def _inherited(cls: type, name: str) -> Any:
     return None
 
 
-def _rebind_importers(original: Any, dispatcher: Any) -> list[str]:
-    """Modules that imported the function by value (`from m import f`) before the overlay
-    was installed hold the original object: point each at the dispatcher."""
-    rebound = []
-    for name, mod in list(sys.modules.items()):
+def _rebind(original: Any, dispatcher: Any) -> list[str]:
+    """Point every reference to `original` that import-time code left behind at `dispatcher`,
+    and name each: a module global (`from m import f`, `alias = f`) in any module; and in the
+    modules of the changed package, values of module-level dicts, lists and sets, a module-level
+    `functools.partial(f, ...)`, default arguments of functions and methods (`def g(x=f)`), and
+    class bodies (`class B: m = f`, a method copied by value into another class)."""
+    plain = _function(dispatcher)
+    package = (getattr(plain, "__module__", "") or "").split(".")[0]
+    rebound: list[str] = []
+
+    def swap(value: Any) -> Any:
+        """`value` with `original` replaced, or None when it is no reference to it."""
+        if value is original:
+            return plain
+        if isinstance(value, staticmethod | classmethod) and value.__func__ is original:
+            return type(value)(plain)
+        return None
+
+    def defaults(fn: Any, where: str) -> None:
+        fn = _function(fn)
+        found = getattr(fn, "__defaults__", None)
+        if found and any(d is original for d in found):
+            fn.__defaults__ = tuple(plain if d is original else d for d in found)
+            rebound.append(f"{where} (default argument)")
+        kw = getattr(fn, "__kwdefaults__", None)
+        if kw and any(v is original for v in kw.values()):
+            fn.__kwdefaults__ = {k: plain if v is original else v for k, v in kw.items()}
+            rebound.append(f"{where} (default argument)")
+
+    for mod_name, mod in list(sys.modules.items()):
         namespace = getattr(mod, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
+        deep = bool(package) and (mod_name == package or mod_name.startswith(package + "."))
         for attr, value in list(namespace.items()):
+            where = f"{mod_name}.{attr}"
             if value is original:
-                namespace[attr] = dispatcher
-                rebound.append(f"{name}.{attr}")
+                namespace[attr] = plain
+                rebound.append(where)
+            elif not deep:
+                continue
+            elif isinstance(value, dict) and any(v is original for v in value.values()):
+                for k in [k for k, v in value.items() if v is original]:
+                    value[k] = plain
+                rebound.append(f"{where} (dict)")
+            elif isinstance(value, list) and any(v is original for v in value):
+                value[:] = [plain if v is original else v for v in value]
+                rebound.append(f"{where} (list)")
+            elif isinstance(value, set) and original in value:
+                value.discard(original)
+                value.add(plain)
+                rebound.append(f"{where} (set)")
+            elif isinstance(value, functools.partial) and value.func is original:
+                namespace[attr] = functools.partial(plain, *value.args, **value.keywords)
+                rebound.append(f"{where} (partial)")
+            elif isinstance(value, type) and value.__module__ == mod_name:
+                for name, member in list(vars(value).items()):
+                    replaced = swap(member)
+                    if replaced is not None:
+                        setattr(value, name, replaced)
+                        rebound.append(f"{where}.{name} (class body)")
+                    elif callable(_function(member)):
+                        defaults(member, f"{where}.{name}")
+            elif callable(value) and getattr(value, "__module__", None) == mod_name:
+                defaults(value, where)
     return rebound
 
 
 Hit = Callable[[str, dict[str, Any]], None]
 
+# What a dispatcher raises when it finds itself being traced (torch.compile) or captured (a
+# CUDA graph): the launch then fails naming the function, never recording a constant. The
+# parent finds the marker in the launch's log (harness.execute.protocol.overlay_refusal).
+TRACED = OVERLAY_TRACED
+
+
+class OverlayTraced(RuntimeError):
+    """A dispatcher reached while torch.compile traces or a CUDA graph captures: the graph
+    would freeze one arm's version, and its counters would replay as constants."""
+
+
+def _graph_check() -> Callable[[], str | None]:
+    """A cheap per-call test: None eagerly; else what is freezing the call into a graph."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - harness/engine always has torch
+        return lambda: None
+    compiling = torch.compiler.is_compiling
+    if torch.cuda.is_available():
+        capturing = torch.cuda.is_current_stream_capturing
+
+        def check() -> str | None:
+            if compiling():
+                return "torch.compile traced it into the compiled forward"
+            if capturing():
+                return "a CUDA graph captured it"
+            return None
+
+        return check
+    return lambda: "torch.compile traced it into the compiled forward" if compiling() else None
+
+
+def _kind(code: dict[str, Any]) -> type | None:
+    """staticmethod or classmethod when a new method's source is decorated so (a dispatcher
+    keeps the kind), else None."""
+
+    tree = ast.parse(textwrap.dedent(code["source"]))
+    node = tree.body[0] if tree.body else None
+    for d in getattr(node, "decorator_list", []):
+        name = ast.unparse(d)
+        if name == "staticmethod":
+            return staticmethod
+        if name == "classmethod":
+            return classmethod
+    return None
+
+
+def _key(code: dict[str, Any]) -> str:
+    owner = code.get("owner")
+    return f"{code['module']}:{owner + '.' if owner else ''}{code['name']}"
+
 
 def install(spec: dict[str, Any], hit: Hit,
             active: Callable[[], str]) -> dict[str, Any]:
-    """Install every dispatcher of `spec`; returns facts for the reports (functions, importers
-    rebound). Raises what compiling the change raises (the launch then fails with it)."""
+    """Install every dispatcher of `spec`; returns facts for the reports (functions, what was
+    rebound). Raises what compiling the change raises (the launch then fails with it).
+
+    Order matters for code that captures a function at import: first every dispatcher takes
+    its function's place and every reference to the installed function that can be rebound
+    (an importer's global, a dict, list or set, a partial, a default argument, a class body)
+    is pointed at it; then each arm's code runs in the changed file's own order, so a new
+    constant, container or default argument that names a changed or new function holds its
+    dispatcher, and one that names a new helper finds it."""
     if spec["functions"] and all(_installed(key) for key in spec["functions"]):
         return {"overlaid": list(spec["functions"]), "rebound": {}}  # already, in this process
-    modules: dict[str, Any] = {}
+    check = _graph_check()
+    codes = {_key(c): c for arm in spec["arms"] for c in arm["code"] if c["kind"] == "function"}
+    tables: dict[str, dict[str, Any]] = {}
+    installed: dict[str, Any] = {}
+    rebound: dict[str, list[str]] = {}
+    dispatchers: dict[str, Any] = {}
+    for key in spec["functions"]:
+        _, holder, name = _resolve(key)
+        current = holder.__dict__.get(name) if isinstance(holder, type) else \
+            getattr(holder, name, None)
+        original = current if current is not None else (
+            _inherited(holder, name) if isinstance(holder, type) else None)
+        kind = type(original) if isinstance(original, staticmethod | classmethod) else \
+            _kind(codes[key]) if original is None else None
+        tables[key] = {}
+        dispatcher = _dispatcher(key, tables[key], original, kind, hit, active, check)
+        dispatchers[key] = dispatcher
+        setattr(holder, name, dispatcher)
+        if original is not None:
+            installed[key] = original
+        if current is not None:
+            rebound[key] = _rebind(_function(current), dispatcher)
     done_statements: set[tuple[str, str]] = set()
-    versions: dict[str, dict[str, Any]] = {key: {} for key in spec["functions"]}
     for arm in spec["arms"]:
-        for code in arm["code"]:
-            module = modules.setdefault(code["module"], importlib.import_module(code["module"]))
+        for code in sorted(arm["code"], key=lambda c: (c["module"], c["line"])):
+            module = importlib.import_module(code["module"])
             if code["kind"] == "statement":
                 ident = (code["module"], code["source"])
                 if ident not in done_statements:
@@ -151,29 +286,18 @@ def install(spec: dict[str, Any], hit: Hit,
                                  flags=_flags(code.get("future", [])), dont_inherit=True),
                          module.__dict__)
                 continue
-            key = f"{code['module']}:{code['owner'] + '.' if code.get('owner') else ''}" \
-                  f"{code['name']}"
+            key = _key(code)
             raw = _compile(code, module)
             if code.get("owner"):
                 _bind_class_cell(raw, _resolve(key)[1])
-            versions[key][arm["variant"]] = raw
-    rebound: dict[str, list[str]] = {}
-    for key in spec["functions"]:
-        _, holder, name = _resolve(key)
-        current = holder.__dict__.get(name) if isinstance(holder, type) else \
-            getattr(holder, name, None)
-        if getattr(_function(current), MARK, None) == key:
-            continue  # installed already in this process
-        installed = current if current is not None else (
-            _inherited(holder, name) if isinstance(holder, type) else None)
-        table = dict(versions[key])
-        fallback = installed if installed is not None else next(iter(table.values()))
+            tables[key][arm["variant"]] = _function(raw)
+    for key, table in tables.items():
+        fallback = installed.get(key)
+        fallback = _function(fallback) if fallback is not None else next(iter(table.values()))
         for arm in spec["arms"]:
             table.setdefault(arm["variant"], fallback)
-        dispatcher = _dispatcher(key, table, fallback, hit, active)
-        setattr(holder, name, dispatcher)
-        if not isinstance(holder, type) and current is not None:
-            rebound[key] = _rebind_importers(current, dispatcher)
+        if key not in installed:  # a new function: its name and docs from its first version
+            functools.update_wrapper(_function(dispatchers[key]), fallback)
     return {"overlaid": list(spec["functions"]), "rebound": rebound}
 
 
@@ -184,24 +308,84 @@ def _installed(key: str) -> bool:
     return getattr(_function(current), MARK, None) == key
 
 
-def _dispatcher(key: str, table: dict[str, Any], template: Any, hit: Hit,
-                active: Callable[[], str]) -> Any:
-    """A function that runs the active arm's version; staticmethod and classmethod keep
-    their kind (every arm's version has the installed one's, the classifier checks)."""
-    functions = {arm: _function(raw) for arm, raw in table.items()}
+def _dispatcher(key: str, functions: dict[str, Any], template: Any, kind: type | None,
+                hit: Hit, active: Callable[[], str],
+                check: Callable[[], str | None]) -> Any:
+    """A function that runs the active arm's version (`functions`, filled once every arm's
+    code is compiled) and counts the call, eagerly only: traced or captured into a graph, it
+    raises (OverlayTraced) instead of freezing one arm and replaying its counters. A static
+    or class method keeps its kind (every arm's version has the installed one's)."""
+    module, _, qualname = key.partition(":")
+    returned = f"returned {qualname}"
+    refused = (f"{TRACED} {qualname} ({module}) runs inside a graph: {{}}, so one arm's "
+               "version would be frozen in it and the arm switch could not reach it. Run it "
+               "eagerly (engine.enforce_eager: true) or launch-per-arm on a build")
 
-    returned = f"returned {key.partition(':')[2]}"
-
-    @functools.wraps(_function(template))
     def dispatch(*args: Any, **kwargs: Any) -> Any:
+        why = check()
+        if why is not None:
+            raise OverlayTraced(refused.format(why))
         out = functions[active()](*args, **kwargs)
         # The report keeps, per pass, what each arm's version returned (its type).
         hit(key, {returned: type(out).__name__})
         return out
 
+    if template is not None:
+        functools.update_wrapper(dispatch, _function(template))
     setattr(dispatch, MARK, key)
-    if isinstance(template, staticmethod):
-        return staticmethod(dispatch)
-    if isinstance(template, classmethod):
-        return classmethod(dispatch)
+    if kind is not None:
+        return kind(dispatch)
     return dispatch
+
+
+def _platform_forward() -> str | None:
+    """The CustomOp method this platform dispatches to (CustomOp's own default of which calls
+    forward_native; a class that defines its own shadows forward_native here)."""
+    try:
+        from vllm.platforms import current_platform
+    except Exception:  # noqa: BLE001 - no vLLM in this process: no platform to ask
+        return None
+    for name, test in (("forward_cpu", "is_cpu"), ("forward_cuda", "is_cuda"),
+                       ("forward_hip", "is_rocm"), ("forward_xpu", "is_xpu"),
+                       ("forward_tpu", "is_tpu")):
+        if getattr(current_platform, test, lambda: False)():
+            return name
+    return "forward_oot"
+
+
+def shadowed(keys: list[str]) -> dict[str, str]:
+    """Of the dispatched methods `keys`, those this process can show are shadowed, each with
+    what shadows it: the class of a live instance resolves the name to its own override (the
+    CPU model runner's _to_list over GPUModelRunner's), or, for a CustomOp's forward_native,
+    the class's own forward_<platform>, which CustomOp calls on this platform instead. One
+    scan of the live objects (gc) serves every key; call it only for functions that never ran."""
+    import gc
+
+    holders: dict[str, tuple[type, str]] = {}
+    out: dict[str, str] = {}
+    for key in keys:
+        try:
+            _, holder, name = _resolve(key)
+        except Exception:  # noqa: BLE001 - a module that cannot be resolved shadows nothing
+            continue
+        if not isinstance(holder, type):
+            continue
+        if name == "forward_native":
+            platform = _platform_forward()
+            owner = next((k for k in holder.__mro__ if platform in k.__dict__), None)
+            if platform and owner is not None and owner.__name__ != "CustomOp":
+                out[key] = (f"{owner.__name__}.{platform} ({owner.__module__}): CustomOp "
+                            f"calls it instead of forward_native on this platform")
+                continue
+        holders[key] = (holder, name)
+    if not holders:
+        return out
+    kinds = {type(o) for o in gc.get_objects()}
+    for key, (holder, name) in holders.items():
+        for kind in sorted((k for k in kinds if isinstance(k, type) and k is not holder
+                            and issubclass(k, holder)), key=lambda k: k.__qualname__):
+            definer = next((k for k in kind.__mro__ if name in k.__dict__), None)
+            if definer is not None and definer is not holder and issubclass(definer, holder):
+                out[key] = f"{definer.__name__}.{name} ({definer.__module__}) overrides it"
+                break
+    return out

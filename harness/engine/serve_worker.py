@@ -358,7 +358,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 
         result.stopped, timings.warmup_s = measure_launch(
             run, measure, warm_up if warm else None, switch, deadline_unix,
-            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result)
+            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result,
+            lambda: read_impl_reports(report_dir))
     except ServerFailed as exc:
         server_problem = str(exc)
     finally:

@@ -392,7 +392,8 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     try:
         result.stopped, timings.warmup_s = measure_launch(
             run, measure, warm_up if warm else None, switch, deadline_unix,
-            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result)
+            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result,
+            lambda: read_impl_reports(report_dir))
     except EngineDeadError:
         traceback.print_exc()
         # The passes that finished are kept (as data) in a failed result.

@@ -39,6 +39,7 @@ from harness.execute.protocol import (
     SPAWNED_ENV,
     STEP_TIMES_ENV,
     WorkerSpec,
+    overlay_refusal,
 )
 from harness.plan.plan import Plan, RunSpec
 from harness.results.records import RunRecord, RunStatus, WorkerResult
@@ -341,8 +342,12 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         problem = problem or f"worker exited with code {code}"
         if code not in (0, None) and result is None:
             problem = f"worker exited with code {code}; {problem}"
-    return RunRecord(**base, status=status, error=problem, result=result,
-                     log_tail=failure_tail(run_dir, run) if status != "ok" else None)
+    tail = failure_tail(run_dir, run) if status != "ok" else None
+    if tail is not None and run.overlay is not None:
+        # A dispatcher traced into a compiled graph fails vLLM's start: its own sentence is
+        # the true reason, not "Engine core initialization failed".
+        problem = overlay_refusal(read_tail(run_dir / log_rel, 5000)) or problem
+    return RunRecord(**base, status=status, error=problem, result=result, log_tail=tail)
 
 
 @dataclass

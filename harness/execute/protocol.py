@@ -28,6 +28,24 @@ STEP_TIMES_ENV = "SPECBENCH_STEP_TIMES"  # "1": time the model runner's steps (e
 STEP_TIMES_RPC = "specbench_step_times"  # the worker-wrapper method that returns them
 
 
+# What an overlay's dispatcher raises in a vLLM process when torch.compile traces it or a CUDA
+# graph captures it (harness.engine.overlay): vLLM then fails to start with the reason buried
+# in its log, so the executor finds this marker there and makes its sentence the launch's error.
+OVERLAY_TRACED = "specbench overlay traced:"
+
+
+def overlay_refusal(log: str) -> str | None:
+    """The traced-overlay sentence in a launch's log, or None (the dispatcher's message may
+    stand inside the repr of Dynamo's error, so it ends at the first quote or line end)."""
+    at = log.find(OVERLAY_TRACED)
+    if at < 0:
+        return None
+    text = log[at + len(OVERLAY_TRACED):].splitlines()[0]
+    for quote in ("')", '")', "'", '"'):
+        text = text.split(quote)[0]
+    return "overlay refused: " + text.strip()
+
+
 # WorkerSpec history (a worker refuses a newer one, naming both):
 #   1 - the run, the base folder for relative paths, the built-in models cache, and the wall
 #       clock a precision run must stop by.

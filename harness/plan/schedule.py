@@ -254,13 +254,55 @@ def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None
         switch(None)
 
 
+class OverlayRefused(RuntimeError):
+    """A one-engine overlay whose functions, by where they ran before the first measured
+    block, cannot be measured per arm (harness.analysis.proof.overlay_evidence)."""
+
+
+class _Recorded:
+    """A switch that keeps what every call returned until told to stop: the first call's is
+    the engine's start, the rest the warm-up's (the evidence of where an overlay runs)."""
+
+    def __init__(self, switch: SwitchFn) -> None:
+        self.switch = switch
+        self.epochs: list[list[ImplReport]] = []
+        self.recording = True
+
+    def __call__(self, choice: str | None) -> list[list[dict[str, Any]]]:
+        raw = self.switch(choice)
+        if self.recording:
+            self.epochs.append(_reports(raw))
+        return raw
+
+
+def check_overlay_evidence(recorded: _Recorded, files: Callable[[], list[ImplReport]],
+                           harness_pid: int) -> None:
+    """Refuse, before any measured block, an overlay that runs where the switch cannot reach,
+    only at start-up, shadowed, or nowhere: raises OverlayRefused naming each function."""
+    from harness.analysis.proof import overlay_evidence
+
+    recorded.recording = False
+    if not recorded.epochs:
+        return
+    startup, *warm = recorded.epochs
+    problems = overlay_evidence(startup, [r for epoch in warm for r in epoch], files(),
+                                harness_pid)
+    if problems:
+        raise OverlayRefused("overlay refused before the first measured block: "
+                             + "; ".join(problems))
+
+
 def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
                    warm_up: Callable[[], None] | None, switch: SwitchFn,
                    deadline_unix: float | None, tp_size: int, harness_pid: int,
-                   result: WorkerResult) -> tuple[str | None, float]:
+                   result: WorkerResult,
+                   impl_files: Callable[[], list[ImplReport]] = list) -> tuple[str | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `result.passes` (one-engine: the checked warm-up's passes into
-    `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds."""
+    `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds.
+    A one-engine overlay is first checked on where its functions ran during the engine's
+    start and the warm-up (every process's report files: `impl_files`), and refused before
+    the first measured block when they cannot be measured per arm."""
     from harness.execute.progress import write_progress
 
     passes = result.passes
@@ -284,13 +326,17 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
         for repeat in range(run.repeats):
             passes.append(timed(repeat, None, None))
         return None, warm_s
-    swap = switch if any(a.switch_to for a in run.arms) else None
+    swap: SwitchFn | None = switch if any(a.switch_to for a in run.arms) else None
+    recorded = _Recorded(switch) if swap is not None and run.overlay is not None else None
+    swap = recorded or swap
     if warm_up is not None:
         warm_up_arms(run, warm_up, swap)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     warm = WarmUp(passes=result.warmup_passes)
     warm_until_settled(run, lambda i, arm, block: measure(i, arm.variant, block), swap,
                        deadline_unix, warm, log)
+    if recorded is not None:
+        check_overlay_evidence(recorded, impl_files, harness_pid)
     result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(

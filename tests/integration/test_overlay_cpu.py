@@ -1,7 +1,7 @@
 """A developer's own change, as a diff, overlaid in one real vLLM engine on this CPU: seed 000's
 pre-PR Medusa propose against the installed one, the EAGLE argmax branch at TP 2 on both
-ranks, and a change off the scenario's path (exit 7, named). Each engine starts once and is
-shared by the assertions on it."""
+ranks, and a change off the scenario's path (refused before measuring, named). Each engine
+starts once and is shared by the assertions on it."""
 
 from __future__ import annotations
 
@@ -94,17 +94,20 @@ def test_seed_000_overlay_keeps_outputs_and_says_what_ran(medusa_overlay: CliRun
         "vllm/v1/spec_decode/medusa.py: MedusaProposer.propose: body changed"]
 
 
-def test_a_change_off_the_scenarios_path_exits_7_naming_it(
+def test_a_change_off_the_scenarios_path_is_refused_before_measuring_naming_it(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    # The EAGLE proposer's _greedy_sample never runs in a Medusa engine.
+    # The EAGLE proposer's _greedy_sample never runs in a Medusa engine: the check after the
+    # warm-up says so before the first measured block, not after the run.
     run = shipped("cpu-medusa-overlay.yaml", tmp_path_factory.mktemp("ov-off"), "ov-off",
                   repeats=2, warmup=4, variants={
                       "baseline": {"baseline": True},
                       "branch": {"diff": str(DIFFS / "eagle-local-argmax.diff")}})
-    assert run.returncode == ExitCode.UNPROVEN, run.stderr[-3000:]
-    assert ("overlay ran 0 times: SpecDecodeBaseProposer._greedy_sample "
-            "(vllm.v1.spec_decode.llm_base_proposer): your change is not on this scenario's "
-            "path") in run.stdout
+    assert run.returncode == ExitCode.RUN_FAILED, run.stderr[-3000:]
+    assert ("overlay refused before the first measured block: overlay ran 0 times: "
+            "SpecDecodeBaseProposer._greedy_sample (vllm.v1.spec_decode.llm_base_proposer): "
+            "your change is not on this scenario's path") in " ".join(run.stdout.split())
+    (record,) = run.results.runs
+    assert record.result is not None and record.result.passes == []
 
 
 def test_eagle_argmax_branch_at_tp2_is_proven_on_both_ranks(
