@@ -10,13 +10,14 @@ or import) in code that runs in vLLM's workers; everything else is named with it
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from functools import cache
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import Field
 
@@ -99,6 +100,7 @@ class FileChange:
     path: str
     old: str | None  # None: the change adds the file
     new: str | None  # None: the change deletes it
+    renamed_from: str | None = None  # a `git diff` rename: the installed path it moves
 
 
 @dataclass
@@ -172,7 +174,8 @@ def read_diff(diff: Path, vllm_root: Path) -> Change:
     except OSError as exc:
         raise DiffError(f"{where}: cannot read it ({exc.strerror})") from None
     try:
-        patch = PatchSet(raw.decode("utf-8"))
+        # CRLF line endings (a diff saved on Windows) apply with `patch` as LF ones do.
+        patch = PatchSet(raw.decode("utf-8").replace("\r\n", "\n"))
     except (UnicodeDecodeError, UnidiffParseError) as exc:
         raise DiffError(f"{where}: not a unified diff ({exc})") from None
     if not patch:
@@ -181,16 +184,18 @@ def read_diff(diff: Path, vllm_root: Path) -> Change:
     inert: list[str] = []
     for pf in patch:
         path = _strip_prefix(pf.target_file if not pf.is_removed_file else pf.source_file)
-        if pf.is_rename:
-            path = _strip_prefix(pf.target_file)
-        if _inert(path):
+        source = _strip_prefix(pf.source_file)
+        if _inert(path) and (not pf.is_rename or _inert(source)):
             inert.append(path)
+            continue
+        if pf.is_rename:
+            # vLLM's imports name the old path; a moved module is a new one (needs a build).
+            files.append(FileChange(path, None, None, renamed_from=source))
             continue
         if not path.startswith("vllm/") or pf.is_binary_file:
             files.append(FileChange(path, None if pf.is_added_file else "", "?"))
             continue
-        installed = vllm_root.parent / (_strip_prefix(pf.source_file)
-                                        if pf.is_rename else path)
+        installed = vllm_root.parent / path
         if pf.is_added_file:
             old = None
         elif not installed.is_file():
@@ -297,22 +302,59 @@ ELSEWHERE = {
                                       "stats loggers",
     "vllm/model_executor/models/registry.py": "the model registry, read when the engine is "
                                               "configured and at model load",
+    "vllm/distributed/device_communicators/shm_broadcast.py":
+        "the engine core too (the multiproc executor broadcasts each step's work to the "
+        "workers through MessageQueue)",
 }
+# KV connectors hold both roles; the scheduler-side methods (KVConnectorRole.SCHEDULER, listed
+# under "Scheduler-side methods" in the base class) run in the engine core's scheduler.
+KV_CONNECTOR_DIR = "vllm/distributed/kv_transfer/"
+KV_CONNECTOR_BASE = "vllm/distributed/kv_transfer/kv_connector/v1/base.py"
+KV_SCHEDULER_MARK = "Scheduler-side methods"
 # Code that may run inside a torch.compile'd model forward (unless the engine is eager).
 COMPILED_DIRS = ("vllm/model_executor/models/", "vllm/model_executor/layers/")
+# ...except what the model runner calls on the forward's output, eagerly: the logits
+# (compute_logits -> LogitsProcessor) and the draft's top tokens.
+OUTSIDE_COMPILED_NAMES = {"compute_logits", "get_top_tokens", "get_top_k_tokens"}
+OUTSIDE_COMPILED_CLASSES = {"LogitsProcessor"}
+# Collectives the model forward calls, by file: Dynamo inlines their Python into the compiled
+# forward. `always`: traced on every device; `unless_custom_op`: traced only where collectives
+# are not custom ops (GroupCoordinator.use_custom_op_call: false on CPU, true on CUDA, where
+# these run eagerly inside torch.ops.vllm.all_reduce & co).
+INLINED_COLLECTIVES: dict[str, dict[str, set[str]]] = {
+    "vllm/distributed/communication_op.py": {"always": {
+        "tensor_model_parallel_all_reduce", "tensor_model_parallel_all_gather",
+        "tensor_model_parallel_reduce_scatter"}},
+    "vllm/distributed/parallel_state.py": {
+        "always": {"GroupCoordinator.all_reduce", "GroupCoordinator.all_gather",
+                   "GroupCoordinator.reduce_scatter"},
+        "unless_custom_op": {"GroupCoordinator._all_reduce_out_place",
+                             "GroupCoordinator._all_gather_out_place",
+                             "GroupCoordinator._reduce_scatter_out_place"}},
+    "vllm/distributed/device_communicators/cpu_communicator.py": {"unless_custom_op": {
+        "CpuCommunicator.all_reduce", "CpuCommunicator.all_gather"}},
+}
+CUSTOM_OP_COLLECTIVES = {"cuda"}  # devices whose platform says use_custom_op_collectives()
 # Methods that run once at start-up, before the first switch between arms.
 STARTUP_NAMES = {"__init__", "__new__", "__post_init__", "__init_subclass__", "__set_name__",
                  "load_model", "dummy_run", "_dummy_run", "profile_run", "capture_model",
                  "load_weights", "init_device", "compile_or_warm_up_model",
                  "determine_available_memory", "reload_weights", "validate_same_kv_cache_group",
                  "set_eplb_state", "get_model", "_get_model", "_create_draft_vllm_config",
-                 "_maybe_share_embeddings", "_maybe_share_lm_head", "warmup"}
+                 "_maybe_share_embeddings", "_maybe_share_lm_head", "warmup",
+                 "calculate_reorder_batch_threshold", "warming_up_model"}
 STARTUP_PREFIXES = ("init_", "_init_", "initialize_", "_initialize_", "load_", "_load_",
                     "warm_up", "_warm_up", "setup_", "_setup_")
+# Dummy runs (profiling, warm-up, graph capture) happen at start-up: make_dummy,
+# _dummy_sampler_run, prepare_dummy_inputs, get_dummy_block_tables, maybe_dummy_run_with_lora.
+DUMMY_NAME = re.compile(r"(^|_)dummy(_|$)")
+CONSTRUCTORS = {"__init__", "__new__", "__post_init__"}
 # Decorators that only wrap a call: re-applied to the branch's version, they change nothing else.
 PLAIN_DECORATORS = {"staticmethod", "classmethod", "torch.inference_mode", "torch.no_grad",
                     "override", "typing.override", "typing_extensions.override",
-                    "abstractmethod", "abc.abstractmethod"}
+                    "abstractmethod", "abc.abstractmethod", "contextmanager",
+                    "contextlib.contextmanager"}
+NUMBA_DECORATORS = {"jit", "njit", "numba.jit", "numba.njit"}
 KERNEL_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics",
                      "triton_kernel_dispatcher_with_warmup", "jit"}
 COMPILE_DECORATORS = {"torch.compile", "support_torch_compile", "torch.jit.script",
@@ -321,6 +363,12 @@ COMPILE_DECORATORS = {"torch.compile", "support_torch_compile", "torch.jit.scrip
 # vLLM's own @config (vllm.config.utils): classes built in the parent process. A plain
 # @dataclass in worker code (SpecDecodeMetadata) is not one: its methods overlay as any class's.
 CONFIG_DECORATORS = {"config", "vllm.config.utils.config"}
+DATACLASS_DECORATORS = {"dataclass", "dataclasses.dataclass"}
+# CustomOp.dispatch_forward: with custom ops on (the default when the engine is eager), the
+# platform's method runs; the others only when something it runs calls them.
+PLATFORM_FORWARDS = {"forward_native", "forward_cuda", "forward_hip", "forward_cpu",
+                     "forward_xpu", "forward_tpu", "forward_oot"}
+DISPATCHED_FORWARD = {"cpu": "forward_cpu", "cuda": "forward_cuda"}
 
 
 @dataclass
@@ -471,8 +519,48 @@ def _names_used(tree: ast.AST) -> set[str]:
     return used
 
 
+def _import_base(node: ast.ImportFrom, path: str) -> str:
+    """The module a `from ... import` in `path` reads, relative imports resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    here = _module_name(path)
+    package = here if path.endswith("__init__.py") else here.rpartition(".")[0]
+    parts = package.split(".")
+    return ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@lru_cache(maxsize=1024)
+def _tree(text: str) -> ast.Module:
+    """A file's parse, shared by every search of one classification (and of a sweep's): the
+    same installed files are searched for each changed function's users and importers."""
+    return ast.parse(text)
+
+
+def _uses_in_text(text: str, name: str) -> Iterator[tuple[str, ...]]:
+    if name not in text or not re.search(rf"\b{re.escape(name)}\b", text):
+        return
+    try:
+        tree = _tree(text)
+    except SyntaxError:
+        return
+    yield from _uses_in(tree, name)
+
+
+def _uses_in(tree: ast.AST, name: str, chain: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for child in ast.iter_child_nodes(tree):
+        if (isinstance(child, ast.Name) and child.id == name) or (
+                isinstance(child, ast.Attribute) and child.attr == name):
+            yield chain
+        yield from _uses_in(child, name, chain + (child.name,) if isinstance(child, _DEFS)
+                            else chain)
+
+
 class _Installed:
-    """The installed vllm package's sources, searched for importers of a name."""
+    """The installed vllm package's sources, searched for importers and users of a name."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -489,9 +577,91 @@ class _Installed:
                 continue
         return out
 
+    @cache  # noqa: B019
     def module(self, path: str) -> _Module:
         """An installed file's top level, parsed."""
         return _parse(self.texts()[path], path, "installed")
+
+    def module_path(self, module: str) -> str | None:
+        """'vllm.a.b' -> 'vllm/a/b.py' (or its package's __init__.py), if installed."""
+        base = module.replace(".", "/")
+        texts = self.texts()
+        return next((p for p in (f"{base}.py", f"{base}/__init__.py") if p in texts), None)
+
+    def uses(self, name: str, changed: dict[str, str | None]) -> Iterator[tuple[str, ...]]:
+        """Each place in the package (a changed file in its changed version) that names `name`
+        (a call, an attribute, a variable), as the classes and functions around it, outermost
+        first (() at import). Definitions of `name` are not uses. Lazy: a caller that stops
+        at the first use it rejects parses only the files before it."""
+        for text in {**self.texts(), **changed}.values():
+            if text is not None:
+                yield from _uses_in_text(text, name)
+
+    def class_chain(self, path: str, cls: ast.ClassDef,
+                    stop: str) -> list[tuple[str, ast.ClassDef]] | None:
+        """`cls` (in `path`) and its installed ancestors below the base named `stop`, nearest
+        first; None when `stop` is not among its ancestors (or one cannot be found)."""
+        chain = [(path, cls)]
+        for base in cls.bases:
+            name = ast.unparse(base).rpartition(".")[2]
+            if name == stop:
+                return chain
+            found = self.resolve_class(path, name)
+            if found is not None:
+                above = self.class_chain(*found, stop)
+                if above is not None:
+                    return chain + above
+        return None
+
+    def resolve_class(self, path: str, name: str,
+                      depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+        """The class a module's `name` is: defined there or imported from vllm (re-exports
+        followed a few steps)."""
+        if path not in self.texts() or depth > 4:
+            return None
+        mod = self.module(path)
+        if name in mod.classes:
+            return path, mod.classes[name]
+        stmt = mod.imports.get(name)
+        if isinstance(stmt, ast.ImportFrom):
+            where = self.module_path(_import_base(stmt, path))
+            alias = next(a.name for a in stmt.names if (a.asname or a.name) == name)
+            if where is not None:
+                return self.resolve_class(where, alias, depth + 1)
+        return None
+
+    @cache  # noqa: B019
+    def cpu_overrides(self) -> dict[str, list[tuple[str, str, set[str]]]]:
+        """Base class name -> the CPU platform's subclasses of it (cpu_model_runner.py's
+        CPUModelRunner(GPUModelRunner), cpu_worker.py, cpu_communicator.py, ...): (class,
+        file, the methods it defines)."""
+        out: dict[str, list[tuple[str, str, set[str]]]] = {}
+        for path in self.texts():
+            if not path.rpartition("/")[2].startswith("cpu_"):
+                continue
+            for cls in self.module(path).classes.values():
+                methods = set(_class_parts(cls)[0])
+                for base in cls.bases:
+                    out.setdefault(ast.unparse(base).rpartition(".")[2], []).append(
+                        (cls.name, path, methods))
+        return out
+
+    @cache  # noqa: B019
+    def kv_scheduler_methods(self) -> frozenset[str]:
+        """The KV connector methods of the scheduler's role (KVConnectorRole.SCHEDULER): those
+        the base class lists under its "Scheduler-side methods" banner, and SupportsHMA's."""
+        text = self.texts().get(KV_CONNECTOR_BASE)
+        if text is None or KV_SCHEDULER_MARK not in text:
+            return frozenset()
+        mark = text[:text.index(KV_SCHEDULER_MARK)].count("\n") + 1
+        mod = self.module(KV_CONNECTOR_BASE)
+        names = set()
+        for cls in mod.classes.values():
+            for name, fn in _class_parts(cls)[0].items():
+                if cls.name == "SupportsHMA" or (cls.name == "KVConnectorBase_V1"
+                                                 and fn.lineno > mark):
+                    names.add(name)
+        return frozenset(names)
 
     def referrers(self, name: str, skip: str, changed: dict[str, str | None]) -> list[str]:
         """Files other than `skip` whose code names `name` (a variable, an attribute, an
@@ -502,7 +672,7 @@ class _Installed:
             if text is None or path == skip or name not in text:  # None: the change deletes it
                 continue
             try:
-                tree = ast.parse(text)
+                tree = _tree(text)
             except SyntaxError:
                 continue
             imported = {a.name.rpartition(".")[2] for n in ast.walk(tree)
@@ -520,34 +690,84 @@ class _Installed:
             if path == skip or name not in text:
                 continue
             try:
-                tree = ast.parse(text)
+                tree = _tree(text)
             except SyntaxError:
                 continue
-            here = _module_name(path)
-            package = here if path.endswith("__init__.py") else here.rpartition(".")[0]
             for node in ast.walk(tree):
-                if not isinstance(node, ast.ImportFrom):
-                    continue
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[:len(parts) - node.level + 1]
-                                    + ([base] if base else []))
-                if base == module and any(a.name == name for a in node.names):
+                if isinstance(node, ast.ImportFrom) and _import_base(node, path) == module \
+                        and any(a.name == name for a in node.names):
                     found.append(path)
                     break
         return found
+
+
+@dataclass
+class _Function:
+    """A changed function and where it sits, in both versions of its file."""
+
+    path: str
+    module: str
+    owner: str | None
+    name: str
+    before: ast.FunctionDef | ast.AsyncFunctionDef | None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef
+    old_mod: _Module
+    new_mod: _Module
+    old_class: ast.ClassDef | None
+    new_class: ast.ClassDef | None
+
+
+def _startup(name: str) -> bool:
+    """Whether a function of this name runs only at start-up (constructors aside: some
+    objects are built every step)."""
+    return (name in STARTUP_NAMES and name not in CONSTRUCTORS) or name.startswith(
+        STARTUP_PREFIXES) or bool(DUMMY_NAME.search(name))
+
+
+def _compiled_class(cls: ast.ClassDef | None) -> bool:
+    return cls is not None and any("support_torch_compile" in _decorator_name(d)
+                                   for d in cls.decorator_list)
+
+
+def _plain_dataclass(cls: ast.ClassDef | None) -> bool:
+    names = [_decorator_name(d) for d in cls.decorator_list] if cls else []
+    return any(n in DATACLASS_DECORATORS for n in names) and not any(
+        n in CONFIG_DECORATORS for n in names)
+
+
+def _self_attributes(node: ast.AST) -> set[str]:
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+            and n.value.id == "self"}
+
+
+def _new_attributes(fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                    old_class: ast.ClassDef | None) -> set[str]:
+    """Attributes `fn` sets on self that the installed class neither declares nor sets."""
+    known = _self_attributes(old_class) if old_class else set()
+    if old_class is not None:
+        known |= {n for s in old_class.body for n in _bound_names(s)}
+    return _self_attributes(fn) - known
+
+
+def _imports_numba(mod: _Module) -> bool:
+    return any(isinstance(n, ast.Import | ast.ImportFrom) and (
+        (n.module or "").split(".")[0] == "numba" if isinstance(n, ast.ImportFrom)
+        else any(a.name.split(".")[0] == "numba" for a in n.names))
+        for n in ast.walk(mod.tree))
 
 
 class _Classifier:
     """Compares the installed and the changed version of each file of a change."""
 
     def __init__(self, change: Change, installed: _Installed, compiled: bool,
-                 device: str) -> None:
+                 device: str, variant: str | None = None) -> None:
         self.change = change
         self.installed = installed
         self.compiled = compiled
         self.device = device
+        # Where a refusal points for a build: the variant's own python: field when known.
+        self.build_field = f"variants.{variant}.python" if variant else "the variant's python:"
         self.findings: list[Finding] = []
         self.code: list[OverlayCode] = []
 
@@ -567,6 +787,11 @@ class _Classifier:
 
     def file(self, f: FileChange) -> None:
         path = f.path
+        if f.renamed_from is not None and f.renamed_from.startswith("vllm/"):
+            self.no(f.renamed_from, f"module renamed to {path}", "vLLM's imports name the old "
+                    "path, and an overlay only replaces functions of modules vLLM already has: "
+                    "a moved module needs a build")
+            return
         if not path.startswith("vllm/"):
             self.no(path, "build or native source outside the vllm package",
                     "not Python in the vllm package (C++/CUDA, build files): needs a build")
@@ -608,6 +833,10 @@ class _Classifier:
 
     def compare(self, path: str, old_text: str, new_text: str, reach: str | None) -> None:
         old, new = _parse(old_text, path, "installed"), _parse(new_text, path, "changed")
+        if _dump(old.tree) == _dump(new.tree):
+            self.yes(path, "only comments or formatting change", "the arms run identical "
+                     "code: this run is an A/A")
+            return
         module = _module_name(path)
         future = _future(new.tree)
         if future != _future(old.tree):
@@ -646,6 +875,12 @@ class _Classifier:
                         "both arms read the same module global, so its value cannot differ "
                         f"by arm{also}")
             elif reach is None:
+                missing = _undefined_names(stmt, new)
+                if missing:
+                    self.no(path, f"new module constant {name}", f"it names {missing[0]}, "
+                            "which the changed module defines nowhere: a NameError when it "
+                            "runs at install")
+                    continue
                 self.add_statement(module, path, name, new_text, stmt, future,
                                    "new module constant")
             else:
@@ -723,25 +958,28 @@ class _Classifier:
                             "(__post_init__) when the engine is configured")
             return
         self.functions(path, module, name, old_methods, new_methods, old_mod, new_mod,
-                       future, reach, old)
+                       future, reach, old, new)
 
     def functions(self, path: str, module: str, owner: str | None,
                   old: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                   new: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                   old_mod: _Module, new_mod: _Module, future: list[str],
-                  reach: str | None, old_class: ast.ClassDef | None = None) -> None:
+                  reach: str | None, old_class: ast.ClassDef | None = None,
+                  new_class: ast.ClassDef | None = None) -> None:
         prefix = f"{owner}." if owner else ""
         for name, fn in new.items():
             before = old.get(name)
             if before is not None and _dump(before) == _dump(fn):
                 continue
             what = f"{prefix}{name}" + (" (new)" if before is None else ": body changed")
-            problem = self.function_problem(path, module, owner, name, before, fn, old_mod,
-                                            reach)
+            site = _Function(path, module, owner, name, before, fn, old_mod, new_mod,
+                             old_class, new_class)
+            notes: list[str] = []
+            problem = reach or self.function_problem(site, notes)
             if problem:
                 self.no(path, what, problem)
                 continue
-            notes = self.function_notes(fn, owner, name, old_class, old_mod, module, path)
+            notes += self.function_notes(site)
             source, line = _segment(new_mod.text, fn)
             self.code.append(OverlayCode(module=module, owner=owner, name=name,
                                          kind="function", source=source, line=line,
@@ -751,18 +989,46 @@ class _Classifier:
             self.deleted(path, module, f"{prefix}{name}", new_mod, "method" if owner else
                          "function")
 
-    def function_problem(self, path: str, module: str, owner: str | None, name: str,
-                         before: ast.FunctionDef | ast.AsyncFunctionDef | None,
-                         fn: ast.FunctionDef | ast.AsyncFunctionDef, old_mod: _Module,
-                         reach: str | None) -> str | None:
-        if reach is not None:
-            return reach
-        decorators = [_decorator_name(d) for d in fn.decorator_list]
+    def function_problem(self, f: _Function, notes: list[str]) -> str | None:
+        """Why a changed function of worker code cannot be dispatched per arm (None: it can;
+        `notes` gains what is worth saying about it)."""
+        fn, before, name = f.fn, f.before, f.name
+        if f.path.startswith(KV_CONNECTOR_DIR) and (
+                name in self.installed.kv_scheduler_methods()
+                or (f.owner or "").endswith("Scheduler")):
+            return ("a KV connector's scheduler-side method (KVConnectorRole.SCHEDULER): it "
+                    "runs in the engine core's scheduler, which the arm switch (collective_rpc "
+                    "to the workers) never reaches")
         if before is not None and [_dump(d) for d in before.decorator_list] != \
                 [_dump(d) for d in fn.decorator_list]:
             return "its decorators change (they run once, at import)"
-        for d in decorators:
+        problem = self.decorator_problem(f)
+        if problem:
+            return problem
+        problem = self.startup_problem(f, notes)
+        if problem:
+            return problem
+        problem = self.shadowed(f)
+        if problem:
+            return problem
+        if self.compiled:
+            problem = self.compiled_problem(f, notes)
+            if problem:
+                return problem
+        if isinstance(fn, ast.AsyncFunctionDef) != isinstance(before, ast.AsyncFunctionDef) \
+                and before is not None:
+            return "changes between def and async def"
+        return self.capture_problem(f, notes)
+
+    def decorator_problem(self, f: _Function) -> str | None:
+        numba = _imports_numba(f.new_mod)
+        for d in (_decorator_name(d) for d in f.fn.decorator_list):
             last = d.rpartition(".")[2]
+            if numba and (d in NUMBA_DECORATORS or last in NUMBA_DECORATORS):
+                return (f"a numba function (@{d}): numba compiles it at its first call, and "
+                        "numba-compiled callers bind the compiled function at their own "
+                        "compile time; a Python dispatcher cannot be called from nopython "
+                        "code, so it cannot switch it per pass")
             if d in KERNEL_DECORATORS or last in {k.rpartition(".")[2]
                                                  for k in KERNEL_DECORATORS}:
                 if self.device == "cpu":
@@ -780,45 +1046,139 @@ class _Classifier:
             if d not in PLAIN_DECORATORS:
                 return (f"@{d} is not known to be a plain call wrapper (it may compile, "
                         "cache or register)")
-        if name in STARTUP_NAMES or name.startswith(STARTUP_PREFIXES):
-            if name in {"__init__", "__new__", "__post_init__"}:
-                return ("the class's layout (attributes set at construction) changes: "
-                        "instances are built at start-up, before any switch; needs "
-                        "launch-per-arm on a build (variants.NAME.python)")
-            return ("runs only at start-up, before any switch between arms: needs "
-                    "launch-per-arm on a build (variants.NAME.python)")
-        if self.compiled and (path.startswith(COMPILED_DIRS) or name == "forward"
-                              or self.compiled_class(owner, old_mod)):
-            return ("code inside a compiled forward: torch.compile traces it once, freezing "
-                    "one arm's version (this scenario is not enforce_eager; set "
-                    "engine.enforce_eager: true to overlay it, or give a build)")
-        if isinstance(fn, ast.AsyncFunctionDef) != isinstance(before, ast.AsyncFunctionDef) \
-                and before is not None:
-            return "changes between def and async def"
-        if owner is None:
-            aliases = _aliases(old_mod, name)
-            if aliases:
-                return (f"referenced by value at import ({aliases[0]}): that copy would keep "
-                        "the installed version")
-            # An importer's own import-time copies (`TABLE = {"x": f}` after `from m import
-            # f`) are out of reach too: only the importer's global is rebound.
-            for user in self.installed.importers(module, name, path):
-                aliases = _aliases(self.installed.module(user), name)
-                if aliases:
-                    return (f"referenced by value at import in {user} ({aliases[0]}): that "
-                            "copy would keep the installed version")
         return None
 
-    def compiled_class(self, owner: str | None, mod: _Module) -> bool:
-        cls = mod.classes.get(owner or "")
-        return cls is not None and any("support_torch_compile" in _decorator_name(d)
-                                       for d in cls.decorator_list)
+    def startup_problem(self, f: _Function, notes: list[str]) -> str | None:
+        name = f.name
+        if name in CONSTRUCTORS:
+            if name != "__new__" and _plain_dataclass(f.new_class) and not \
+                    _new_attributes(f.fn, f.old_class):
+                notes.append("constructor of a plain dataclass, sets no new attribute: the "
+                             "launch checks it runs in the measured passes")
+                return None
+            return ("the class's layout (attributes set at construction) changes: instances "
+                    "are built at start-up, before any switch; needs launch-per-arm on a "
+                    f"build ({self.build_field})")
+        if _startup(name):
+            what = " (dummy runs: profiling, warm-up, graph capture)" if DUMMY_NAME.search(
+                name) and name not in STARTUP_NAMES else ""
+            return (f"runs only at start-up{what}, before any switch between arms: needs "
+                    f"launch-per-arm on a build ({self.build_field})")
+        caller = self.only_called_from(name, lambda chain: any(_startup(c) for c in chain))
+        if caller:
+            return (f"runs only at start-up (called only from {caller}), before any switch "
+                    f"between arms: needs launch-per-arm on a build ({self.build_field})")
+        return None
 
-    def function_notes(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None,
-                       name: str, old_class: ast.ClassDef | None, old_mod: _Module,
-                       module: str, path: str) -> list[str]:
+    def only_called_from(self, name: str,
+                         where: Callable[[tuple[str, ...]], bool]) -> str | None:
+        """The caller, when every use of `name` in the package (as changed) is inside code
+        `where` accepts: 'Class.method' of the first. None when any use is elsewhere, at
+        import, or there is none."""
+        changed = {f.path: f.new for f in self.change.files if f.path.endswith(".py")}
+        first = None
+        for chain in self.installed.uses(name, changed):
+            if name in chain:  # inside its own definition: a recursive call
+                continue
+            if not chain or not where(chain):
+                return None
+            first = first or ".".join(chain[-2:])
+        return first
+
+    def shadowed(self, f: _Function) -> str | None:
+        """Why the platform never runs this method: its own class overrides it, or
+        CustomOp.dispatch_forward picks another forward_* that never reaches it."""
+        if f.owner is None:
+            return None
+        if self.device == "cpu":
+            for cls, where, defined in self.installed.cpu_overrides().get(f.owner, []):
+                if f.name in defined and where != f.path:
+                    return (f"shadowed on this platform: {cls}.{f.name} ({where}) overrides "
+                            "it, so the changed version never runs here")
+        dispatched = DISPATCHED_FORWARD.get(self.device)
+        if f.name not in PLATFORM_FORWARDS or self.compiled or f.new_class is None \
+                or dispatched is None:
+            return None  # compiled: custom ops default off, forward_native is traced
+        chain = self.installed.class_chain(f.path, f.new_class, "CustomOp")
+        if chain is None:
+            return None
+        methods: dict[str, tuple[str, str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for where, klass in reversed(chain):  # nearest definition wins
+            for meth, fn in _class_parts(klass)[0].items():
+                methods[meth] = (klass.name, where, fn)
+        runs = {m for m in methods if m not in PLATFORM_FORWARDS} | {dispatched}
+        if dispatched not in methods and dispatched == "forward_cpu":
+            runs.add("forward_native")  # CustomOp.forward_cpu calls forward_native
+        todo = list(runs)
+        while todo:
+            meth = todo.pop()
+            if meth in methods:
+                for n in ast.walk(methods[meth][2]):
+                    if isinstance(n, ast.Attribute) and n.attr in PLATFORM_FORWARDS \
+                            and n.attr not in runs:
+                        runs.add(n.attr)
+                        todo.append(n.attr)
+        if f.name in runs:
+            return None
+        owner, where, _ = methods.get(dispatched, ("CustomOp", "vllm/model_executor/"
+                                                   "custom_op.py", None))
+        return (f"shadowed on this platform: CustomOp.dispatch_forward runs "
+                f"{owner}.{dispatched} ({where}) on {self.device} (custom ops are on when the "
+                f"engine is eager), and nothing it runs calls {f.name}, so the changed version "
+                "never runs here")
+
+    def compiled_problem(self, f: _Function, notes: list[str]) -> str | None:
+        qualname = f"{f.owner}.{f.name}" if f.owner else f.name
+        traced = INLINED_COLLECTIVES.get(f.path, {})
+        if qualname in traced.get("always", set()) or (
+                qualname in traced.get("unless_custom_op", set())
+                and self.device not in CUSTOM_OP_COLLECTIVES):
+            why = ("collectives are custom ops here, and it wraps one" if self.device in
+                   CUSTOM_OP_COLLECTIVES else f"on {self.device.upper()} collectives are not "
+                   "custom ops")
+            return (f"Dynamo inlines it into the compiled forward ({why}), freezing one "
+                    "arm's version (this scenario is not enforce_eager; set "
+                    "engine.enforce_eager: true to overlay it, or give a build)")
+        if qualname in traced.get("unless_custom_op", set()):
+            notes.append("runs eagerly inside its torch.ops.vllm collective on this device, "
+                         "outside the compiled graph")
+            return None
+        inside = f.path.startswith(COMPILED_DIRS) or f.name == "forward" or (
+            _compiled_class(f.new_class))
+        if not inside:
+            return None
+        outside = f.owner in OUTSIDE_COMPILED_CLASSES or f.name in OUTSIDE_COMPILED_NAMES
+        caller = None if outside or _compiled_class(f.new_class) or f.name == "forward" or \
+            f.name.startswith("forward_") else self.only_called_from(
+                f.name, lambda chain: any(c in OUTSIDE_COMPILED_NAMES | OUTSIDE_COMPILED_CLASSES
+                                          or _startup(c) for c in chain))
+        if outside or caller:
+            notes.append(("runs outside the compiled forward" + (
+                f" (called only from {caller})" if caller else "")) + "; the launch fails by "
+                "name if it is ever traced")
+            return None
+        return ("code inside a compiled forward: torch.compile traces it once, freezing "
+                "one arm's version (this scenario is not enforce_eager; set "
+                "engine.enforce_eager: true to overlay it, or give a build)")
+
+    def capture_problem(self, f: _Function, notes: list[str]) -> str | None:
+        """Copies of the function made at import, in its module and in its importers: a
+        rebound shape is a note, any other copy keeps the installed version."""
+        captures = _captures(f.new_mod, f.name, f.owner, _statement_dumps(f.old_mod.tree))
+        imported = f.owner or f.name  # an importer names the class, or the function
+        for user in self.installed.importers(f.module, imported, f.path):
+            captures += [replace(c, file=user) for c in
+                         _captures(self.installed.module(user), f.name, f.owner)]
+        for c in captures:
+            if c.holder is not None and not c.new:
+                return c.note()
+        notes.extend(c.note() for c in captures)
+        return None
+
+    def function_notes(self, f: _Function) -> list[str]:
         notes = []
-        body = ast.Module(body=fn.body, type_ignores=[])
+        owner, name = f.owner, f.name
+        body = ast.Module(body=f.fn.body, type_ignores=[])
         if owner and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                          and n.func.id == "super" and not n.args for n in ast.walk(body)):
             notes.append("zero-argument super(): compiled inside a class of the same name, "
@@ -826,8 +1186,8 @@ class _Classifier:
         if owner and any(isinstance(n, ast.Attribute) and n.attr.startswith("__")
                          and not n.attr.endswith("__") for n in ast.walk(body)):
             notes.append(f"name-mangled attributes: compiled inside class {owner}")
-        if old_class is not None:
-            for n in ast.walk(old_class):
+        if f.old_class is not None:
+            for n in ast.walk(f.old_class):
                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute) \
                         and n.value.attr == name and isinstance(n.value.value, ast.Name) \
                         and n.value.value.id == "self":
@@ -837,7 +1197,7 @@ class _Classifier:
                                  "that binding dispatches too")
                     break
         if owner is None:
-            users = self.installed.importers(module, name, path)
+            users = self.installed.importers(f.module, name, f.path)
             if users:
                 notes.append(f"imported by value into {len(users)} module(s) ("
                              f"{', '.join(users[:3])}{', ...' if len(users) > 3 else ''}): "
@@ -881,21 +1241,154 @@ def _first_line(text: str, stmt: ast.stmt) -> str:
     return line if len(line) <= 60 else line[:57] + "..."
 
 
-def _aliases(mod: _Module, name: str) -> list[str]:
-    """Module-level statements that copy the function object at import (`alias = f`,
-    `TABLE = {"x": f}`): a replaced module attribute would not reach those copies."""
-    found = []
-    for stmt in [*mod.assigns.values(), *mod.other]:
-        if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for n in ast.walk(stmt)):
-            found.append(f"line {stmt.lineno}: {_first_line(mod.text, stmt)}")
+@dataclass
+class _Capture:
+    """A copy of a function made at import, and whether the install can reach it."""
+
+    line: int
+    text: str
+    holder: str | None  # None: a shape the install rebinds; else what keeps the copy
+    new: bool  # a statement the change adds: it runs after the dispatchers are installed
+    file: str | None = None  # an importer's; None: the function's own module
+
+    def note(self) -> str:
+        where = (f"captured at import ({self.file + ', ' if self.file else ''}line "
+                 f"{self.line}: {self.text})")
+        if self.new:
+            return (f"{where}: a new statement, run after the dispatchers are installed, so "
+                    "it holds the dispatcher")
+        if self.holder is None:
+            return f"{where}: rebound to the dispatcher at install"
+        return (f"{where} in {self.holder}: that copy keeps the installed version and cannot "
+                "be rebound")
+
+
+PARTIALS = {"partial", "functools.partial"}
+_REBOUND = ""  # _holder's answer for a shape the install rebinds
+
+
+def _holder(top: ast.expr, ref: ast.expr, containers: bool) -> str | None:
+    """What holds `ref` inside the expression `top` evaluated at import: _REBOUND when the
+    install rebinds it (the value itself; with `containers`, inside dicts, lists, sets and
+    functools.partial held by a module global), None when it is no copy (an attribute read,
+    a lambda's body), else the holder's name ("a tuple", "a call to register")."""
+    path = _path_to(top, ref)
+    for node, child in zip(path, path[1:], strict=False):
+        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Attribute)
+                                            and node.value is child):
+            return None
+        if containers and (isinstance(node, ast.List | ast.Set) or (
+                isinstance(node, ast.Dict) and any(v is child for v in node.values)) or (
+                isinstance(node, ast.Call) and ast.unparse(node.func) in PARTIALS
+                and node.args and node.args[0] is child)):
+            continue
+        if isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict):
+            return f"a {type(node).__name__.lower()}"
+        if isinstance(node, ast.Call):
+            return f"a call to {ast.unparse(node.func)}"
+        return f"an expression ({ast.unparse(node)[:40]})"
+    return _REBOUND
+
+
+def _path_to(top: ast.AST, target: ast.AST) -> list[ast.AST]:
+    """The nodes from `top` down to `target`, both included ([] when not under it)."""
+    if top is target:
+        return [top]
+    for child in ast.iter_child_nodes(top):
+        below = _path_to(child, target)
+        if below:
+            return [top, *below]
+    return []
+
+
+def _captures(mod: _Module, name: str, owner: str | None = None,
+              installed: set[str] | None = None) -> list[_Capture]:
+    """Where the module's top level copies a function at import: `alias = f`, `T = {"x": f}`,
+    `partial(f)`, `def g(x=f)`, a class body's `m = f` or `m = A.meth` (for a method: `owner`),
+    `register(f)`, `(f, g)`. `installed`: the dumps of the installed file's statements (a
+    statement not among them is new); None: every statement is installed."""
+    found: list[_Capture] = []
+
+    def is_ref(node: ast.AST, in_owner: bool) -> TypeGuard[ast.Name | ast.Attribute]:
+        if owner is None or in_owner:
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+                return True
+        return owner is not None and isinstance(node, ast.Attribute) and node.attr == name \
+            and isinstance(node.value, ast.Name) and node.value.id == owner
+
+    def add(stmt: ast.stmt, top: ast.expr, containers: bool, in_owner: bool) -> None:
+        for ref in [n for n in ast.walk(top) if is_ref(n, in_owner)]:
+            holder = _holder(top, ref, containers)
+            if holder is not None:
+                new = installed is not None and _dump(stmt) not in installed
+                found.append(_Capture(ref.lineno, mod.text.splitlines()[ref.lineno - 1].strip(),
+                                      holder or None, new))
+
+    def scan(body: list[ast.stmt], module_level: bool, in_owner: bool) -> None:
+        for stmt in body:
+            if _is_type_checking(stmt) or isinstance(stmt, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                for d in stmt.decorator_list:
+                    if is_ref(d, in_owner):  # @f: called at import, its result kept
+                        found.append(_Capture(d.lineno, _first_line(mod.text, stmt),
+                                              "a decorator application", False))
+                    else:
+                        add(stmt, d, False, in_owner)
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = stmt.args
+                for default in [*args.defaults, *(d for d in args.kw_defaults if d)]:
+                    add(stmt, default, False, in_owner)
+            elif isinstance(stmt, ast.ClassDef):
+                for base in [*stmt.bases, *(k.value for k in stmt.keywords)]:
+                    add(stmt, base, False, in_owner)
+                scan(stmt.body, False, stmt.name == owner)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+                add(stmt, stmt.value, module_level, in_owner)
+            else:  # calls, blocks: their expressions run at import, their bodies are scanned
+                for child in ast.iter_child_nodes(stmt):
+                    if isinstance(child, ast.expr):
+                        add(stmt, child, False, in_owner)
+                scan([c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt)],
+                     module_level, in_owner)
+                for handler in getattr(stmt, "handlers", []):
+                    scan(handler.body, module_level, in_owner)
+
+    scan(mod.tree.body, True, False)
     return found
 
 
+def _statement_dumps(tree: ast.AST) -> set[str]:
+    return {_dump(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)}
+
+
+def _undefined_names(stmt: ast.stmt, mod: _Module) -> list[str]:
+    """Names a new module statement reads at import that the module defines nowhere (nor
+    builtins): a NameError when the statement runs at install."""
+    defined = set(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__",
+                                    "__package__", "__builtins__"}
+    for node in mod.tree.body:
+        if _is_type_checking(node):
+            continue  # bound only for type checkers
+        defined.update(_bound_names(node))
+        for n in ast.walk(node) if not isinstance(node, _DEFS) else ():
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                defined.add(n.id)
+            elif isinstance(n, ast.alias):
+                defined.add((n.asname or n.name).split(".")[0])
+    local = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)}
+    local |= {a.arg for n in ast.walk(stmt) if isinstance(n, ast.Lambda)
+              for a in ast.walk(n.args) if isinstance(a, ast.arg)}
+    return sorted({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                   and isinstance(n.ctx, ast.Load) and n.id not in defined | local})
+
+
 def classify(change: Change, vllm_root: Path, compiled: bool = False,
-             device: str = "cpu") -> Classified:
-    """Every part of `change`, overlayable or not (with the reason), and the code to run."""
-    return _Classifier(change, _installed(str(vllm_root)), compiled, device).run()
+             device: str = "cpu", variant: str | None = None) -> Classified:
+    """Every part of `change`, overlayable or not (with the reason), and the code to run;
+    `variant` names the variant in what a refusal tells to do."""
+    return _Classifier(change, _installed(str(vllm_root)), compiled, device, variant).run()
 
 
 @cache
@@ -997,7 +1490,7 @@ def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
         path = path if path.is_absolute() else base_dir / path
         try:
             change = read_change(kind, path, root)
-            out[name] = classify(change, root, compiled, scenario.device)
+            out[name] = classify(change, root, compiled, scenario.device, name)
         except ScenarioError as exc:
             raise ScenarioError(f"variants.{name}.{kind}: {exc}") from None
         if not change.files:

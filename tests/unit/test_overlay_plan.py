@@ -133,6 +133,9 @@ def test_with_a_build_a_change_that_cannot_be_overlaid_runs_launch_per_arm(
     assert by_variant["cand"].overlay is None and by_variant["cand"].python == sys.executable
     assert plan.proof_labels == {"base": None, "cand": None}
     assert any("__init__" in line and "start-up" in line for line in plan.overlays["cand"])
+    # The refusal names this variant's own field, never a placeholder.
+    assert any("variants.cand.python" in line for line in plan.overlays["cand"])
+    assert not any("variants.NAME" in line for line in plan.overlays["cand"])
     # Precision needs one engine: refused, naming the change.
     with pytest.raises(ScenarioError, match=r"precision: needs the one-engine design \("
                        r"variants.cand.diff cannot be overlaid"):
