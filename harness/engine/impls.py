@@ -206,8 +206,11 @@ class _Recorder:
             if idle:
                 from harness.engine.overlay import shadowed
 
+                t = time.perf_counter()
                 self.shadows.update(dict.fromkeys(idle, ""))
                 self.shadows.update(shadowed(idle))
+                logger.info("specbench: looked for what shadows %d idle overlaid function(s) "
+                            "in %.3f s", len(idle), time.perf_counter() - t)
             found = {k: v for k, v in self.shadows.items() if v}
             if found:
                 report["shadowed"] = found
