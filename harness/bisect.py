@@ -238,11 +238,11 @@ class Bisector:
             raise SpecbenchError(f"--metric {self.metric}: no such metric in the comparison "
                                  f"(has: {', '.join(r.key for r in cand.rows)})")
         est = row.estimate
-        if est.known_exactly:
-            return Interval(est.delta, est.delta, est.delta)
-        if est.ci_low is None or est.ci_high is None:
-            return Interval(est.delta, float("nan"), float("nan"))
         scale = 1.0 if est.kind == "relative" else 0.01  # points -> fractions of 1
+        if est.known_exactly:
+            return Interval(est.delta * scale, est.delta * scale, est.delta * scale)
+        if est.ci_low is None or est.ci_high is None:
+            return Interval(est.delta * scale, float("nan"), float("nan"))
         return Interval(est.delta * scale, est.ci_low * scale, est.ci_high * scale)
 
     def observe(self, arms: list[int], target: float | None,

@@ -268,7 +268,9 @@ def gate_command(
 def calibrate(
     scenario: ScenarioArg,
     false_alarm: Annotated[float, typer.Option(
-        min=0.0001, max=0.5, help="Chance that an unchanged candidate is called a REGRESSION.")]
+        min=0.0001, max=0.5, help="Chance, per gated metric, that an unchanged candidate run "
+        "at this scenario's precision fails to PASS (INCONCLUSIVE or REGRESSION; REGRESSION "
+        "alone is far rarer).")]
     = 0.01,
     results_dir: ResultsOpt = Path("results"),
     models_cache: CacheOpt = None,

@@ -73,7 +73,7 @@ def gate_run(run: Run | Path | str, against: str | None = None,
         if against is not None:
             raise ResultsError("--combine gates a run with its own earlier runs; --against "
                                "gates it against a saved baseline: choose one")
-        comparison = combined(run)[0]
+        comparison = combined(run, force)[0]
     elif against is None:
         comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
     elif against == HISTORY:

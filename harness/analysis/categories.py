@@ -27,7 +27,7 @@ from harness.analysis.stats import Design
 from harness.results.records import RequestRecord, RunRecord
 
 CATEGORY_METRICS: tuple[MetricDef, ...] = (
-    MetricDef("acceptance_length", "Acceptance length", True),
+    MetricDef("acceptance_length", "Acceptance length", True, unit="tokens"),
     MetricDef("output_rate", "Output rate (tok/s per request)", True),
     MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -21,7 +22,13 @@ from harness.analysis.categories import (
     requests_per_category,
 )
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
-from harness.analysis.metrics import METRICS, MetricDef, passes_frame, position_metrics
+from harness.analysis.metrics import (
+    METRICS,
+    MetricDef,
+    passes_frame,
+    position_metric,
+    position_metrics,
+)
 from harness.analysis.parity import output_parity
 from harness.analysis.proof import ran_paths, unproven_passes
 from harness.analysis.speedup import decompose
@@ -61,9 +68,31 @@ def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candi
                     (both["variant"] == candidate).to_numpy(), both["launch"].to_numpy(),
                     both["round"].to_numpy(), both["block"].fillna(0).to_numpy(),
                     metric.delta, design)
+    if (_same_counts(metric, both[both["variant"] == baseline])
+            and _same_counts(metric, both[both["variant"] == candidate])):
+        # Each arm's value is that of its counts, the same in every pass: taken as it is, not
+        # as a mean of equal values, which may round apart (and did, between two runs).
+        b_value, c_value = float(b.dropna().iloc[0]), float(c.dropna().iloc[0])
+        delta = (c_value - b_value if metric.delta == "points"
+                 else c_value / b_value - 1 if b_value > 0 else math.nan)
+        est = replace(est, delta=delta, ci_low=None, ci_high=None, p_value=None,
+                      significant=False, mde=None, se=None if est.se is None else 0.0,
+                      exact=True, note="no spread: the same counts in every pass of each arm")
+        return MetricRow(metric.key, metric.label, metric.higher_is_better, b_value, c_value,
+                         est)
     return MetricRow(metric.key, metric.label, metric.higher_is_better,
                      float(b.mean()) if not b.dropna().empty else math.nan,
                      float(c.mean()) if not c.dropna().empty else math.nan, est)
+
+
+def _same_counts(metric: MetricDef, passes: pd.DataFrame) -> bool:
+    """Whether every one of an arm's passes with a value of `metric` has the same integer
+    counts behind it (metric.counts: acceptance, deterministic under greedy decoding)."""
+    if not metric.counts or any(c not in passes for c in metric.counts):
+        return False
+    counts = passes.loc[passes[metric.key].notna(), list(metric.counts)]
+    return (not counts.empty and not counts.isna().to_numpy().any()
+            and len(counts.drop_duplicates()) == 1)
 
 
 def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric_key: str,
@@ -136,9 +165,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         return "ok" if has_ok else "failed"
 
     metrics = list(METRICS)
-    for col in position_metrics(passes) if not passes.empty else []:
-        pos = int(col.rsplit("_", 1)[1])
-        metrics.append(MetricDef(col, f"Acceptance at position {pos} (%)", True, "points"))
+    metrics += [position_metric(col)
+                for col in (position_metrics(passes) if not passes.empty else [])]
     if only is not None:
         metrics = [m for m in metrics if any(fnmatchcase(m.key, p) for p in only)]
 
@@ -259,15 +287,19 @@ def add_speedups(comparison: Comparison, passes: pd.DataFrame, reference: str,
             comparison.decompositions.append(found)
 
 
-def compare_run(run: Run, force: bool = False) -> Comparison:
+def compare_run(run: Run, force: bool = False,
+                records: list[RunRecord] | None = None) -> Comparison:
     """Compare the variants of one stored run, as its scenario declared them (a sweep: see
-    harness.analysis.sweep_comparison, one comparison per cell)."""
+    harness.analysis.sweep_comparison, one comparison per cell). `records`: launches to
+    compare in place of the run's own, under its scenario and builds (its repeats combined:
+    harness.analysis.repeats)."""
     if run.is_sweep:
         assert run.scenario.sweep is not None
         raise ResultsError(f"{run.path}: a sweep of {run.scenario.sweep.cell_count} cells; "
                            "compare it with compare_sweep (one comparison per cell)")
-    comparison = compare_scenario(run.runs, run.scenario, run.run_id, run.design, force,
-                                  run.proof_labels, run.passes)
+    comparison = compare_scenario(run.runs if records is None else records, run.scenario,
+                                  run.run_id, run.design, force, run.proof_labels,
+                                  run.passes if records is None else None)
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
     return comparison

@@ -10,8 +10,10 @@ Two series per metric, with different noise:
 
 Metrics that are deterministic under greedy decoding (acceptance, a count identical in every
 unit of a run) are compared exactly: any change is a change point, and a gate compares the
-value itself. Everything else uses harness.analysis.changepoints (E-Divisive means with a
-t-test) and, in a gate, the run-to-run spread of the latest stable segment as the error term.
+value itself. The index holds the values, not their counts, so "exactly" is up to float
+rounding (EXACT_RTOL): summaries stored means of equal values that round apart. Everything
+else uses harness.analysis.changepoints (E-Divisive means with a t-test) and, in a gate, the
+run-to-run spread of the latest stable segment as the error term.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from scipy import stats as sps
 from harness.analysis.changepoints import ChangePoint, change_points, detectable_step
 from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult, judge_metric
+from harness.analysis.metrics import MetricDef, metric_def
+from harness.analysis.stats import DeltaEstimate, same_exact
 from harness.config.scenario import GateSpec
 
 if TYPE_CHECKING:
@@ -55,14 +59,23 @@ class Step:
     ci_high: float | None
     p_value: float | None
     exact: bool = False
+    series: SeriesKind = "delta"  # a change of the deltas, or of the arm's own value
 
-    def describe(self, kind: str | None) -> str:
+    def describe(self, kind: str | None, metric: MetricDef | None = None) -> str:
+        """One line; `metric` gives an exact change of a value its unit ('1.613 tokens')."""
         unit = "pp" if kind == "points" else "%"
         scale = 1.0 if kind == "points" else 100.0
         where = f"{self.run_id}" + (f" ({self.commit[:12]})" if self.commit else "")
         if self.exact:
-            return (f"changed at {where}: {scale * self.before:.4g}{unit} -> "
-                    f"{scale * self.after:.4g}{unit} (exact)")
+            # Enough digits to tell the two apart (a change of one token in a long run).
+            digits = next((d for d in range(4, 17) if f"{self.before:.{d}g}"
+                           != f"{self.after:.{d}g}"), 17)
+            if self.series == "value":
+                show = (metric or MetricDef("", "", True)).format_value
+                return (f"changed at {where}: {show(self.before, digits)} -> "
+                        f"{show(self.after, digits)} (exact)")
+            return (f"changed at {where}: {scale * self.before:+.{digits}g}{unit} -> "
+                    f"{scale * self.after:+.{digits}g}{unit} (exact)")
         size = f"{scale * self.step:+.2f}{unit}"
         interval = ("" if self.ci_low is None or self.ci_high is None else
                     f" [{scale * self.ci_low:+.2f}, {scale * self.ci_high:+.2f}]")
@@ -83,6 +96,7 @@ class Series:
     kind: str | None  # "relative" (deltas are fractions) or "points"
     frame: pd.DataFrame  # the history's rows, oldest first
     exact: bool  # every run's value is known exactly (deterministic under greedy decoding)
+    definition: MetricDef | None = None  # the registry's entry: the value's unit
     delta_steps: list[Step] = field(default_factory=list)
     value_steps: list[Step] = field(default_factory=list)  # the candidate arm's own value
     value_detectable: float | None = None  # smallest step the value series can show
@@ -97,19 +111,23 @@ def _finite(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
-def _exact_steps(values: np.ndarray) -> list[tuple[int, float, float]]:
-    """Indices where an exactly-known value changes."""
+def _exact_steps(values: np.ndarray, scale: np.ndarray) -> list[tuple[int, float, float]]:
+    """Indices where an exactly-known value changes by more than rounding (same_exact, with
+    `scale`: per value, the magnitude it is a difference of; zeros for values)."""
     return [(i, float(values[i - 1]), float(values[i])) for i in range(1, len(values))
-            if values[i] != values[i - 1]]
+            if not same_exact(float(values[i]), float(values[i - 1]),
+                              float(max(scale[i], scale[i - 1])))]
 
 
-def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool) -> list[Step]:
+def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
+           series: SeriesKind, scale: np.ndarray | None = None) -> list[Step]:
     """Change points of one series, each named by the first run after it."""
     ok = np.isfinite(values)
     if log:
         ok &= values > 0
     rows = frame[ok].reset_index(drop=True)
     vals = values[ok]
+    scale = np.zeros(len(values)) if scale is None else scale
     out: list[Step] = []
 
     def at(i: int) -> dict[str, Any]:
@@ -119,9 +137,10 @@ def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool) -> l
                 else str(row["commit"]), "created": row["created"]}
 
     if exact:
-        for i, before, after in _exact_steps(vals):
+        for i, before, after in _exact_steps(vals, np.nan_to_num(scale[ok])):
             out.append(Step(**at(i), before=before, after=after, step=after - before,
-                            ci_low=None, ci_high=None, p_value=None, exact=True))
+                            ci_low=None, ci_high=None, p_value=None, exact=True,
+                            series=series))
         return out
     if len(vals) < 2:
         return out
@@ -133,7 +152,7 @@ def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool) -> l
         after = math.exp(cp.after) if log else cp.after
         out.append(Step(**at(cp.index), before=before, after=after, step=conv(cp.step),
                         ci_low=conv(cp.ci_low), ci_high=conv(cp.ci_high),
-                        p_value=cp.p_value))
+                        p_value=cp.p_value, series=series))
     return out
 
 
@@ -154,11 +173,15 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
         exact = bool(group["exact"].fillna(False).all())
         series = Series(scenario, machine or None, cell or None, candidate, name,
                         str(group["label"].iloc[-1]), None if kind is None else str(kind),
-                        group, exact)
-        series.delta_steps = _steps(group, _finite(group["delta"]), exact, log=False)
+                        group, exact, metric_def(name))
         values = _finite(group["candidate_value"])
+        # A delta in points is a difference of values this large (relative: of ratios near 1).
+        scale = (np.fmax(np.abs(values), np.abs(_finite(group["baseline_value"])))
+                 if kind == "points" else np.ones(len(values)))
+        series.delta_steps = _steps(group, _finite(group["delta"]), exact, log=False,
+                                    series="delta", scale=scale)
         log = kind == "relative"
-        series.value_steps = _steps(group, values, exact, log=log)
+        series.value_steps = _steps(group, values, exact, log=log, series="value")
         usable = values[np.isfinite(values) & (values > 0 if log else True)]
         if not exact and len(usable) >= 4:
             step = detectable_step(np.log(usable) if log else usable)
@@ -197,8 +220,6 @@ def _decision(candidate: str, check: str, label: str, kind: str | None, higher: 
               delta: float, low: float | None, high: float | None, tolerance: float,
               note: str, exact: bool) -> Decision:
     """judge_metric's non-inferiority rule on a history comparison."""
-    from harness.analysis.stats import DeltaEstimate
-
     estimate = DeltaEstimate(
         kind="points" if kind == "points" else "relative", delta=delta,
         ci_low=None if exact else low, ci_high=None if exact else high, p_value=None,
@@ -245,7 +266,8 @@ def _judge_row(candidate: str, row: MetricRow, tolerance: float, series: Series 
     out = []
     if series.exact and exact_now:
         reference = float(latest_segment(values, series.value_steps)[-1])
-        diff = (row.candidate - reference if kind == "points"
+        diff = (0.0 if same_exact(row.candidate, reference)  # the same counts, rounded apart
+                else row.candidate - reference if kind == "points"
                 else row.candidate / reference - 1 if reference else float("nan"))
         n = len(latest_segment(values, series.value_steps))
         note = (f"exact under greedy decoding: {row.candidate:.6g} against {reference:.6g} "

@@ -6,6 +6,7 @@ its unit, whether higher is better, and how a delta is expressed (relative % or 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -30,43 +31,84 @@ class MetricDef:
     request_column: str | None = None  # per-request column it summarises, if any
     stat: Literal["mean", "median", "p99", "p10", "p90"] | None = None
     decimals: int = 2
+    unit: str = ""  # of the value itself ("%" for a rate; a delta's unit comes from `delta`)
+    # passes_frame columns of integer counts that fix the value: where they are the same in
+    # every pass of both arms, the delta is known exactly (harness.analysis.compare).
+    counts: tuple[str, ...] = ()
 
+    def format_value(self, value: float, digits: int = 4) -> str:
+        """The value with its unit, to `digits` significant digits: '31.63%', '1.613 tokens'."""
+        return f"{value:.{digits}g}" + (self.unit if self.unit == "%" else
+                                        f" {self.unit}" if self.unit else "")
+
+
+# Per-request acceptance: every completed request's verify steps by accepted draft tokens.
+REQUEST_ACCEPTANCE = ("spec_histograms_digest",)
 
 # The rows of the seed PR tables, in their order, then the extra latency statistics.
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("output_throughput", "Output throughput (tok/s)", True),
-    MetricDef("total_throughput", "Total throughput (tok/s)", True),
-    MetricDef("request_throughput", "Request throughput (req/s)", True),
-    MetricDef("acceptance_rate", "Acceptance rate (%)", True, "points"),
-    MetricDef("mean_acceptance_length", "Mean acceptance length", True),
+    MetricDef("output_throughput", "Output throughput (tok/s)", True, unit="tok/s"),
+    MetricDef("total_throughput", "Total throughput (tok/s)", True, unit="tok/s"),
+    MetricDef("request_throughput", "Request throughput (req/s)", True, unit="req/s"),
+    MetricDef("acceptance_rate", "Acceptance rate (%)", True, "points", unit="%",
+              counts=("num_accepted_tokens", "num_draft_tokens")),
+    # A length in tokens per verify step (bonus token included), never a percentage.
+    MetricDef("mean_acceptance_length", "Mean acceptance length", True, unit="tokens",
+              counts=("num_accepted_tokens", "num_drafts")),
     # Per request (vLLM's per_request_spec_decode_metrics): the spread across requests.
     MetricDef("p10_acceptance_length", "P10 acceptance length (per request)", True,
-              request_column="acceptance_length", stat="p10"),
+              request_column="acceptance_length", stat="p10", unit="tokens",
+              counts=REQUEST_ACCEPTANCE),
     MetricDef("median_acceptance_length", "Median acceptance length (per request)", True,
-              request_column="acceptance_length", stat="median"),
+              request_column="acceptance_length", stat="median", unit="tokens",
+              counts=REQUEST_ACCEPTANCE),
     MetricDef("p90_acceptance_length", "P90 acceptance length (per request)", True,
-              request_column="acceptance_length", stat="p90"),
-    MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean"),
-    MetricDef("mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean"),
-    MetricDef("mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean"),
-    MetricDef("mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean"),
+              request_column="acceptance_length", stat="p90", unit="tokens",
+              counts=REQUEST_ACCEPTANCE),
+    MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean",
+              unit="ms"),
+    MetricDef("mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean",
+              unit="ms"),
+    MetricDef("mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean",
+              unit="ms"),
+    MetricDef("mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean",
+              unit="ms"),
     MetricDef("median_tpot_ms", "Median TPOT (ms)", False, request_column="tpot_ms",
-              stat="median"),
-    MetricDef("p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99"),
+              stat="median", unit="ms"),
+    MetricDef("p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99",
+              unit="ms"),
     MetricDef("median_ttft_ms", "Median TTFT (ms)", False, request_column="ttft_ms",
-              stat="median"),
-    MetricDef("p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99"),
+              stat="median", unit="ms"),
+    MetricDef("p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99",
+              unit="ms"),
     MetricDef("median_e2el_ms", "Median E2EL (ms)", False, request_column="e2el_ms",
-              stat="median"),
-    MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99"),
+              stat="median", unit="ms"),
+    MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99",
+              unit="ms"),
     # With the scenario's slo: requests meeting every objective, per second of the pass (vLLM's
     # request_goodput) and as a share of the pass's requests (failed ones count as missed).
-    MetricDef("goodput", "Goodput (req/s)", True),
-    MetricDef("slo_attainment", "SLO attainment (%)", True, "points"),
+    MetricDef("goodput", "Goodput (req/s)", True, unit="req/s"),
+    MetricDef("slo_attainment", "SLO attainment (%)", True, "points", unit="%"),
     # Serve mode: how many tokens a streamed chunk carried (1 + accepted drafts per step,
     # unless the server merged steps); why ITL exceeds TPOT under speculation.
-    MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True),
+    MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True, unit="tokens"),
 )
+POSITION_PREFIX = "acceptance_pos_"
+
+
+def position_metric(key: str) -> MetricDef:
+    """The acceptance rate at one draft position (`acceptance_pos_<i>`): accepted tokens at
+    that position per draft step, in %."""
+    pos = int(key.rsplit("_", 1)[1])
+    return MetricDef(key, f"Acceptance at position {pos} (%)", True, "points", unit="%",
+                     counts=(f"num_accepted_pos_{pos}", "num_drafts"))
+
+
+def metric_def(key: str) -> MetricDef | None:
+    """The registry's entry for a metric key (a draft position's included); None if unknown."""
+    if key.startswith(POSITION_PREFIX) and key[len(POSITION_PREFIX):].isdigit():
+        return position_metric(key)
+    return next((m for m in METRICS if m.key == key), None)
 
 REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
                    "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
@@ -201,13 +243,16 @@ def passes_frame(runs: list[RunRecord], slo: SLO | None = None) -> pd.DataFrame:
             row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
             row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
             for i, accepted in enumerate(sd.accepted_per_pos):
-                row[f"acceptance_pos_{i}"] = 100.0 * accepted / sd.num_drafts
+                row[f"{POSITION_PREFIX}{i}"] = 100.0 * accepted / sd.num_drafts
+                row[f"num_accepted_pos_{i}"] = accepted
         else:
             row["acceptance_rate"] = np.nan
             row["mean_acceptance_length"] = np.nan
         if sd is not None:
             row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
                        num_accepted_tokens=sd.num_accepted_tokens)
+        if any(r.spec_histogram for r in ok):
+            row["spec_histograms_digest"] = _histograms_digest(ok)
         st = p.step_times
         if st is not None:  # a run with a no-speculation arm: where the steps' time went
             row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
@@ -216,7 +261,16 @@ def passes_frame(runs: list[RunRecord], slo: SLO | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _histograms_digest(requests: list[RequestRecord]) -> str:
+    """Every request's acceptance histogram (by prompt index) as one short value: equal in
+    two passes when each request's integer counts are (a 128-bit digest, so that the per-pass
+    frame stays small)."""
+    text = ";".join(f"{r.index}:{','.join(map(str, r.spec_histogram or []))}"
+                    for r in sorted(requests, key=lambda r: r.index))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
 def position_metrics(passes: pd.DataFrame) -> list[str]:
     """The per-position acceptance columns present, in position order."""
-    cols = [c for c in passes.columns if c.startswith("acceptance_pos_")]
+    cols = [c for c in passes.columns if c.startswith(POSITION_PREFIX)]
     return sorted(cols, key=lambda c: int(c.rsplit("_", 1)[1]))

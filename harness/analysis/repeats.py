@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analysis.compare import compare_records, tp_sizes
+from harness.analysis.compare import compare_run
 from harness.analysis.comparison import Comparison
 from harness.errors import ResultsError
 from harness.results.index import comparison_key, earlier_runs_of
@@ -42,10 +42,11 @@ def repeat_note(earlier: list[Path]) -> str | None:
             "each run a launch")
 
 
-def combined(results: Run) -> tuple[Comparison, int]:
+def combined(results: Run, force: bool = False) -> tuple[Comparison, int]:
     """This run and every earlier run of the same comparison, compared as one run whose
     launches they are (df from the runs: the interaction between runs and arms stays in the
-    error term). Returns the comparison and how many runs it combines."""
+    error term), by the builder a single run's comparison uses (compare_run; `force`: as
+    there). Returns the comparison and how many runs it combines."""
     scenario = results.scenario
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep; --combine judges one A/B")
@@ -60,14 +61,9 @@ def combined(results: Run) -> tuple[Comparison, int]:
                 "run_key": f"{run.run_id}/{r.run_key}", "order": r.order + offset,
                 "round": r.round + offset}))
         offset += max(span, rounds)
-    comparison = compare_records(
-        records, scenario.baseline, scenario.candidates, results.run_id, scenario.name,
-        results.proof_labels or {n: v.proof_label for n, v in scenario.variants.items()},
-        greedy=scenario.workload.temperature == 0.0,
-        expect_identical={n: scenario.expects_identical_outputs(n)
-                          for n in scenario.candidates},
-        design=results.design, tp_sizes=tp_sizes(scenario))
-    comparison.setup = scenario.describe_setup()
+    # The normal path's builder, so nothing the scenario declares (its no-speculation arm,
+    # each arm's draft tokens, its setup, builds and overlays) is left out.
+    comparison = compare_run(results, force, records)
     comparison.warnings.append(
         f"combined: {len(runs)} runs of this comparison ({', '.join(r.run_id for r in runs)}), "
         "each a launch")

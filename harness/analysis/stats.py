@@ -21,7 +21,7 @@ POWER = 0.8
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
 
 # Precision on demand (one-engine, one launch): the worker (harness.plan.schedule) adds blocks
-# of the plan's order, odd blocks mirrored, and looks every PRECISION_LOOK_EVERY blocks once
+# of the plan's order, each oriented at random, and looks every PRECISION_LOOK_EVERY blocks once
 # PRECISION_MIN_BLOCKS (and the planned blocks) exist, stopping when the MDE reaches the target
 # (or, precision until: gates, when every gate can decide), at PRECISION_MAX_BLOCKS, or when
 # the budget has no room for another block. The rule reads only the sample variance, never
@@ -52,6 +52,14 @@ WARMUP_TREND_BLOCKS = 16  # a slow climb shows as a trend over about this many b
 STALL_FACTOR = math.log(2.0)
 STALL_MADS = 5.0
 TRIM = 0.2
+
+# Values derived from identical integer counts (acceptance under greedy decoding) can still
+# differ in their last bits: the mean of 12 passes of one float is not always that float (two
+# real runs with the same counts stored 31.62939297124602 and 31.629392971246013). Where the
+# counts themselves are not at hand (a stored summary, a metric without counts), two such
+# values are the same when they agree to this relative tolerance: a million times float
+# rounding (~1e-16 an operation), a thousand times below one token in a million changing.
+EXACT_RTOL = 1e-9
 
 Stat = Literal["mean", "median", "p99"]
 DeltaKind = Literal["relative", "points"]
@@ -107,16 +115,28 @@ class DeltaEstimate:
     warmup_blocks: int = 0  # leading blocks (per launch, summed) left out as warm-up
     stalls: tuple[int, int] = (0, 0)  # stalled passes: (baseline, candidate)
     robust: bool = False  # the stall-robust (20% trimmed, Yuen) estimator was used
+    # Decided from integer counts identical in every pass of each arm (acceptance under
+    # greedy decoding: harness.analysis.compare): the delta is the values' own difference.
+    exact: bool = False
 
     @property
     def known_exactly(self) -> bool:
         """Identical in every unit, or in every pass of both arms (a count that greedy
         decoding makes deterministic, e.g. acceptance): the delta has no uncertainty, even
-        where the design gives no interval (one launch per arm)."""
-        if self.note and self.note.startswith("no spread"):
+        where the design gives no interval (one launch per arm). Without counts, 'identical'
+        is up to EXACT_RTOL (a mean of equal values may round apart)."""
+        if self.exact or (self.note and self.note.startswith("no spread")):
             return True
-        return (self.n_baseline > 0 and self.n_candidate > 0 and self.cv_baseline == 0.0
-                and self.cv_candidate == 0.0 and math.isfinite(self.delta))
+        return (self.n_baseline > 0 and self.n_candidate > 0 and math.isfinite(self.delta)
+                and all(cv is not None and cv <= EXACT_RTOL
+                        for cv in (self.cv_baseline, self.cv_candidate)))
+
+
+def same_exact(a: float, b: float, scale: float = 0.0) -> bool:
+    """Two values derived from the same integer counts, up to rounding: they differ by at
+    most EXACT_RTOL of the larger magnitude, or of `scale` (a difference of values that
+    large: a delta in points between rates near 30 may round to 1e-15, not 0)."""
+    return abs(a - b) <= EXACT_RTOL * max(abs(a), abs(b), scale)
 
 
 def coefficient_of_variation(values: np.ndarray) -> float | None:

@@ -78,7 +78,7 @@ def _step_lines(series: Series) -> list[str]:
     what = f"{series.candidate}'s own value"
     value_kind = "relative" if kind == "relative" else kind
     if series.value_steps:
-        out += [f"  change point ({what}): {s.describe(value_kind)}"
+        out += [f"  change point ({what}): {s.describe(value_kind, series.definition)}"
                 for s in series.value_steps]
     elif series.exact:
         out.append(f"  {what}: identical in every run (exact under greedy decoding)")
@@ -99,7 +99,7 @@ def render_history(series: list[Series], others: list[Series] | None = None) -> 
     changed = [s for s in (others or []) if s.delta_steps or s.value_steps]
     for s in changed:
         first = (s.delta_steps or s.value_steps)[0]
-        lines.append(f"also changed: {s.name}: {first.describe(s.kind)}")
+        lines.append(f"also changed: {s.name}: {first.describe(s.kind, s.definition)}")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -55,8 +55,7 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
         ci = (f" [{_signed(est.ci_low, 2)}, {_signed(est.ci_high, 2)}]"
               if est.ci_low is not None and est.ci_high is not None else "")
     if with_ci:
-        no_spread = est.note is not None and est.note.startswith("no spread")
-        text += ci if ci else (" (same in every unit)" if no_spread else " [no CI]")
+        text += ci if ci else (" (same in every unit)" if est.known_exactly else " [no CI]")
     if est.significant:
         text += f" {SIGNIFICANT_MARK}"
     # Per-pass spread says little when passes pair up inside one engine; the footnote gives

@@ -191,3 +191,25 @@ def test_a_change_undone_later_is_not_blamed_on_one_commit(tmp_path: Path) -> No
     assert out.verdict == "UNKNOWN" and out.lo >= out.hi
     assert render_outcome(out).startswith("UNKNOWN: not one change: c6 measures as good after "
                                           "c2 measured as bad")
+
+
+def test_an_exact_delta_in_points_is_a_fraction_like_the_others(tmp_path: Path) -> None:
+    """Bisecting on acceptance (points): a delta known exactly is scaled to a fraction like one
+    with an interval, so -1.5pp is -0.015 against the threshold, not -1.5."""
+    from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
+    from harness.analysis.stats import DeltaEstimate
+
+    bisector = Simulated(2, None, 0.0, np.random.default_rng(0), tmp_path)
+    bisector.metric = "acceptance_rate"
+    name = f"c1-{bisector.candidates[1].sha[:8]}"
+
+    def measured(exact: bool) -> Interval:
+        est = DeltaEstimate("points", -1.5, None if exact else -2.0, None if exact else -1.0,
+                            None, None, False, None, 0.01, 0.01, False, 8, 8, exact=exact)
+        row = MetricRow("acceptance_rate", "Acceptance rate (%)", True, 31.5, 30.0, est)
+        comparison = Comparison("r", "s", "good", "ok", [], None,
+                                [CandidateResult(name, "ok", [row])], [], {})
+        return bisector._interval(comparison, 1)
+
+    assert measured(False) == Interval(-0.015, -0.02, -0.01)
+    assert measured(True) == Interval(-0.015, -0.015, -0.015)

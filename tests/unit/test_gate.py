@@ -286,3 +286,78 @@ def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_st
     rate = not_pass / trials
     assert 0.035 <= rate <= 0.065, rate  # 5% +- 2.7 binomial se
     assert regressions / trials < 0.005
+
+
+def _counted(name: str, tmp_path: Path, blocks: int, accepted: tuple[int, int, int],
+             **manifest: object) -> Path:
+    """A one-engine run of base and opt whose every pass drafted 313 times (939 tokens) and
+    accepted `accepted` tokens per position, with `blocks` ABBA blocks: the same counts in
+    12 or 16 passes an arm give means that differ in the last bit (as two real demo runs
+    stored 31.62939297124602 and 31.629392971246013). `manifest`: fields to add to it."""
+    passes = []
+    for block in range(blocks):
+        for k, arm in enumerate(["base", "opt", "opt", "base"]):
+            i = 4 * block + k
+            passes.append(simple_pass(i, 1 + 0.004 * ((i * 7) % 5), drafts=(
+                313, 939, sum(accepted), list(accepted))).model_copy(
+                update={"arm": arm, "block": block}))
+    gates = {"gates": {"metrics": {"acceptance_rate": 1.0, "acceptance_pos_*": 2.0,
+                                   "mean_acceptance_length": 0.01}}}
+    path = stored_run(tmp_path, name, [run("base+opt", 0, 0, passes)], FP,
+                      {"base": {"baseline": True}, "opt": {}},
+                      {"draft": {"method": "medusa", "model": "tiny-llama-medusa",
+                                 "num_speculative_tokens": 3}, **gates})
+    data = json.loads((path / "manifest.json").read_text())
+    data.update(plan={"design": "one-engine"}, **manifest)
+    (path / "manifest.json").write_text(json.dumps(data))
+    return path
+
+
+EXACT_CHECKS = ("acceptance_rate", "acceptance_pos_0", "acceptance_pos_1", "acceptance_pos_2",
+                "mean_acceptance_length")
+
+
+def test_gate_against_a_run_with_the_same_counts_passes_every_exact_metric(
+        tmp_path: Path) -> None:
+    """Identical counts in both runs, means apart in the last bit: every acceptance metric is
+    decided exactly (it was INCONCLUSIVE, 'one launch per arm', for some of them); a real
+    change in the counts is still judged, exactly."""
+    from harness.workflow import gate_run
+
+    reference = _counted("ref", tmp_path, 8, (99, 62, 31))
+    baselines = tmp_path / "baselines"
+    assert main(["baseline", "save", str(reference), "--name", "main",
+                 "--baselines-dir", str(baselines)]) == 0
+    same = _counted("same", tmp_path, 6, (99, 62, 31))
+    comparison, result = gate_run(same, against="main", baselines_dir=baselines)
+    by_check = {d.check: d for d in result.decisions}
+    for check in EXACT_CHECKS:
+        assert by_check[check].verdict == "PASS", by_check[check].reason
+        assert by_check[check].delta == 0.0, by_check[check].reason
+    rows = {r.key: r for r in comparison.candidates[0].rows}
+    assert rows["acceptance_pos_0"].baseline == rows["acceptance_pos_0"].candidate == 100 * 99 / 313
+    # Eleven fewer tokens accepted at position 2: a regression of exactly 11/313 and 11/939.
+    fewer = _counted("fewer", tmp_path, 6, (99, 62, 20))
+    _, result = gate_run(fewer, against="main", baselines_dir=baselines)
+    by_check = {d.check: d for d in result.decisions}
+    for check in ("acceptance_pos_2", "acceptance_rate"):
+        assert by_check[check].verdict == "REGRESSION", by_check[check].reason
+        assert "same in every unit" in by_check[check].reason
+    assert by_check["acceptance_pos_2"].delta == 100 * 20 / 313 - 100 * 31 / 313
+    assert by_check["acceptance_rate"].delta == 100 * 181 / 939 - 100 * 192 / 939
+    assert by_check["acceptance_pos_0"].verdict == "PASS"
+    assert by_check["acceptance_pos_0"].delta == 0.0
+
+
+def test_calibrate_help_names_the_rate_it_controls() -> None:
+    """--false-alarm is the chance an unchanged candidate fails to PASS (INCONCLUSIVE or
+    REGRESSION), as propose_tolerances solves for, not the chance of a REGRESSION."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["calibrate", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "fails to PASS" in text and "INCONCLUSIVE or REGRESSION" in text, text
+    assert "called a REGRESSION" not in text

@@ -187,3 +187,39 @@ def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
         assert by_check[check].verdict == "PASS", by_check[check].reason
         assert "same in every unit" in by_check[check].reason
     assert by_check["output_throughput"].verdict == "INCONCLUSIVE"
+
+
+def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(
+        tmp_path: Path) -> None:
+    """Two runs with the same acceptance counts whose means differ in the last bit (12 and 16
+    passes an arm) show no change in any exact series, nor do summaries an older version
+    wrote with such means; a real change of the counts is named, each value in its unit (an
+    acceptance length in tokens, not '161.3%')."""
+    from harness.workflow import show_history
+    from tests.unit.test_gate import _counted
+
+    for i, blocks in enumerate((8, 6)):
+        write_report(_counted(f"r{i}", tmp_path, blocks, (99, 62, 31), created_unix=100.0 + i,
+                              scenario_hash="h1"), figures=False)
+    text, _ = show_history(tmp_path)
+    assert "(exact)" not in text, text
+    frame = history(tmp_path)
+    exact = frame["exact"].astype(bool)
+    assert set(frame.loc[exact, "metric"]) >= {"acceptance_rate", "acceptance_pos_0",
+                                               "mean_acceptance_length"}
+    # Summaries written with means of the same counts that differ in the last bit.
+    later = exact & (frame["run_id"] == "r1")
+    for column in ("candidate_value", "baseline_value"):
+        frame.loc[later, column] = np.nextafter(frame.loc[later, column].astype(float), 0.0)
+    frame.loc[later, "delta"] = 2e-16
+    assert not [(s.metric, s.value_steps, s.delta_steps) for s in build_series(frame)
+                if s.exact and (s.value_steps or s.delta_steps)]
+    write_report(_counted("r2", tmp_path, 6, (99, 62, 20), created_unix=102.0,
+                          scenario_hash="h1"), figures=False)
+    series = {s.metric: s for s in build_series(history(tmp_path))}
+    assert [s.run_id for s in series["acceptance_pos_2"].value_steps] == ["r2"]
+    assert not series["acceptance_pos_0"].value_steps
+    text, _ = show_history(tmp_path)
+    assert "acceptance_pos_0" not in text and "Acceptance at position 0" not in text
+    assert "Acceptance at position 2 (%): changed at r2: 9.904% -> 6.39% (exact)" in text
+    assert "Mean acceptance length: changed at r2: 1.613 tokens -> 1.578 tokens (exact)" in text

@@ -74,3 +74,30 @@ def test_combine_treats_each_run_as_a_launch(tmp_path: Path,
     capsys.readouterr()
     assert main(["gate", str(last), "--combine", "--against", "x"]) != ExitCode.OK
     assert "--combine gates a run with its own earlier runs" in capsys.readouterr().err
+
+
+def test_combine_keeps_the_speedup_over_the_arm_without_speculation(tmp_path: Path) -> None:
+    """--combine compares the runs as the normal path compares one: the no-speculation arm
+    and each arm's draft tokens go in, so the 'Speedup vs no speculation' row stays."""
+    from harness.present.tables import render_terminal
+    from tests.unit.test_no_speculation import launches
+
+    scenario = {**SCENARIO, "draft": {"method": "medusa", "model": "tiny-llama-medusa",
+                                      "num_speculative_tokens": 3},
+                "variants": {"medusa": {"baseline": True},
+                             "nospec": {"speculative_config": "none"}}}
+    for i in range(2):
+        run_dir = tmp_path / f"r{i}"
+        save_manifest(run_dir, {
+            "run_id": f"r{i}", "status": "complete", "created_unix": 100.0 * (i + 1),
+            "scenario_hash": "h1", "scenario": scenario,
+            "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
+            "plan": {"design": "launch-per-arm"}})
+        for record in launches([1.0, 0.95 + 0.1 * i]):
+            save_run_record(run_dir, record)
+    comparison, runs = combined(load_run(tmp_path / "r1"))
+    assert runs == 2
+    assert set(comparison.speedups) == {"medusa"}
+    assert comparison.speedups["medusa"].error_n == 4  # two rounds in each of two runs
+    assert [d.arm for d in comparison.decompositions] == ["medusa"]
+    assert "Speedup vs no speculation" in render_terminal(comparison)
