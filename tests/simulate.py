@@ -4,9 +4,10 @@ stop) and estimated by the shipped statistics: the stress tests' seam. Nothing h
 it only makes passes.
 
 Per pass (warm-up passes included, in launch order): log output throughput = level + AR(1)
-pass noise + a slow drift + the candidate's effect + its warm-up (a climb from `warm_amp`
-slower over its first `warm_len` passes, linear or convex) + stalls (1 in `stall_every`
-passes, in either arm or in one, `stall_factor` times slower).
+pass noise + a slow drift + a periodic disturbance (`period_amp` at a period of `period`
+passes, random phase) + the candidate's effect + its warm-up (a climb from `warm_amp` slower
+over its first `warm_len` passes, linear or convex) + stalls (1 in `stall_every` passes, in
+either arm or in one, `stall_factor` times slower).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class Noise:
     stall_factor: float = 3.0
     stall_arm: str | None = None  # stalls in this arm only (None: either)
     launch_x_arm: float = 0.0  # sd of this launch's own effect around `effect`
+    period: float = 0.0  # a periodic disturbance (a timer, a background task): its period
+    period_amp: float = 0.0  # ... in passes, and its amplitude (log), at a random phase
 
 
 def shared_run(blocks: int, precision: Precision | None = None, seed: int = 0) -> RunSpec:
@@ -67,11 +70,14 @@ class Launch:
         self.cand_count = 0
         self.effect = noise.effect + rng.normal(0, noise.launch_x_arm) \
             if noise.launch_x_arm else noise.effect
+        self.phase = rng.uniform(0, 2 * math.pi) if noise.period else 0.0
 
     def measure(self, _i: int, arm: ArmSpec, block: int) -> PassRecord:
         n, rng = self.noise, self.rng
         self.ar = n.rho * self.ar + rng.normal(0, n.sigma_p)
         y = 7.0 + self.ar + n.drift * self.count / 500
+        if n.period:
+            y += n.period_amp * math.sin(2 * math.pi * self.count / n.period + self.phase)
         if not arm.baseline:
             y += self.effect
             if n.warm_amp and self.cand_count < n.warm_len:
@@ -105,11 +111,14 @@ def simulate(noise: Noise, blocks: int, trials: int, seed: int, checked_warmup: 
     run = shared_run(blocks, precision)
     rng = np.random.default_rng(seed)
     out = []
-    for _ in range(trials):
+    for trial in range(trials):
         launch = Launch(noise, rng)
         warm = WarmUp() if checked_warmup else None
+        # Each launch its own orientation draw (block_arms), without taking from the noise's
+        # stream: the same seed gives the same noise whatever the scheduler draws.
         passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
-                                        log=lambda _m: None, warmup=warm)
+                                        log=lambda _m: None, warmup=warm,
+                                        block_seed=seed * 100_003 + trial)
         out.append((estimate(passes), warm or WarmUp(), len(passes) // 4))
     return out
 
@@ -159,7 +168,7 @@ def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
         effect = h.noise.effect + (h.step if h.at is not None and i >= h.at else 0.0)
         launch = Launch(replace(h.noise, effect=effect), rng)
         passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
-                                        log=lambda _m: None)
+                                        log=lambda _m: None, block_seed=i)
         est = estimate(passes)
         tput = np.array([pass_throughput(p) for p in passes]) * math.exp(offset)
         cand = np.array([p.arm == "opt" for p in passes])

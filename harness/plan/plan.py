@@ -79,7 +79,8 @@ class RunSpec(StrictModel):
     )
     block_order: list[str] = Field(
         default_factory=list, description="one-engine: the arm of each pass of one balanced "
-        "block (e.g. A B B A); odd blocks run its mirror (B A A B): schedule.block_arms."
+        "block (e.g. A B B A); each block draws the order of its first half at random "
+        "(A B B A or B A A B): schedule.block_arms."
     )
     blocks: int = Field(
         default=0, description="one-engine: blocks to run (with precision: the minimum)."

@@ -6,6 +6,7 @@ and how to switch the implementation inside vLLM's processes.
 from __future__ import annotations
 
 import math
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -76,7 +77,7 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                 open_items.append(f"{cand.name} {pattern}: no data")
             for row in rows:
                 est = row.estimate
-                if est.mde is None and est.note and est.note.startswith("no spread"):
+                if est.mde is None and est.known_exactly:
                     continue  # identical in every unit: nothing left to estimate
                 if row.key == "output_throughput" and est.mde is not None:
                     worst = max(worst or 0.0, est.mde)
@@ -134,24 +135,40 @@ def _settled(run: RunSpec, warm: list[PassRecord]) -> bool:
     return True
 
 
-def block_arms(order: list[str], block: int) -> list[str]:
-    """The arms of block `block`: the plan's balanced order (A B B A) in even blocks, its
-    mirror (B A A B) in odd ones. Repeating A B B A puts A next to A at every junction, and
-    with pass noise correlated from one pass to the next (AR(1), what this machine shows)
-    neighbouring block differences then correlate positively: the t interval came out short
-    (6.6% A/A false positives at rho 0.3, 3000 trials). Alternating makes the correlation
-    negative, the interval slightly long instead."""
-    if block % 2 == 0:
-        return list(order)
-    half = order[:len(order) // 2][::-1]
-    return half + half[::-1]
+def block_arms(order: list[str], block: int, seed: int, stream: int = 0) -> list[str]:
+    """The arms of block `block`: every arm, then the same in reverse (the plan's balanced
+    order, A B B A, so a linear drift inside the block hits every arm alike), the arms of its
+    first half in an order drawn at random per block: A B B A or B A A B with two arms. Drawn
+    from the launch's `seed` (recorded as WorkerResult.block_seed) and `stream` (0 measured
+    blocks, 1 the warm-up's), so a launch's order can be told again.
+
+    Why random: a fixed pattern (A B B A, then its mirror B A A B) gives the arm contrast an
+    8-pass period with odd harmonics, and a disturbance near 8 or 8/3 passes (a timer or a
+    background task at ~1 s: a pass here is 0.3 s) then added the same bias to every block,
+    which the t interval read as effect: 13% and 53% A/A false positives at a 2% precision
+    target with a 1.5% sine (the statistics audit, 1000 trials). Drawn at random, such a
+    disturbance enters each block with a random sign: noise the interval sees, not bias. The
+    junctions between blocks repeat an arm by chance, so AR(1) pass noise leaves neighbouring
+    block differences uncorrelated on average (repeating A B B A made them correlate, and the
+    interval short: the reason for the mirror this replaces)."""
+    half = order[:len(order) // 2]
+    rng = np.random.default_rng([seed, stream, block])
+    first = [half[i] for i in rng.permutation(len(half))]
+    return first + first[::-1]
+
+
+def new_block_seed() -> int:
+    """A launch's own seed for its blocks' orientation: fresh entropy, so that re-running a
+    scenario does not repeat one draw (and whatever a disturbance made of it)."""
+    return secrets.randbits(31)
 
 
 def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
-            switch: SwitchFn | None, block: int, index: int) -> list[PassRecord]:
+            switch: SwitchFn | None, block: int, index: int, seed: int,
+            stream: int) -> list[PassRecord]:
     """One balanced block: the arm switched before each pass, its reports collected after."""
     out: list[PassRecord] = []
-    for name in block_arms(run.block_order, block):
+    for name in block_arms(run.block_order, block, seed, stream):
         arm = arms[name]
         if switch is not None:
             # The epoch between passes must be empty; what ran before belongs to no pass.
@@ -165,11 +182,11 @@ def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
 
 def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
                        deadline_unix: float | None, warmup: WarmUp,
-                       log: Callable[[str], None] = print) -> None:
+                       log: Callable[[str], None] = print, block_seed: int = 0) -> None:
     """Warm-up checked, not assumed: balanced blocks, measured but never counted, until the
     arms' difference has stopped settling (at least warmup_minimum blocks; at most
     WARMUP_MAX_BLOCKS, named when hit), so an arm that warms slowly (compiles, allocates or
-    captures on its first calls) does not bias the delta."""
+    captures on its first calls) does not bias the delta. `block_seed`: block_arms's."""
     arms = {a.variant: a for a in run.arms}
     typical: list[float] = []
     while True:
@@ -185,7 +202,7 @@ def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None
             break
         t = time.perf_counter()
         warmup.passes += _blocks(run, arms, measure, switch, warmup.blocks,
-                                 len(warmup.passes))
+                                 len(warmup.passes), block_seed, stream=1)
         typical.append(time.perf_counter() - t)
         warmup.blocks += 1
     if warmup.blocks > warmup_minimum(run):
@@ -198,6 +215,7 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
                         log: Callable[[str], None] = print,
                         passes: list[PassRecord] | None = None,
                         warmup: WarmUp | None = None,
+                        block_seed: int = 0,
                         ) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
@@ -205,11 +223,13 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
     until settled (warm_until_settled) into it.
 
     `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
+    `block_seed` draws each block's orientation (block_arms): a launch draws its own
+    (new_block_seed) and records it; simulations pass theirs.
     """
     passes = [] if passes is None else passes
     arms = {a.variant: a for a in run.arms}
     if warmup is not None:
-        warm_until_settled(run, measure, switch, deadline_unix, warmup, log)
+        warm_until_settled(run, measure, switch, deadline_unix, warmup, log, block_seed)
     precision = run.precision
     stopped: str | None = None
     block = 0
@@ -237,7 +257,8 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
                 stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
                 break
         t = time.perf_counter()
-        for record in _blocks(run, arms, measure, switch, block, len(passes)):
+        for record in _blocks(run, arms, measure, switch, block, len(passes), block_seed,
+                              stream=0):
             passes.append(record)
         block_seconds.append(time.perf_counter() - t)
         block += 1
@@ -333,13 +354,14 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
         warm_up_arms(run, warm_up, swap)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     warm = WarmUp(passes=result.warmup_passes)
+    seed = result.block_seed = new_block_seed()
     warm_until_settled(run, lambda i, arm, block: measure(i, arm.variant, block), swap,
-                       deadline_unix, warm, log)
+                       deadline_unix, warm, log, seed)
     if recorded is not None:
         check_overlay_evidence(recorded, impl_files, harness_pid)
     result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(
         run, lambda i, arm, block: timed(i, arm.variant, block), swap, deadline_unix, tp_size,
-        harness_pid, log=log, passes=passes)
+        harness_pid, log=log, passes=passes, block_seed=seed)
     return stopped, warm_s

@@ -200,7 +200,7 @@ def render_terminal(comparison: Comparison, console: Console | None = None) -> s
 
 DESIGNS = {
     "one-engine": "one engine per round hosts every arm, switched between passes in balanced "
-                  "blocks (A B B A, mirrored B A A B in odd blocks); unit: the block "
+                  "blocks (A B B A or B A A B, drawn at random per block); unit: the block "
                   "difference",
     "launch-per-arm": "each arm in its own engine launches; unit: the launch (paired by round)",
 }

@@ -28,6 +28,9 @@ store.migrate_manifest when older files need it):
   8 - no-speculation arms: PassRecord.step_times (draft, forward and the rest of the engine
       steps, timed in vLLM's worker); plan RunSpecs gain step_times. Datasets with categories:
       RequestRecord.category. Optional: older files read unchanged.
+  9 - one-engine blocks are oriented at random (A B B A or B A A B, schedule.block_arms):
+      WorkerResult.block_seed, the launch's draw. Optional: older files, whose odd blocks
+      mirrored the even ones, read unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -225,6 +228,9 @@ class WorkerResult(Record):
     warmup_blocks: int = Field(default=0, description="One-engine: warm-up blocks run.")
     warmup_capped: bool = Field(
         default=False, description="One-engine: warm-up hit its cap still settling.")
+    block_seed: int | None = Field(
+        default=None, description="One-engine: the seed of every block's orientation (A B B A "
+        "or B A A B, drawn per block: schedule.block_arms).")
 
 
 class RunRecord(Record):

@@ -15,7 +15,7 @@ from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.config.scenario import parse_scenario, with_precision
 from harness.errors import ScenarioError
 from harness.plan.plan import ArmSpec, expand_plan
-from harness.plan.schedule import drive_shared_launch
+from harness.plan.schedule import block_arms, drive_shared_launch
 from harness.present.tables import render_terminal
 from harness.results.records import ImplReport, PassRecord
 from tests.factory import run, simple_pass
@@ -134,19 +134,38 @@ def test_block_loop_switches_before_and_collects_after_each_pass(
     def measure(i: int, arm: ArmSpec, block: int) -> PassRecord:
         return simple_pass(i, 1.0).model_copy(update={"arm": arm.variant, "block": block})
 
-    passes, stopped = drive_shared_launch(spec, measure, switch, None, 1, 7, log=lambda m: None)
+    passes, stopped = drive_shared_launch(spec, measure, switch, None, 1, 7, log=lambda m: None,
+                                          block_seed=5)
     assert stopped is None and len(passes) == spec.expected_passes == 8
-    # Odd blocks run the mirror of the balanced order (A B B A, then B A A B).
+    # Each block is balanced (A B B A or B A A B), its orientation drawn from the seed.
     a, b = spec.block_order[0], spec.block_order[1]
     assert spec.block_order == [a, b, b, a]
-    assert [p.arm for p in passes] == [a, b, b, a, b, a, a, b]
+    drawn = [block_arms(spec.block_order, i, 5) for i in range(2)]
+    assert [p.arm for p in passes] == drawn[0] + drawn[1]
+    assert all(d in ([a, b, b, a], [b, a, a, b]) for d in drawn)
     assert [p.block for p in passes] == [0] * 4 + [1] * 4
     # Each pass's reports were taken right after it, under the arm it ran.
     for p in passes:
         assert p.impl_reports is not None
         assert p.impl_reports[0].choice == ("baseline" if p.arm == "base" else "optimized")
-    assert calls[:2] == [spec.arms[[a.variant for a in spec.arms].index(spec.block_order[0])]
+    assert calls[:2] == [spec.arms[[a.variant for a in spec.arms].index(drawn[0][0])]
                          .implementation, None]
+
+
+def test_block_orientation_is_drawn_per_block_and_told_again_by_its_seed() -> None:
+    """Random, not alternating: a periodic disturbance cannot line up with a fixed pattern.
+    Balanced either way (each arm once in each half), and the same seed draws the same."""
+    order = ["a", "b", "b", "a"]
+    draws = [block_arms(order, block, seed=3) for block in range(400)]
+    assert draws == [block_arms(order, block, seed=3) for block in range(400)]
+    assert {tuple(d) for d in draws} == {("a", "b", "b", "a"), ("b", "a", "a", "b")}
+    flipped = sum(d[0] == "b" for d in draws)
+    assert 160 < flipped < 240  # about half (binomial sd 10)
+    assert draws != [block_arms(order, block, seed=4) for block in range(400)]
+    warm = [block_arms(order, block, seed=3, stream=1) for block in range(400)]
+    assert warm != draws  # the warm-up draws its own
+    three = block_arms(["a", "b", "c", "c", "b", "a"], 0, seed=1)
+    assert three[:3] == three[3:][::-1] and sorted(three[:3]) == ["a", "b", "c"]
 
 
 def test_precision_stops_at_target_or_budget(scenario_data: dict[str, Any]) -> None:
