@@ -166,9 +166,7 @@ def overlay_evidence(startup: list[ImplReport], warm: list[ImplReport],
             problems.append(
                 f"{_name(key)} ran only while the engine started ({started} call(s) before the "
                 "first switch, none in the warm-up's passes): start-up code runs before any "
-                "switch between arms, so every arm would measure the launch's own version; it "
-                "needs launch-per-arm on a build (the variant's python: an environment with "
-                "the branch installed)")
+                "switch between arms, so every arm would measure the launch's own version")
         else:
             problems.append(f"overlay ran 0 times: {_name(key)}: your change is not on this "
                             "scenario's path (no call while the engine started or in the "

@@ -296,10 +296,11 @@ class _Recorded:
         return raw
 
 
-def check_overlay_evidence(recorded: _Recorded, files: Callable[[], list[ImplReport]],
-                           harness_pid: int) -> None:
+def check_overlay_evidence(run: RunSpec, recorded: _Recorded,
+                           files: Callable[[], list[ImplReport]], harness_pid: int) -> None:
     """Refuse, before any measured block, an overlay that runs where the switch cannot reach,
-    only at start-up, shadowed, or nowhere: raises OverlayRefused naming each function."""
+    only at start-up, shadowed, or nowhere: raises OverlayRefused naming each function, and
+    the way to measure it anyway (launch-per-arm on a build of the branch)."""
     from harness.analysis.proof import overlay_evidence
 
     recorded.recording = False
@@ -309,8 +310,12 @@ def check_overlay_evidence(recorded: _Recorded, files: Callable[[], list[ImplRep
     problems = overlay_evidence(startup, [r for epoch in warm for r in epoch], files(),
                                 harness_pid)
     if problems:
-        raise OverlayRefused("overlay refused before the first measured block: "
-                             + "; ".join(problems))
+        changed = [a.variant for a in run.overlay.arms if a.change] if run.overlay else []
+        builds = " or ".join(f"variants.{name}.python" for name in changed) or "python:"
+        raise OverlayRefused(
+            "overlay refused before the first measured block: " + "; ".join(problems)
+            + f". To measure it, give the branch as a build ({builds}: an environment with "
+            "it installed): it then runs launch-per-arm")
 
 
 def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
@@ -358,7 +363,7 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     warm_until_settled(run, lambda i, arm, block: measure(i, arm.variant, block), swap,
                        deadline_unix, warm, log, seed)
     if recorded is not None:
-        check_overlay_evidence(recorded, impl_files, harness_pid)
+        check_overlay_evidence(run, recorded, impl_files, harness_pid)
     result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(

@@ -78,8 +78,11 @@ def test_code_outside_the_switch_shadowed_or_start_up_only_is_refused_before_mea
         "CPUModelRunner._to_list (vllm.v1.worker.cpu_model_runner) overrides it" in error
     assert "GPUModelRunner._dummy_run (vllm.v1.worker.gpu_model_runner) ran only while the " \
         "engine started" in error
-    # The branch's own function ran on both ranks and is not named.
+    # The branch's own function ran on both ranks and is not named; the way out is.
     assert "_greedy_sample" not in error
+    assert error.endswith("To measure it, give the branch as a build "
+                          "(variants.local-argmax.python: an environment with it installed): "
+                          "it then runs launch-per-arm")
     assert record.result is not None and record.result.passes == []
 
 
