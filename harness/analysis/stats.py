@@ -281,21 +281,21 @@ def warmup_cut(d: np.ndarray, p_value: float = 0.001, margin: float = 1.0) -> in
     return min(int(WARMUP_CAP * n), int(math.ceil(margin * k)))
 
 
-def warmup_still_settling(d: np.ndarray) -> bool:
+def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P) -> bool:
     """The worker's warm-up rule on the block differences so far (at least 8): still settling
     while the cut warmup_cut finds reaches its cap (the settling is not yet behind the first
-    half), or while the last 16 blocks still trend (slope, t at WARMUP_CHECK_P). Looser
+    half), or while the last 16 blocks still trend (slope, t at `p_value`). Looser
     tests than the analysis's cut: warming too long costs time, never validity (the blocks
     measured after it are new data)."""
     n = len(d)
     if n < WARMUP_MIN_BLOCKS:
         return False
-    if warmup_cut(d, WARMUP_CHECK_P) >= int(WARMUP_CAP * n):
+    if warmup_cut(d, p_value) >= int(WARMUP_CAP * n):
         return True
     # A slow climb is too gentle for any cut to see early: its trend over the recent half is.
     recent = _trend(d[-WARMUP_TREND_BLOCKS:]) if n >= WARMUP_TREND_BLOCKS \
         else None
-    return recent is not None and recent[1] < WARMUP_CHECK_P
+    return recent is not None and recent[1] < p_value
 
 
 def _trend(d: np.ndarray) -> tuple[float, float] | None:
