@@ -95,6 +95,49 @@ def _same_counts(metric: MetricDef, passes: pd.DataFrame) -> bool:
             and len(counts.drop_duplicates()) == 1)
 
 
+# The table's stars: the primary metric's row alone at ALPHA; the other noisy rows after it.
+ALPHA = 0.05
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the given order: a row is significant at
+    family-wise rate alpha where its adjusted p-value is below alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def mark_family(rows: list[MetricRow], primary: str) -> None:
+    """Each row's place in the family of tests behind the table's stars, in place. The
+    primary metric's row is tested alone at 5%. The other rows with a p-value are secondary:
+    starred only when the primary row is (a serial gatekeeper), at Holm-adjusted 5% across
+    them, so the stars of one candidate's column are wrong together at most 5% of the time
+    (strong family-wise control). Without a primary row (not estimated), the secondary rows
+    are Holm-adjusted alone. Rows known exactly (the same in every unit) are not tested."""
+    main = next((r for r in rows if r.key == primary and not r.estimate.known_exactly), None)
+    if main is not None:
+        main.role, main.starred = "primary", main.estimate.significant
+    open_gate = main is None or main.estimate.significant
+    secondary = []
+    for row in rows:
+        if row is main:
+            continue
+        if row.estimate.known_exactly:
+            row.role, row.starred = "exact", False
+        else:
+            row.role, row.starred = "secondary", False
+            if row.estimate.p_value is not None and math.isfinite(row.estimate.p_value):
+                secondary.append(row)
+    for row, adjusted in zip(secondary, holm([r.estimate.p_value or 1.0 for r in secondary]),
+                             strict=True):
+        row.adjusted_p = adjusted
+        row.starred = open_gate and adjusted < ALPHA
+
+
 def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric_key: str,
                      design: str, every: int = 4) -> pd.DataFrame:
     """A one-engine delta as the blocks came in: the estimate and its 95% interval from each
@@ -128,7 +171,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                     passes: pd.DataFrame | None = None,
                     only: Collection[str] | None = None,
                     no_speculation: str | None = None,
-                    draft_tokens: dict[str, int] | None = None) -> Comparison:
+                    draft_tokens: dict[str, int] | None = None,
+                    primary_metric: str = "output_throughput") -> Comparison:
     """Compare every candidate with the baseline over the given launches. With a greedy
     workload, outputs are compared per prompt; `expect_identical` names the candidates whose
     outputs must match the baseline's exactly. Passes whose vLLM processes did not prove the
@@ -137,7 +181,8 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
     the metrics to estimate (fnmatch patterns, e.g. a precision look's targets), not all.
     `no_speculation`: the arm without speculation (its acceptance rows are '—'; a baseline
     without speculation leaves the candidates' acceptance without a delta); with it, each
-    speculative arm's speedup over it and where it goes, `draft_tokens` giving each one's k."""
+    speculative arm's speedup over it and where it goes, `draft_tokens` giving each one's k.
+    `primary_metric`: the row tested alone at 5%; the others are secondary (mark_family)."""
     implementations = implementations or {}
     tp_sizes = tp_sizes or {}
     unproven: list[str] = []
@@ -181,6 +226,7 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                                      one_side_may_lack=no_speculation in (baseline, name))
                 if row is not None:
                     cand.rows.append(row)
+            mark_family(cand.rows, primary_metric)
             if greedy:
                 cand.parity = output_parity(runs, baseline, name,
                                             (expect_identical or {}).get(name, False))
@@ -205,7 +251,7 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         baseline_failures=_failures(runs, baseline),
         passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
         design=design, discarded=discarded, unproven=unproven, stopped=stopped,
-        warmups=warmups, no_speculation=no_speculation)
+        warmups=warmups, no_speculation=no_speculation, primary_metric=primary_metric)
     if has_categories(runs) and status(baseline) == "ok":
         keep = set(zip(passes["run_key"], passes["repeat"], strict=True))
         frame = category_frame(runs, keep)
@@ -258,6 +304,7 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
         design=design, tp_sizes=tp_sizes(scenario), passes=passes,
         no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
+        primary_metric=scenario.primary_metric,
     )
     comparison.setup = scenario.describe_setup()
     comparison.acceptance_note = scenario.acceptance_note

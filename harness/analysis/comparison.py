@@ -22,6 +22,19 @@ class MetricRow:
     baseline: float
     candidate: float
     estimate: DeltaEstimate
+    # Its place in the table's family of tests (harness.analysis.compare.mark_family):
+    # "primary" (tested alone at 5%), "secondary" (starred only after the primary is, at
+    # Holm-adjusted 5% across the secondary rows), "exact" (the same in every unit: not
+    # tested); None where no family was declared (each row alone at 5%).
+    role: str | None = None
+    adjusted_p: float | None = None  # secondary rows: Holm's adjusted p-value
+    starred: bool | None = None  # the star under the family's rule (None: no family)
+
+    @property
+    def star(self) -> bool:
+        """Whether the table stars this row: under the family's rule where one was declared,
+        else the row's own 5% test."""
+        return self.estimate.significant if self.starred is None else self.starred
 
     @property
     def improved(self) -> bool | None:
@@ -137,6 +150,9 @@ class Comparison:
     # candidate with its per-category rows, and the requests of each category in a pass.
     categories: dict[str, list[CandidateResult]] = field(default_factory=dict)
     category_requests: dict[str, int] = field(default_factory=dict)
+    # The scenario's primary metric: the rule behind the table's stars (MetricRow.role);
+    # None for comparisons without a declared family (each row alone at 5%).
+    primary_metric: str | None = None
 
     @property
     def parity_violations(self) -> list[str]:
@@ -147,6 +163,7 @@ class Comparison:
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):
             for row, raw_row in zip(cand.rows, raw["rows"], strict=True):
                 raw_row["improved"] = row.improved
+                raw_row["star"] = row.star
                 raw_row["estimate"]["known_exactly"] = row.estimate.known_exactly
             if cand.parity is not None:
                 raw["parity"]["fraction"] = cand.parity.fraction

@@ -5,6 +5,11 @@ report.py and exit codes in the CLI. A metric is judged on its 95% interval agai
 tolerance in the bad direction (non-inferiority): the whole interval beyond the tolerance is a
 REGRESSION, the whole interval inside it a PASS, anything else INCONCLUSIVE, with the minimum
 detectable effect and the extra blocks (or rounds) a decision would need.
+
+The gated metrics judged on intervals are one declared family (judge: FAMILY_RATE): a
+REGRESSION among them needs Holm's step-down at one-sided 2.5% across all of them, so a
+candidate at or inside every tolerance is failed at most 2.5% of the time however many
+metrics are gated; a PASS needs every check to PASS, which no number of checks makes easier.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from harness.config.scenario import GateSpec
 Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
 
 # summary of GateResult.to_dict(); bump when a reader must know.
-GATE_VERSION = 1
+# 1: verdict and decisions. 2: the family (what the gate controls across its metrics), each
+#    decision's p_regression and holm_p; a REGRESSION alone may be INCONCLUSIVE after Holm.
+GATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -43,11 +50,24 @@ class Decision:
     kind: str | None = None  # "relative" or "points"
     mde: float | None = None
     more_units: int | None = None  # extra blocks/rounds that would likely decide
+    # One-sided p-value of "worse than the tolerance" (the interval's own t, on its scale):
+    # below 2.5% alone is the interval wholly past the tolerance. None: not judged on an
+    # interval (known exactly, no estimate) and outside the gate's family.
+    p_regression: float | None = None
+    holm_p: float | None = None  # its Holm-adjusted value across the family
+
+
+# The family-wise rate of a false REGRESSION across the gated metrics judged on intervals
+# (one-sided: the 95% interval's bad side).
+FAMILY_RATE = 0.025
 
 
 @dataclass
 class GateResult:
     decisions: list[Decision] = field(default_factory=list)
+    # What the gate controls across its gated metrics, one sentence for its output ("" for
+    # results built elsewhere, e.g. against history).
+    family: str = ""
 
     @property
     def verdict(self) -> Verdict:
@@ -58,7 +78,7 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"gate_version": GATE_VERSION, "verdict": self.verdict,
-                "decisions": [asdict(d) for d in self.decisions]}
+                "family": self.family, "decisions": [asdict(d) for d in self.decisions]}
 
 
 def _fmt(value: float, kind: str) -> str:
@@ -90,6 +110,10 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
     bound = f"{_fmt(-sign * tolerance, kind)}"
     shown = (f"{_fmt(est.delta, kind)} (same in every unit)" if exact
              else f"{_fmt(est.delta, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}]")
+    if not exact and est.se is not None and est.se > 0 and est.df is not None:
+        centre = math.log1p(est.delta) if kind == "relative" else est.delta
+        edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
+        base = _replace(base, p_regression=_t_cdf(sign * (centre - edge) / est.se, est.df))
     if best < -tolerance:
         return _replace(base, verdict="REGRESSION",
                         reason=f"{shown}: worse than the tolerance {bound}")
@@ -119,6 +143,38 @@ def _replace(d: Decision, **changes: Any) -> Decision:
     return Decision(**{**asdict(d), **changes})
 
 
+def _t_cdf(x: float, df: float) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.cdf(x, df))
+
+
+def control_family(result: GateResult) -> None:
+    """Holm's step-down across the decisions judged on intervals, in place: a REGRESSION
+    stands only where its adjusted one-sided p-value is below FAMILY_RATE, else it is
+    INCONCLUSIVE (past the tolerance alone, not across the family). States the family."""
+    family = [i for i, d in enumerate(result.decisions) if d.p_regression is not None]
+    m = len(family)
+    order = sorted(family, key=lambda i: result.decisions[i].p_regression or 0.0)
+    running = 0.0
+    for rank, i in enumerate(order):
+        d = result.decisions[i]
+        running = max(running, min(1.0, (m - rank) * (d.p_regression or 0.0)))
+        changes: dict[str, Any] = {"holm_p": running}
+        if d.verdict == "REGRESSION" and running >= FAMILY_RATE:
+            changes.update(verdict="INCONCLUSIVE", reason=(
+                f"{d.reason} alone, but not across the {m} gated metrics (Holm-adjusted "
+                f"p {running:.3f} >= {FAMILY_RATE})"))
+        result.decisions[i] = _replace(d, **changes)
+    if m:
+        result.family = (
+            f"family: {m} gated metric check(s) judged on intervals; a REGRESSION among them "
+            f"needs Holm-adjusted one-sided p < {100 * FAMILY_RATE:g}% across all {m}, so a "
+            f"candidate at or inside every tolerance is failed at most {100 * FAMILY_RATE:g}% "
+            "of the time; a PASS needs every check to PASS (its whole 95% interval inside the "
+            "tolerance). Checks known exactly, parity and proof are decided exactly.")
+
+
 def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
     """Every gated check of every candidate."""
     result = GateResult()
@@ -145,6 +201,7 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
             "*", "implementation_proof", "Implementation proof", "PASS" if ok else "REGRESSION",
             "every launch and pass proved its implementation ran in vLLM" if ok
             else "; ".join(comparison.unproven)[:1000]))
+    control_family(result)
     return result
 
 

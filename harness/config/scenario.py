@@ -248,6 +248,9 @@ GATEABLE_METRICS = (
     "p99_e2el_ms", "tokens_per_chunk", "acceptance_pos_*",
 )
 
+# Metric keys a scenario may name as its primary metric (one row, never a glob).
+PRIMARY_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k), "goodput", "slo_attainment")
+
 
 class GateSpec(StrictModel):
     """Regression gate policies: per metric the tolerance in its bad direction (the metric
@@ -481,6 +484,13 @@ class Scenario(StrictModel):
         "Goodput (req/s) and SLO attainment (%), as `vllm bench serve --goodput` defines "
         "goodput.",
     )
+    primary_metric: str = Field(
+        default="output_throughput",
+        description="The metric the A/B is about: its row is tested alone at 5% (its star "
+        "means 5%); every other noisy row is secondary, starred only after the primary is, "
+        "at Holm-adjusted 5% across them. Rows the same in every unit (acceptance under "
+        "greedy decoding) are not tested. One of: " + ", ".join(PRIMARY_METRICS) + ".",
+    )
     gates: GateSpec = Field(
         default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
         "`run --gate`); defaults suit a spec-decode change.",
@@ -551,6 +561,11 @@ class Scenario(StrictModel):
                         f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
                         f"implementation {variant.implementation} (which sets {forced!r})"
                     )
+        if self.primary_metric not in PRIMARY_METRICS:
+            raise ValueError(f"primary_metric: unknown metric {self.primary_metric!r} (known: "
+                             f"{', '.join(PRIMARY_METRICS)})")
+        if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
+            raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
         off = [n for n, v in self.variants.items() if not v.speculation]
         if len(off) > 1:
             raise ValueError(f"variants.{off[1]}.speculation: false: {off[0]} already runs "
@@ -701,6 +716,8 @@ class Scenario(StrictModel):
 # Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
 # so earlier runs stay the same comparison (history, --resume, repeats).
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
+# The same for top-level fields at their defaults.
+DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput"}
 # The same for the workload's fields.
 UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories")
 # The same for variants' fields, at their defaults.
@@ -713,6 +730,9 @@ def scenario_hash(scenario: Scenario) -> str:
     for later in UNSET_FIELDS_OUTSIDE_HASH:
         if data.get(later) is None:
             data.pop(later, None)
+    for key, default in DEFAULT_FIELDS_OUTSIDE_HASH.items():
+        if data.get(key) == default:
+            data.pop(key)
     for later in UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH:
         if (data.get("workload") or {}).get(later, "set") is None:
             data["workload"].pop(later)

@@ -56,7 +56,7 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
               if est.ci_low is not None and est.ci_high is not None else "")
     if with_ci:
         text += ci if ci else (" (same in every unit)" if est.known_exactly else " [no CI]")
-    if est.significant:
+    if row.star:
         text += f" {SIGNIFICANT_MARK}"
     # Per-pass spread says little when passes pair up inside one engine; the footnote gives
     # the noise of the unit that matters.
@@ -216,12 +216,48 @@ def _units(comparison: Comparison) -> str:
     return ""
 
 
+def _primary_row(comparison: Comparison) -> MetricRow | None:
+    """The primary metric's row of the first candidate that has one (None: no family)."""
+    for cand in comparison.candidates:
+        for row in cand.rows:
+            if row.role == "primary":
+                return row
+    return None
+
+
+def star_rule(comparison: Comparison) -> str:
+    """The line under the table saying what a star means: the family it belongs to."""
+    if comparison.primary_metric is None or not any(
+            r.role is not None for c in comparison.candidates for r in c.rows):
+        return (f"Stars: {SIGNIFICANT_MARK} = significant at 5%, each row tested alone (no "
+                "primary metric declared: with many rows, some stars are chance).")
+    primary = _primary_row(comparison)
+    secondary = max((sum(r.role == "secondary" and r.adjusted_p is not None for r in c.rows)
+                     for c in comparison.candidates), default=0)
+    exact = " Rows the same in every unit are known exactly and not tested." if any(
+        r.role == "exact" for c in comparison.candidates for r in c.rows) else ""
+    if primary is None:
+        text = (f"Stars: the primary metric ({comparison.primary_metric}) is known exactly "
+                f"or not estimated here; {SIGNIFICANT_MARK} on the {secondary} noisy rows = "
+                "significant after Holm's adjustment across them (family-wise 5% per "
+                "candidate).")
+    else:
+        text = (f"Stars: {primary.label} is the primary metric, tested alone "
+                f"({SIGNIFICANT_MARK} = significant at 5%). " + (
+                    f"The other {secondary} noisy rows are secondary: starred only when the "
+                    "primary is, and then at Holm-adjusted 5% across them, so a column's stars "
+                    "are all chance at most 5% of the time; their intervals are each 95% alone."
+                    if secondary else "No other row has a test here."))
+    speedup = (f" The {SPEEDUP_LABEL} row is its own test at 5%."
+               if comparison.no_speculation is not None else "")
+    return text + exact + speedup
+
+
 def footnotes(comparison: Comparison) -> list[str]:
     notes = ["Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
                                               sorted(comparison.passes_per_arm.items()))
              + f". Delta: candidate vs {comparison.baseline}, geometric mean ratio over the "
-             f"independent units; [95% CI]; {SIGNIFICANT_MARK} = significant at 5%; pp = "
-             "percentage points."]
+             "independent units; [95% CI]; pp = percentage points.", star_rule(comparison)]
     notes.append(f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}"
                  f"{_units(comparison)}.")
     if comparison.setup:
@@ -322,6 +358,8 @@ def render_gate_terminal(result: GateResult) -> str:
     """One line per gated check, then the verdict."""
     lines = [f"gate {d.verdict:<12} {d.candidate}: {d.label} (tolerance {_tolerance(d)}): "
              f"{d.reason}" for d in result.decisions]
+    if result.family:
+        lines.append(f"gate {result.family}")
     lines.append(f"gate verdict: {result.verdict}")
     return "\n".join(lines) + "\n"
 
@@ -336,6 +374,8 @@ def render_gate_markdown(result: GateResult, comparison: Comparison) -> str:
     for d in sorted(result.decisions, key=lambda d: order[d.verdict]):
         cells = [d.candidate, d.label, VERDICT_MARK[d.verdict], _tolerance(d), d.reason]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if result.family:
+        out += ["", f"Gate {result.family}"]
     return "\n".join(out) + "\n"
 
 
@@ -347,6 +387,8 @@ def render_gate_junit(result: GateResult, comparison: Comparison,
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(f"specbench gate {comparison.scenario}")
+    if result.family:
+        suite.add_property("family", result.family)
     for d in result.decisions:
         case = TestCase(d.check, classname=f"specbench.{comparison.scenario}.{d.candidate}")
         text = f"{d.label}: {d.reason} (tolerance {_tolerance(d)})"
