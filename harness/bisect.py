@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,11 +27,16 @@ from harness.analysis.bisection import (
     Interval,
     Search,
     Verdict,
+    difference,
     first_points,
+    look_interval,
+    look_z,
     midpoint_verdict,
+    pooled,
     pooled_step,
     precision_target,
     range_verdict,
+    side_verdict,
     spread_points,
 )
 from harness.analysis.comparison import Comparison
@@ -41,8 +47,19 @@ from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_r
 from harness.results.store import MANIFEST, read_manifest
 
 Progress = Callable[[str], Any]
-BISECT_VERSION = 1
+# 2: good_vs_bad pooled over the looks, `changes` (the parts beside each culprit), the
+#    culprit's own step, `max_runs`.
+BISECT_VERSION = 2
 GOOD = "good"
+# What SAME and DIFFERENT say about a candidate: where it lies against half the step, not
+# whether it changed (a commit with a third of the step is on good's side).
+SIDE_WORDS = {"SAME": "good's side", "DIFFERENT": "bad's side", "UNKNOWN": "UNKNOWN"}
+# A further step beside a culprit: its part's interval excludes zero at this rate (two-sided,
+# spent across the looks), so a bisect with one step names a second in few runs.
+SIDE_ALPHA = 0.05
+# A candidate between good's level and bad's (two steps, one on each side): it differs from
+# both at this rate (two-sided, spent across the looks).
+SPLIT_ALPHA = 0.05
 
 
 @dataclass
@@ -73,6 +90,27 @@ class Step:
 
 
 @dataclass
+class Change:
+    """A part of the range beside a culprit, checked for a further step: commits lo+1..hi,
+    their change (hi against lo, from every measurement against good), the verdict (STEP,
+    NONE: no step of half the threshold or more, UNKNOWN, or UNCHECKED: the budget of runs
+    was spent), and the culprit found in it with its own step (against its parent)."""
+
+    lo: int
+    hi: int
+    verdict: str
+    delta: float
+    low: float
+    high: float
+    culprit: int | None = None
+    culprit_step: list[float] | None = None  # [delta, low, high]
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.delta, self.low, self.high)
+
+
+@dataclass
 class Outcome:
     """What a bisect found: `culprit` (an index into candidates), none (`same`), or UNKNOWN
     between `lo` and `hi`."""
@@ -85,8 +123,11 @@ class Outcome:
     culprit: int | None
     lo: int
     hi: int
-    step: Measured | None  # good against bad
+    step: Measured | None  # good against bad, pooled over its looks
     folder: Path
+    changes: list[Change] = field(default_factory=list)  # beside each culprit, in order
+    culprit_step: Measured | None = None  # the culprit against its parent
+    looks_z: float = 1.96  # the half-width, in standard errors, of good..bad's decision
 
     @property
     def exit_code(self) -> int:
@@ -123,7 +164,8 @@ class Bisector:
                  folder: Path, metric: str, threshold: float, budget_s: float, tries: int,
                  progress: Progress, models_cache: Path | None = None,
                  build: Callable[[Candidate], str] | None = None,
-                 points: int = 3, blocks: int | None = None) -> None:
+                 points: int = 3, blocks: int | None = None,
+                 max_runs: int | None = None, check_runs: int = 0) -> None:
         self.scenario = scenario
         self.base_dir = scenario_path.resolve().parent
         self.data = _template(scenario)
@@ -138,7 +180,17 @@ class Bisector:
         self.build = build
         self.points = points  # candidates measured beside good in one run, at most
         self.blocks = blocks
+        # Engine runs in all; the check for further steps beside a culprit stops there.
+        self.max_runs = 3 * tries + 2 if max_runs is None else max_runs
+        # Runs spent checking the parts beside the culprits while they are UNKNOWN, per round
+        # of checks (each round measures every open part's ends in one engine). 0 (the
+        # default): the parts are judged from what was measured anyway, "not checked" where
+        # that cannot decide. One more run made the median bisect of 8 commits 15.5 min
+        # instead of 9.7 (benchmarks/bisect_cost.py), and named both of two culprits (-2.5%
+        # and -5%) in about 30% of runs: opt-in (specbench bisect --check-beside N).
+        self.check_runs = check_runs
         self.steps: list[Step] = []
+        self._ranging = self._checking = False  # what the runs being said are for
 
     # -- one run --------------------------------------------------------------------------------
 
@@ -276,49 +328,228 @@ class Bisector:
         return found
 
     def _say(self, step: Step) -> None:
+        n = len(self.candidates) - 1
         for m in step.measured:
             c = self.candidates[m.index]
+            if self._checking:
+                said = "measured (checking a part beside a culprit)"
+            elif m.index == n and self._ranging:
+                said = {"SAME": "within half the threshold of good", "DIFFERENT":
+                        "beyond half the threshold"}.get(m.verdict, m.verdict)
+            else:
+                said = f"{m.verdict} ({SIDE_WORDS[m.verdict]})" if m.verdict != "UNKNOWN" \
+                    else m.verdict
             self.progress(f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: "
-                          f"{_fmt(m)} -> {m.verdict}")
+                          f"{_fmt(m)} -> {said}")
+
+    def _estimate(self, index: int, extra: Interval | None = None) -> Interval:
+        """Every measurement of `index` against good so far (and `extra`), pooled."""
+        if index == 0:
+            return Interval(0.0, 0.0, 0.0)
+        seen = [m.interval for s in self.steps for m in s.measured if m.index == index]
+        got = pooled(seen + ([extra] if extra is not None else []))
+        return got or Interval(float("nan"), float("nan"), float("nan"))
 
     def run(self) -> Outcome:
         n = len(self.candidates) - 1
         inner = first_points(n, self.points)
-        found = self._measure([*inner, n], lambda i, iv: range_verdict(iv, self.threshold)
-                              if i == n else "UNKNOWN", self.threshold / 2,
+        z = look_z(self.tries)
+
+        def ends_verdict(index: int, interval: Interval) -> Verdict:
+            # Every look so far, pooled, at the error rate spent across the looks.
+            if index != n:
+                return "UNKNOWN"
+            return range_verdict(look_interval(self._estimate(n, interval), z),
+                                 self.threshold)
+
+        self._ranging = True
+        found = self._measure([*inner, n], ends_verdict, self.threshold / 2,
                               lambda got: got[n].verdict != "UNKNOWN")
-        ends = found[n]
+        self._ranging = False
+        both = self._estimate(n)
+        ends = Measured(n, found[n].verdict, both.delta, both.low, both.high)
         search = Search(0, n)
         if ends.verdict != "DIFFERENT":
             verdict = "NO CHANGE" if ends.verdict == "SAME" else "UNKNOWN"
-            return self._outcome(verdict, None, search, ends)
+            return self._outcome(verdict, None, search, ends, z)
         step = ends.delta
         for index in inner:  # judged once the step good..bad is known
             m = found[index]
             m.verdict = midpoint_verdict(m.interval, step)
             search.record(index, m.verdict)
+        culprits: list[int] | None = None
         while search.consistent and not search.done:
+            split = self._split_at(0, n, search)
+            if split is not None:  # a level between good's and bad's: a step on each side
+                culprits = self._search_part(0, split) + self._search_part(split, n)
+                break
             # Every measurement of a candidate that has the change estimates the step.
             step = pooled_step([m.interval for s in self.steps for m in s.measured
                                 if m.index >= search.hi]) or step
             points = spread_points(search.lo, search.hi, self.points)
 
-            def decide(_index: int, interval: Interval, step: float = step) -> Verdict:
-                return midpoint_verdict(interval, step)
+            def decide(index: int, interval: Interval, step: float = step) -> Verdict:
+                # Every look at this candidate so far, pooled: a retry adds to the earlier
+                # runs instead of replacing them.
+                return midpoint_verdict(self._estimate(index, interval), step)
 
             got = self._measure(points, decide, abs(step) / 2, _decided_any)
-            if not _decided_any(got):
-                return self._outcome("UNKNOWN", None, search, ends)
+            if not _decided_any(got) and self._split_at(0, n, search) is None:
+                return self._outcome("UNKNOWN", None, search, ends, z)
             for m in got.values():
                 search.record(m.index, m.verdict)
-        if not search.consistent:
-            return self._outcome("UNKNOWN", None, search, ends)
-        return self._outcome("CULPRIT", search.hi, search, ends)
+        if culprits is None:
+            if not search.consistent:
+                return self._outcome("UNKNOWN", None, search, ends, z)
+            culprits = [search.hi]
+        if not culprits:
+            return self._outcome("UNKNOWN", None, search, ends, z)
+        own = {c: difference(self._estimate(c - 1), self._estimate(c)) for c in culprits}
+        culprit = max(culprits, key=lambda c: abs(own[c].delta))  # the largest step first
+        changes = [Change(c - 1, c, "STEP", own[c].delta, own[c].low, own[c].high, c,
+                          [own[c].delta, own[c].low, own[c].high])
+                   for c in culprits if c != culprit]
+        changes += self._beside(sorted(culprits), n)
+        mine = own[culprit]
+        return self._outcome("CULPRIT", culprit, Search(culprit - 1, culprit), ends, z,
+                             changes, Measured(culprit, "DIFFERENT", mine.delta, mine.low,
+                                               mine.high))
+
+    # -- further steps beside a culprit ----------------------------------------------------------
+
+    def _runs_left(self) -> int:
+        return self.max_runs - len(self.steps)
+
+    def _split_at(self, a: int, b: int, search: Search) -> int | None:
+        """A candidate measured inside the search whose level lies strictly between a's and
+        b's (it differs from both, towards the change, at SPLIT_ALPHA spent across the
+        looks): a.. it and it..b each hold a step."""
+        total = difference(self._estimate(a), self._estimate(b)).delta
+        if not math.isfinite(total) or total == 0:
+            return None
+        z = look_z(self.tries, SPLIT_ALPHA)
+        inside = sorted({m.index for s in self.steps for m in s.measured
+                         if search.lo < m.index < search.hi})
+        for i in inside:
+            ends = (difference(self._estimate(a), self._estimate(i)),
+                    difference(self._estimate(i), self._estimate(b)))
+            drawn = [look_interval(iv, z) for iv in ends]
+            if all(iv.finite and (iv.low > 0 if total > 0 else iv.high < 0) for iv in drawn):
+                return i
+        return None
+
+    def _beside(self, culprits: list[int], n: int) -> list[Change]:
+        """The parts between good, the culprits and bad, each checked for a further step
+        and, where there is one, bisected; recursively, while the budget of runs lasts."""
+        changes: list[Change] = []
+        bounds = [0, *culprits]
+        parts = [(lo, hi - 1) for lo, hi in zip(bounds, [*culprits, n + 1], strict=True)]
+        while parts:
+            checked = self._check_parts([p for p in parts if p[1] > p[0]])
+            parts = []
+            for change in checked:
+                a, b = change.lo, change.hi
+                if change.verdict != "STEP":
+                    changes.append(change)
+                    continue
+                found = [b] if b - a == 1 else self._search_part(a, b)
+                if not found:
+                    changes.append(change)
+                    continue
+                for c in found:
+                    own = difference(self._estimate(c - 1), self._estimate(c))
+                    changes.append(Change(a, b, "STEP", change.delta, change.low,
+                                          change.high, c, [own.delta, own.low, own.high]))
+                inner = [a, *found]
+                parts += [(lo, hi - 1) for lo, hi in zip(inner, [*found, b + 1], strict=True)]
+        return changes
+
+    def _check_parts(self, parts: list[tuple[int, int]]) -> list[Change]:
+        """Is there a step among commits a+1..b, for each part (a, b)? Its change (b against
+        a, from every measurement against good), judged at SIDE_ALPHA spent across `tries`
+        looks; the ends of every part still UNKNOWN measured again together, beside good in
+        one run, while runs are left."""
+        z = look_z(self.tries, SIDE_ALPHA)
+        verdicts: dict[tuple[int, int], str] = {}
+        for look in range(1, self.tries + 1):
+            for a, b in parts:
+                change = difference(self._estimate(a), self._estimate(b))
+                verdicts[a, b] = side_verdict(look_interval(change, z), self.threshold)
+            open_parts = [p for p in parts if verdicts[p] == "UNKNOWN"]
+            if not open_parts or look == self.tries:
+                break
+            if self._runs_left() <= 0 or look > self.check_runs:
+                for p in open_parts:
+                    verdicts[p] = "UNCHECKED" if look == 1 else "UNKNOWN"
+                break
+            arms = sorted({i for p in open_parts for i in p} - {0})
+            target = min(precision_target(self.threshold / 2, difference(
+                self._estimate(a), self._estimate(b))) for a, b in open_parts)
+            step, intervals = self.observe([0, *arms], target, look)
+            step.measured = [Measured(i, "UNKNOWN", iv.delta, iv.low, iv.high)
+                             for i, iv in intervals.items()]
+            self.steps.append(step)
+            self._checking = True
+            self._say(step)
+            self._checking = False
+        out = []
+        for a, b in parts:
+            change = difference(self._estimate(a), self._estimate(b))
+            self.progress(f"bisect: {self._ref(a)}..{self._ref(b)}: {_fmt_iv(change)} -> "
+                          f"{verdicts[a, b]}")
+            out.append(Change(a, b, verdicts[a, b], change.delta, change.low, change.high))
+        return out
+
+    def _search_part(self, a: int, b: int) -> list[int]:
+        """The culprits of a+1..b, a part known to hold a change: the first commit on b's
+        side of half their change (each candidate against a, from the measurements against
+        good), or, where a candidate lies between a's level and b's, those of each side;
+        none when the budget ends first or the part is not one change."""
+        search = Search(a, b)
+        while search.consistent and not search.done:
+            split = self._split_at(a, b, search)
+            if split is not None:
+                return self._search_part(a, split) + self._search_part(split, b)
+            if self._runs_left() <= 0:
+                return []
+            step = difference(self._estimate(a), self._estimate(b)).delta
+            points = spread_points(search.lo, search.hi, self.points)
+            target = precision_target(abs(step) / 2)
+            verdicts: dict[int, Verdict] = {}
+            for attempt in range(1, self.tries + 1):
+                if self._runs_left() <= 0:
+                    break
+                run, intervals = self.observe([0, *points], target, attempt)
+                step = difference(self._estimate(a), self._estimate(b)).delta
+                run.measured = []
+                for i in points:
+                    iv = intervals[i]
+                    rel = difference(self._estimate(a), self._estimate(i, iv))
+                    verdicts[i] = midpoint_verdict(rel, step)
+                    run.measured.append(Measured(i, verdicts[i], iv.delta, iv.low, iv.high))
+                self.steps.append(run)
+                self._say(run)
+                if any(v != "UNKNOWN" for v in verdicts.values()) or \
+                        self._split_at(a, b, search) is not None:
+                    break
+                target = max(precision_target(abs(step) / 2, difference(
+                    self._estimate(a), self._estimate(i))) for i in points)
+            if self._split_at(a, b, search) is not None:
+                continue
+            if not any(v != "UNKNOWN" for v in verdicts.values()):
+                return []
+            for i, v in verdicts.items():
+                search.record(i, v)
+        return [search.hi] if search.consistent else []
+
+    def _ref(self, index: int) -> str:
+        return GOOD if index == 0 else self.candidates[index].ref[:12]
 
     def _outcome(self, verdict: str, culprit: int | None, search: Search,
-                 ends: Measured) -> Outcome:
+                 ends: Measured, z: float, changes: list[Change] | None = None,
+                 own: Measured | None = None) -> Outcome:
         out = Outcome(self.candidates, self.metric, self.threshold, self.steps, verdict,
-                      culprit, search.lo, search.hi, ends, self.folder)
+                      culprit, search.lo, search.hi, ends, self.folder, changes or [], own, z)
         write_json_atomic(self.folder / "bisect.json", outcome_dict(out))
         write_text_atomic(self.folder / "bisect.md", render_outcome(out))
         return out
@@ -330,11 +561,15 @@ def _decided_any(found: dict[int, Measured]) -> bool:
 
 
 def _fmt(m: Measured) -> str:
-    if m.low == m.high == m.delta:
-        return f"{100 * m.delta:+.2f}% (exact)"
-    if not (m.low == m.low and m.high == m.high):  # NaN: no interval
-        return f"{100 * m.delta:+.2f}% (no interval)"
-    return f"{100 * m.delta:+.2f}% [{100 * m.low:+.2f}, {100 * m.high:+.2f}]"
+    return _fmt_iv(m.interval)
+
+
+def _fmt_iv(iv: Interval) -> str:
+    if iv.low == iv.high == iv.delta:
+        return f"{100 * iv.delta:+.2f}% (exact)"
+    if not (iv.low == iv.low and iv.high == iv.high):  # NaN: no interval
+        return f"{100 * iv.delta:+.2f}% (no interval)"
+    return f"{100 * iv.delta:+.2f}% [{100 * iv.low:+.2f}, {100 * iv.high:+.2f}]"
 
 
 def outcome_dict(out: Outcome) -> dict[str, Any]:
@@ -344,25 +579,68 @@ def outcome_dict(out: Outcome) -> dict[str, Any]:
         "candidates": [{**asdict(c), "diff": None if c.diff is None else str(c.diff)}
                        for c in out.candidates],
         "good_vs_bad": None if out.step is None else asdict(out.step),
+        "good_vs_bad_z": out.looks_z,
+        "culprit_step": None if out.culprit_step is None else asdict(out.culprit_step),
+        "changes": [asdict(ch) for ch in out.changes],
         "steps": [asdict(s) for s in out.steps],
     }
 
 
+def _part(out: Outcome, change: Change) -> list[str]:
+    """One part beside a culprit: what it holds, with its interval."""
+    c = out.candidates
+    ref = GOOD if change.lo == 0 else c[change.lo].ref[:12]
+    where = (f"{ref}..{c[change.hi].ref[:12]}" if change.hi - change.lo > 1
+             else f"{c[change.hi].ref[:12]} (against {ref})")
+    size = _fmt_iv(change.interval)
+    half = 100 * out.threshold / 2
+    if change.verdict == "STEP" and change.culprit is not None:
+        k = change.culprit
+        own = Interval(*(change.culprit_step or [math.nan] * 3))
+        return [f"  {where}: a further step, {size}: culprit {c[k].ref} {c[k].subject}, its "
+                f"own step {_fmt_iv(own)} (against its parent)"]
+    if change.verdict == "STEP":
+        return [f"  {where}: a further step, {size}, not narrowed to one commit within the "
+                "budget (add --tries)"]
+    if change.verdict == "NONE":
+        return [f"  {where}: no further step of {half:.1f}% or more: {size} (a smaller one "
+                "may lie there)"]
+    if change.verdict == "UNCHECKED":
+        return [f"  {where}: not checked: the budget of runs was spent ({size} so far)"]
+    return [f"  {where}: undecided: {size} (a step of up to "
+            f"{100 * max(abs(change.low), abs(change.high)):.1f}% may lie there)"]
+
+
 def render_outcome(out: Outcome) -> str:
-    """The bisect's answer and the comparisons that led there."""
+    """The bisect's answer and the comparisons that led there. SAME is written as what it
+    is: on good's side of half the step (closer to good than to bad), never "the same"."""
     c = out.candidates
     lines = []
     if out.verdict == "CULPRIT" and out.culprit is not None:
         culprit = c[out.culprit]
         measured = [m for s in out.steps for m in s.measured if m.index == out.culprit]
         lines.append(f"culprit: {culprit.ref} {culprit.subject}")
+        if out.culprit_step is not None:
+            lines.append(f"  its own step ({out.metric}, against its parent): "
+                         f"{_fmt(out.culprit_step)}")
         if measured:
             lines.append(f"  {out.metric} against good ({c[0].ref[:12]}): {_fmt(measured[-1])}")
-        lines.append(f"  its parent {c[out.culprit - 1].ref[:12]} is the same as good"
-                     if out.culprit - 1 > 0 else "  its parent is good itself")
+        if out.culprit - 1 > 0:
+            parent = [m for s in out.steps for m in s.measured if m.index == out.culprit - 1]
+            shown = f": {_fmt(parent[-1])} against good" if parent else ""
+            lines.append(f"  its parent {c[out.culprit - 1].ref[:12]} is closer to good than "
+                         f"to bad (within half the step){shown}; that is not no change")
+        else:
+            lines.append("  its parent is good itself")
+        if out.changes:
+            lines.append("beside it (each part's change from every measurement against good):")
+            for change in out.changes:
+                lines += _part(out, change)
     elif out.verdict == "NO CHANGE":
-        lines.append(f"no commit differs: good and bad measure the same {out.metric} (within "
-                     f"±{100 * out.threshold / 2:.1f}%): {_fmt(out.step) if out.step else ''}")
+        lines.append(f"no commit differs by {100 * out.threshold / 2:.1f}% or more: good "
+                     f"against bad {_fmt(out.step) if out.step else ''} (pooled over its "
+                     f"looks; decided at {out.looks_z:.2f} standard errors, the error rate "
+                     "spent across them); a smaller change may lie in the range")
     elif out.lo >= out.hi:
         lines.append(f"UNKNOWN: not one change: {c[out.lo].ref[:12]} measures as good after "
                      f"{c[out.hi].ref[:12]} measured as bad (a change undone later, or noise; "
@@ -371,12 +649,13 @@ def render_outcome(out: Outcome) -> str:
         lines.append(f"UNKNOWN: could not decide between {c[out.lo].ref[:12]} and "
                      f"{c[out.hi].ref[:12]} within the budget (add --tries or --budget)")
     lines.append("")
-    lines.append(f"comparisons ({out.metric}, each candidate against good; run folders under "
-                 f"{out.folder / 'runs'}):")
+    lines.append(f"comparisons ({out.metric}, each candidate against good; good's side: closer "
+                 "to good than to bad, within half the step; bad's side: beyond it; run "
+                 f"folders under {out.folder / 'runs'}):")
     for s in out.steps:
         for m in s.measured:
-            lines.append(f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} {m.verdict:<9} "
-                         f"{s.design}, {Path(s.folder).name}")
+            lines.append(f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} "
+                         f"{SIDE_WORDS[m.verdict]:<11} {s.design}, {Path(s.folder).name}")
     return "\n".join(lines) + "\n"
 
 
@@ -417,7 +696,8 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
                base: str | None = None, pythons: list[str] | None = None,
                build_command: str | None = None, metric: str = "output_throughput",
                threshold: float | None = None, budget_s: float = 80.0, tries: int = 3,
-               blocks: int | None = None, models_cache: Path | None = None) -> Outcome:
+               blocks: int | None = None, models_cache: Path | None = None,
+               check_beside: int = 0) -> Outcome:
     """Bisect `scenario_path`'s baseline over good..bad of `repo` (or over `pythons`, good the
     first and bad the last), in `results_root/bisect-<good>-<bad>/`; the same command again
     resumes it."""
@@ -458,5 +738,5 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
 
     bisector = Bisector(scenario, scenario_path, cands, folder, metric, threshold, budget_s,
                         tries, progress, models_cache, build if build_command else None,
-                        blocks=blocks)
+                        blocks=blocks, check_runs=check_beside)
     return bisector.run()

@@ -392,18 +392,23 @@ def bisect(
         min=1, help="A fixed number of balanced blocks per one-engine comparison instead of "
         "a precision target, doubled on each try while UNKNOWN: quicker for a large step.",
         show_default=False)] = None,
+    check_beside: Annotated[int, typer.Option(
+        min=0, max=10, help="Engine runs spent, once a culprit is named, measuring the parts "
+        "on either side of it for a further step while undecided (0: judge them from what "
+        "was measured anyway, 'not checked' where that cannot decide).")] = 0,
     results_dir: ResultsOpt = Path("results"),
     models_cache: CacheOpt = None,
 ) -> int:
     """Find the first commit (or interpreter) between good and bad whose metric differs from
-    good's: midpoints compared with good in one engine (DIFFERENT / SAME / UNKNOWN), measured
-    again while UNKNOWN. The same command again resumes an interrupted bisect."""
+    good's: midpoints compared with good in one engine (on bad's side of half the step, on
+    good's side, UNKNOWN), measured again while UNKNOWN. The same command again resumes an
+    interrupted bisect."""
     from harness.bisect import render_outcome, run_bisect
 
     outcome = run_bisect(scenario, results_dir, _progress, repo=repo, good=good, bad=bad,
                          base=base, pythons=python, build_command=build, metric=metric,
                          threshold=threshold, budget_s=budget, tries=tries, blocks=blocks,
-                         models_cache=models_cache)
+                         models_cache=models_cache, check_beside=check_beside)
     print(render_outcome(outcome), end="")
     _progress(f"bisect: {outcome.folder}")
     return outcome.exit_code

@@ -151,6 +151,9 @@ class History:
     launch_sd: float = 0.08
     drift_sd: float = 0.0
     noise: Noise = field(default_factory=lambda: Noise(sigma_p=0.06, launch_x_arm=0.005))
+    # The candidate's effect drifting linearly by this much (a log ratio) from the first run to
+    # the last, in its delta and its own value: a slow change that no one commit made.
+    trend: float = 0.0
 
 
 def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
@@ -166,6 +169,7 @@ def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
         level += rng.normal(0, h.drift_sd) if h.drift_sd else 0.0
         offset = level + rng.normal(0, h.launch_sd)
         effect = h.noise.effect + (h.step if h.at is not None and i >= h.at else 0.0)
+        effect += h.trend * i / max(h.runs - 1, 1)
         launch = Launch(replace(h.noise, effect=effect), rng)
         passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
                                         log=lambda _m: None, block_seed=i)
@@ -196,6 +200,8 @@ class Detection:
     false_per_100: float
     quiet: float
     median_step: float  # the reported size of the detected steps (a fraction)
+    drifted: float = 0.0  # the share of histories whose series reports a drift (a slope)
+    median_drift: float = math.nan  # the reported change over a drifting segment (a fraction)
 
 
 def detection(h: History, trials: int, seed: int, series: str = "delta") -> Detection:
@@ -204,15 +210,20 @@ def detection(h: History, trials: int, seed: int, series: str = "delta") -> Dete
     from harness.analysis.history import build_series
 
     rng = np.random.default_rng(seed)
-    found = false = quiet = 0
+    found = false = quiet = drifted = 0
     sizes = []
+    drifts: list[float] = []
     for _ in range(trials):
         (s,) = build_series(history_frame(h, rng))
         steps = s.delta_steps if series == "delta" else s.value_steps
+        trends = getattr(s, f"{series}_drifts", [])
+        drifted += bool(trends)
+        drifts += [d.change for d in trends[:1]]
         hits = [x for x in steps if h.at is not None and abs(x.index - h.at) <= 1]
         found += bool(hits)
         sizes += [x.step for x in hits[:1]]
         false += len(steps) - len(hits[:1])
         quiet += not steps
     return Detection(trials, found / trials, 100 * false / (trials * h.runs), quiet / trials,
-                     float(np.median(sizes)) if sizes else math.nan)
+                     float(np.median(sizes)) if sizes else math.nan, drifted / trials,
+                     float(np.median(drifts)) if drifts else math.nan)

@@ -13,7 +13,9 @@ unit of a run) are compared exactly: any change is a change point, and a gate co
 value itself. The index holds the values, not their counts, so "exactly" is up to float
 rounding (EXACT_RTOL): summaries stored means of equal values that round apart. Everything
 else uses harness.analysis.changepoints (E-Divisive means with a t-test) and, in a gate, the
-run-to-run spread of the latest stable segment as the error term.
+run-to-run spread of the latest stable segment as the error term. A step is a jump on top of a
+linear trend, and a segment whose values trend is reported as a drift (TrendRun: its slope per
+run with its interval, from its first run to its last), not as a step at one commit.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from scipy import stats as sps
 
-from harness.analysis.changepoints import ChangePoint, change_points, detectable_step
+from harness.analysis.changepoints import ChangePoint, change_points, detectable_step, drifts
 from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult, judge_metric
 from harness.analysis.metrics import MetricDef, metric_def
@@ -84,6 +86,33 @@ class Step:
 
 
 @dataclass
+class TrendRun:
+    """A drift: a linear trend across the runs `first_run` .. `last_run` (a segment between
+    change points), no one run or commit."""
+
+    start: int
+    end: int  # one past the last run of the segment
+    first_run: str
+    last_run: str
+    runs: int
+    slope: float  # per run; a fraction for relative metrics (log scale), points otherwise
+    ci_low: float
+    ci_high: float
+    change: float  # fitted, from the first run to the last
+    p_value: float
+    series: SeriesKind = "delta"
+
+    def describe(self, kind: str | None) -> str:
+        """One line, naming the runs it spans and no commit."""
+        unit = "pp" if kind == "points" else "%"
+        scale = 1.0 if kind == "points" else 100.0
+        return (f"drift {scale * self.change:+.2f}{unit} over {self.runs} runs "
+                f"({self.first_run} .. {self.last_run}): {scale * self.slope:+.3f}{unit} a run "
+                f"[{scale * self.ci_low:+.3f}, {scale * self.ci_high:+.3f}], "
+                f"p={self.p_value:.2g}; gradual, not one commit")
+
+
+@dataclass
 class Series:
     """One metric of one candidate over the runs of one scenario on one machine."""
 
@@ -100,6 +129,8 @@ class Series:
     delta_steps: list[Step] = field(default_factory=list)
     value_steps: list[Step] = field(default_factory=list)  # the candidate arm's own value
     value_detectable: float | None = None  # smallest step the value series can show
+    delta_drifts: list[TrendRun] = field(default_factory=list)
+    value_drifts: list[TrendRun] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -120,8 +151,10 @@ def _exact_steps(values: np.ndarray, scale: np.ndarray) -> list[tuple[int, float
 
 
 def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
-           series: SeriesKind, scale: np.ndarray | None = None) -> list[Step]:
-    """Change points of one series, each named by the first run after it."""
+           series: SeriesKind, scale: np.ndarray | None = None,
+           trends: list[TrendRun] | None = None) -> list[Step]:
+    """Change points of one series, each named by the first run after it; the segments
+    between them that drift are appended to `trends`."""
     ok = np.isfinite(values)
     if log:
         ok &= values > 0
@@ -146,6 +179,14 @@ def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
         return out
     scaled = np.log(vals) if log else vals
     found: list[ChangePoint] = change_points(scaled)
+    if trends is not None:
+        conv_slope = (lambda x: math.expm1(x)) if log else (lambda x: x)
+        for d in drifts(scaled, found):
+            trends.append(TrendRun(
+                int(np.flatnonzero(ok)[d.start]), int(np.flatnonzero(ok)[d.end - 1]) + 1,
+                str(rows.iloc[d.start]["run_id"]), str(rows.iloc[d.end - 1]["run_id"]),
+                d.end - d.start, conv_slope(d.slope), conv_slope(d.ci_low),
+                conv_slope(d.ci_high), conv_slope(d.change), d.p_value, series))
     for cp in found:
         conv = (lambda x: math.expm1(x)) if log else (lambda x: x)
         before = math.exp(cp.before) if log else cp.before
@@ -179,9 +220,10 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
         scale = (np.fmax(np.abs(values), np.abs(_finite(group["baseline_value"])))
                  if kind == "points" else np.ones(len(values)))
         series.delta_steps = _steps(group, _finite(group["delta"]), exact, log=False,
-                                    series="delta", scale=scale)
+                                    series="delta", scale=scale, trends=series.delta_drifts)
         log = kind == "relative"
-        series.value_steps = _steps(group, values, exact, log=log, series="value")
+        series.value_steps = _steps(group, values, exact, log=log, series="value",
+                                    trends=series.value_drifts)
         usable = values[np.isfinite(values) & (values > 0 if log else True)]
         if not exact and len(usable) >= 4:
             step = detectable_step(np.log(usable) if log else usable)

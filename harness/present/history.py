@@ -75,6 +75,7 @@ def _step_lines(series: Series) -> list[str]:
         out += [f"  change point (delta): {s.describe(kind)}" for s in series.delta_steps]
     else:
         out.append("  no change point in the deltas")
+    out += [f"  trend (delta): {d.describe(kind)}" for d in series.delta_drifts]
     what = f"{series.candidate}'s own value"
     value_kind = "relative" if kind == "relative" else kind
     if series.value_steps:
@@ -82,9 +83,10 @@ def _step_lines(series: Series) -> list[str]:
                 for s in series.value_steps]
     elif series.exact:
         out.append(f"  {what}: identical in every run (exact under greedy decoding)")
-    elif series.value_detectable is not None:
+    elif series.value_detectable is not None and not series.value_drifts:
         out.append(f"  {what}: no change point; across runs (launch-to-launch noise) it shows "
                    f"steps of about {_pct(kind, series.value_detectable).lstrip('+')} or more")
+    out += [f"  trend ({what}): {d.describe(value_kind)}" for d in series.value_drifts]
     return out
 
 
@@ -100,6 +102,8 @@ def render_history(series: list[Series], others: list[Series] | None = None) -> 
     for s in changed:
         first = (s.delta_steps or s.value_steps)[0]
         lines.append(f"also changed: {s.name}: {first.describe(s.kind, s.definition)}")
+    for s in (o for o in (others or []) if o.delta_drifts and not o.delta_steps):
+        lines.append(f"also drifting: {s.name}: {s.delta_drifts[0].describe(s.kind)}")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -69,3 +69,16 @@ def test_a_5_percent_step_in_the_deltas_is_found_within_3_runs() -> None:
     # The same step in the candidate's absolute value hides in the launch-to-launch spread.
     hidden = detection(h, 50, seed=14, series="value")
     assert hidden.detected < 0.5
+
+
+def test_a_slow_drift_is_reported_as_a_drift_not_as_a_step_at_one_commit() -> None:
+    """Issue 31, item 7: the delta drifting linearly by -2% over 30 runs, no step. The step
+    test now allows for a linear trend, so a ramp names no commit (it did in 67% of
+    histories), and the series reports the drift with its slope instead."""
+    h = History(runs=30, trend=math.log1p(-0.02))
+    drift = detection(h, 100, seed=15, series="delta")
+    print(f"\n-2% drift over 30 runs: a commit named in {1 - drift.quiet:.0%}, drift reported "
+          f"in {drift.drifted:.0%}, change {100 * drift.median_drift:+.2f}%")
+    assert 1 - drift.quiet <= 0.05
+    assert drift.drifted >= 0.5
+    assert -0.035 < drift.median_drift < -0.01

@@ -223,3 +223,24 @@ def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(
     assert "acceptance_pos_0" not in text and "Acceptance at position 0" not in text
     assert "Acceptance at position 2 (%): changed at r2: 9.904% -> 6.39% (exact)" in text
     assert "Mean acceptance length: changed at r2: 1.613 tokens -> 1.578 tokens (exact)" in text
+
+
+def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() -> None:
+    """Issue 31, item 7: a delta drifting by -4% over 30 runs (a step at one commit in every
+    history before) is printed as a trend over the runs it spans, slope and interval, and no
+    change point names a commit."""
+    from harness.present.history import render_series
+    from tests.simulate import History, history_frame
+
+    h = History(runs=30, trend=math.log1p(-0.04))
+    (s,) = build_series(history_frame(h, np.random.default_rng(21)))
+    assert not s.delta_steps
+    (drift,) = s.delta_drifts
+    assert (drift.first_run, drift.last_run, drift.runs) == ("r000", "r029", 30)
+    assert drift.ci_low < -0.04 / 29 < drift.ci_high < 0
+    text = "\n".join(render_series(s))
+    assert "no change point in the deltas" in text
+    found = re.search(r"trend \(delta\): drift (-[0-9.]+)% over 30 runs \(r000 \.\. r029\): "
+                      r"-[0-9.]+% a run \[-[0-9.]+, -[0-9.]+\]", text)
+    assert found is not None and -6.0 < float(found.group(1)) < -2.0, text
+    assert " from r0" not in text  # no step "from <run> (<commit>)"
