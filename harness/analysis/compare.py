@@ -32,7 +32,7 @@ from harness.analysis.metrics import (
 from harness.analysis.parity import output_parity
 from harness.analysis.proof import ran_paths, unproven_passes
 from harness.analysis.speedup import decompose
-from harness.analysis.stats import Design, arm_delta
+from harness.analysis.stats import Design, arm_delta, holm
 from harness.config.scenario import Scenario
 from harness.env import COMPAT_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
@@ -97,18 +97,6 @@ def _same_counts(metric: MetricDef, passes: pd.DataFrame) -> bool:
 
 # The table's stars: the primary metric's row alone at ALPHA; the other noisy rows after it.
 ALPHA = 0.05
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the given order: a row is significant at
-    family-wise rate alpha where its adjusted p-value is below alpha."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted = [1.0] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def mark_family(rows: list[MetricRow], primary: str) -> None:

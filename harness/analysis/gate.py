@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.analysis.comparison import Comparison, MetricRow
-from harness.analysis.stats import units_for_halfwidth
+from harness.analysis.stats import holm, units_for_halfwidth
 from harness.config.scenario import GateSpec
 
 Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
@@ -155,11 +155,9 @@ def control_family(result: GateResult) -> None:
     INCONCLUSIVE (past the tolerance alone, not across the family). States the family."""
     family = [i for i, d in enumerate(result.decisions) if d.p_regression is not None]
     m = len(family)
-    order = sorted(family, key=lambda i: result.decisions[i].p_regression or 0.0)
-    running = 0.0
-    for rank, i in enumerate(order):
+    adjusted = holm([result.decisions[i].p_regression or 0.0 for i in family])
+    for i, running in zip(family, adjusted, strict=True):
         d = result.decisions[i]
-        running = max(running, min(1.0, (m - rank) * (d.p_regression or 0.0)))
         changes: dict[str, Any] = {"holm_p": running}
         if d.verdict == "REGRESSION" and running >= FAMILY_RATE:
             changes.update(verdict="INCONCLUSIVE", reason=(

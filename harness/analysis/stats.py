@@ -141,6 +141,18 @@ class DeltaEstimate:
                         for cv in (self.cv_baseline, self.cv_candidate)))
 
 
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the given order: a test is significant at
+    family-wise rate alpha where its adjusted p-value is below alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def same_exact(a: float, b: float, scale: float = 0.0) -> bool:
     """Two values derived from the same integer counts, up to rounding: they differ by at
     most EXACT_RTOL of the larger magnitude, or of `scale` (a difference of values that

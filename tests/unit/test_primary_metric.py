@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis.compare import holm, mark_family
+from harness.analysis.compare import mark_family
 from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.gate import FAMILY_RATE, judge
-from harness.analysis.stats import DeltaEstimate
+from harness.analysis.stats import DeltaEstimate, holm
 from harness.config.scenario import (
     GateSpec,
     parse_scenario,
