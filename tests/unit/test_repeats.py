@@ -24,7 +24,7 @@ SCENARIO = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
 
 
 def stored(root: Path, name: str, created: float, seed: int, scenario_hash: str = "h1",
-           cpu: str = "cpu-x") -> Path:
+           cpu: str = "cpu-x", effect: float = math.log(0.99)) -> Path:
     rng = np.random.default_rng(seed)
     run_dir = root / name
     save_manifest(run_dir, {
@@ -34,7 +34,7 @@ def stored(root: Path, name: str, created: float, seed: int, scenario_hash: str 
         "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
                    "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": None}},
         "plan": {"design": "one-engine"}})
-    save_run_record(run_dir, shared_launch(0, 30, math.log(0.99), rng, 0.0))
+    save_run_record(run_dir, shared_launch(0, 30, effect, rng, 0.0))
     return run_dir
 
 
