@@ -185,15 +185,12 @@ def _rebind(original: Any, dispatcher: Any) -> list[str]:
 
 Hit = Callable[[str, dict[str, Any]], None]
 
-# What a dispatcher raises when it finds itself being traced (torch.compile) or captured (a
-# CUDA graph): the launch then fails naming the function, never recording a constant. The
-# parent finds the marker in the launch's log (harness.execute.protocol.overlay_refusal).
-TRACED = OVERLAY_TRACED
-
-
 class OverlayTraced(RuntimeError):
     """A dispatcher reached while torch.compile traces or a CUDA graph captures: the graph
-    would freeze one arm's version, and its counters would replay as constants."""
+    would freeze one arm's version, and its counters would replay as constants. The launch
+    then fails naming the function, never recording a constant; its message starts with
+    OVERLAY_TRACED, which the parent finds in the launch's log
+    (harness.execute.protocol.overlay_refusal)."""
 
 
 def _graph_check() -> Callable[[], str | None]:
@@ -220,7 +217,6 @@ def _graph_check() -> Callable[[], str | None]:
 def _kind(code: dict[str, Any]) -> type | None:
     """staticmethod or classmethod when a new method's source is decorated so (a dispatcher
     keeps the kind), else None."""
-
     tree = ast.parse(textwrap.dedent(code["source"]))
     node = tree.body[0] if tree.body else None
     for d in getattr(node, "decorator_list", []):
@@ -317,7 +313,7 @@ def _dispatcher(key: str, functions: dict[str, Any], template: Any, kind: type |
     or class method keeps its kind (every arm's version has the installed one's)."""
     module, _, qualname = key.partition(":")
     returned = f"returned {qualname}"
-    refused = (f"{TRACED} {qualname} ({module}) runs inside a graph: {{}}, so one arm's "
+    refused = (f"{OVERLAY_TRACED} {qualname} ({module}) runs inside a graph: {{}}, so one arm's "
                "version would be frozen in it and the arm switch could not reach it. Run it "
                "eagerly (engine.enforce_eager: true) or launch-per-arm on a build")
 
