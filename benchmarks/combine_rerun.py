@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.analysis.repeats import combined  # noqa: E402
+from harness.results.index import earlier_runs  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from tests.unit.test_repeats import stored  # noqa: E402
 
@@ -47,7 +48,8 @@ def main() -> int:
                 run_dir = stored(root, f"r{k}", 100.0 * (k + 1), trial * 100 + k, effect=0.0)
                 run = load_run(run_dir)
                 alone.append(significant(compare_run(run)))
-                together.append(alone[0] if k == 0 else significant(combined(run)[0]))
+                together.append(alone[0] if k == 0 else significant(
+                    combined(run, [load_run(p) for p in earlier_runs(run)])[0]))
             one += alone[0]
             rerun += any(alone)
             combine += any(together)

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
-from harness.analysis.metrics import passes_frame  # noqa: E402
 from harness.config.sweep import set_path  # noqa: E402
+from harness.results.metrics import passes_frame  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
 

@@ -28,7 +28,7 @@ WORK = {
     "run folder loaded": ["harness.results.run:load_run", "harness.store:load_results"],
     "scenario parsed": ["harness.config.scenario:parse_scenario",
                         "harness.scenario:parse_scenario"],
-    "pass frame built": ["harness.analysis.metrics:passes_frame", "harness.metrics:passes_frame"],
+    "pass frame built": ["harness.results.metrics:passes_frame", "harness.metrics:passes_frame"],
     "comparison computed": ["harness.analysis.compare:compare_records",
                             "harness.compare:compare_records"],
     "sweep grid expanded": ["harness.config.sweep:Sweep.steps", "harness.scenario:Sweep.steps"],

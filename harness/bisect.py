@@ -44,7 +44,7 @@ from harness.atomic import write_json_atomic, write_text_atomic
 from harness.config.scenario import Scenario, load_scenario, parse_scenario
 from harness.errors import ExitCode, ScenarioError, SpecbenchError
 from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_range, release_base
-from harness.results.store import MANIFEST, read_manifest
+from harness.wire.manifest import MANIFEST, Manifest
 
 Progress = Callable[[str], Any]
 # 2: good_vs_bad pooled over the looks, `changes` (the parts beside each culprit), the
@@ -257,8 +257,8 @@ class Bisector:
         write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
         spec = parse_scenario(data, str(path), max_cells=None)
         folder = runs / run_id
-        done = (folder / MANIFEST).is_file() and read_manifest(
-            folder / MANIFEST)[1].get("status") == "complete"
+        done = (folder / MANIFEST).is_file() and Manifest.read(
+            folder / MANIFEST)[1].status == "complete"
         names = ", ".join(_name(i, self.candidates[i]) for i in arms)
         if done:
             self.progress(f"bisect: {names}: read back {folder}")
@@ -668,7 +668,8 @@ def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: 
     """good..bad as candidates, each commit's change against the release classified: an
     overlay where it can be one; a build (with `build_command`) where not; refused (one
     line, before any engine starts) when neither."""
-    from harness.plan.overlay import classify, engine_is_compiled, installed_version, read_diff
+    from harness.plan.classify import classify, engine_is_compiled
+    from harness.plan.diffs import installed_version, read_diff
 
     shas = commit_range(repo, good, bad)
     if len(shas) < 2:
@@ -703,7 +704,7 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
     resumes it."""
     import sys
 
-    from harness.plan.overlay import vllm_location
+    from harness.plan.vllm_source import vllm_location
 
     scenario = load_scenario(scenario_path)
     _template(scenario)

@@ -159,7 +159,7 @@ def report(
     ] = False,
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
-    from harness.results.store import resolve_run_dir
+    from harness.wire.manifest import resolve_run_dir
     from harness.workflow import write_report
 
     run_dir = resolve_run_dir(results)
@@ -255,7 +255,7 @@ def gate_command(
         "a launch, instead of on this run alone.")] = False,
 ) -> int:
     """Decide PASS, REGRESSION or INCONCLUSIVE per gated metric of a stored run."""
-    from harness.results.store import resolve_run_dir
+    from harness.wire.manifest import resolve_run_dir
     from harness.workflow import gate_and_write
 
     gated = gate_and_write(resolve_run_dir(run_dir), inconclusive.value, against,
@@ -303,7 +303,8 @@ def baseline_save(
         help="Where saved baselines live (default: baselines/).")] = None,
 ) -> int:
     """Save a run as a self-contained reference folder (manifest and raw run records)."""
-    from harness.results.store import DEFAULT_BASELINES, resolve_run_dir, save_baseline
+    from harness.results.store import DEFAULT_BASELINES, save_baseline
+    from harness.wire.manifest import resolve_run_dir
 
     path = save_baseline(resolve_run_dir(run_dir), name, baselines_dir or DEFAULT_BASELINES)
     print(f"saved baseline {name!r}: {path}")

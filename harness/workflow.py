@@ -15,14 +15,15 @@ from harness.analysis.compare import compare_run
 from harness.analysis.comparison import Comparison
 from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
-from harness.analysis.repeats import combined, earlier_runs, repeat_note
+from harness.analysis.repeats import combined, repeat_note
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
 from harness.config.scenario import Scenario, load_scenario, parse_scenario, with_precision
 from harness.errors import ExitCode, IncomparableError, ResultsError, SpecbenchError
 from harness.present.outputs import write_gate_files, write_outputs
-from harness.results.index import index_run
+from harness.results.index import earlier_runs, index_run
 from harness.results.run import Run, load_run
-from harness.results.store import resolve_baseline, resolve_run_dir
+from harness.results.store import resolve_baseline
+from harness.wire.manifest import resolve_run_dir
 
 Analysis = Comparison | SweepComparison
 Inconclusive = Literal["inconclusive", "pass", "fail"]
@@ -73,7 +74,8 @@ def gate_run(run: Run | Path | str, against: str | None = None,
         if against is not None:
             raise ResultsError("--combine gates a run with its own earlier runs; --against "
                                "gates it against a saved baseline: choose one")
-        comparison = combined(run, force)[0]
+        comparison = combined(run, [load_run(p, scenario) for p in earlier_runs(run)],
+                              force)[0]
     elif against is None:
         comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
     elif against == HISTORY:

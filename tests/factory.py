@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.results.records import (
+from harness.wire.records import (
     PassRecord,
     RequestRecord,
     RunRecord,
@@ -51,14 +51,15 @@ def simple_pass(repeat: int, duration_s: float, scale: float = 1.0,
 def stored_run(tmp_path: Path, name: str, runs: list[RunRecord], fingerprint: dict[str, object],
                variants: dict[str, object], scenario: dict[str, object] | None = None) -> Path:
     """A results folder holding `runs` under a minimal scenario with `variants`."""
-    from harness.results.store import save_manifest, save_run_record
+    from harness.results.store import save_run_record
+    from harness.wire.manifest import Manifest
 
     run_dir = tmp_path / name
     data = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
             "workload": {"num_prompts": 2, "max_tokens": 5}, "variants": variants,
             **(scenario or {})}
-    save_manifest(run_dir, {"run_id": name, "status": "complete", "scenario": data,
-                            "fingerprint": fingerprint})
+    Manifest.model_validate({"run_id": name, "status": "complete", "scenario": data,
+                            "fingerprint": fingerprint}).save(run_dir)
     for record in runs:
         save_run_record(run_dir, record)
     return run_dir

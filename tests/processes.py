@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.execute.lifeline import proc_stat, session_processes
+from harness.lifeline import proc_stat, session_processes
 from tests.conftest import ROOT
 
 

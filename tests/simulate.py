@@ -21,9 +21,10 @@ import numpy as np
 
 from harness.analysis.stats import DeltaEstimate, arm_delta
 from harness.config.scenario import Precision, parse_scenario
-from harness.plan.plan import ArmSpec, RunSpec, expand_plan
-from harness.plan.schedule import WarmUp, drive_shared_launch, pass_throughput
-from harness.results.records import PassRecord, RequestRecord
+from harness.engine.schedule import WarmUp, drive_shared_launch, pass_throughput
+from harness.plan.plan import expand_plan
+from harness.wire.records import PassRecord, RequestRecord
+from harness.wire.spec import ArmSpec, RunSpec
 from tests.conftest import MINIMAL
 
 if TYPE_CHECKING:

@@ -16,15 +16,16 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.comparison import CandidateResult
-from harness.analysis.metrics import (
+from harness.analysis.metric_row import compare_metric
+from harness.analysis.stats import Design
+from harness.results.metrics import (
     MetricDef,
     _stat,
     _tpot_ms,
     measured_passes,
     request_acceptance,
 )
-from harness.analysis.stats import Design
-from harness.results.records import RequestRecord, RunRecord
+from harness.wire.records import RequestRecord, RunRecord
 
 CATEGORY_METRICS: tuple[MetricDef, ...] = (
     MetricDef("acceptance_length", "Acceptance length", True, unit="tokens"),
@@ -76,8 +77,6 @@ def category_frame(runs: list[RunRecord],
 def compare_categories(frame: pd.DataFrame, baseline: str, candidates: list[str],
                        design: Design) -> dict[str, list[CandidateResult]]:
     """Category -> one CandidateResult per candidate with its CATEGORY_METRICS rows."""
-    from harness.analysis.compare import compare_metric
-
     out: dict[str, list[CandidateResult]] = {}
     if frame.empty:
         return out

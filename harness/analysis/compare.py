@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -22,23 +22,24 @@ from harness.analysis.categories import (
     requests_per_category,
 )
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
-from harness.analysis.metrics import (
+from harness.analysis.metric_row import compare_metric
+from harness.analysis.parity import output_parity
+from harness.analysis.proof import ran_paths, unproven_passes
+from harness.analysis.speedup import decompose
+from harness.analysis.stats import Design, holm
+from harness.config.engine_args import engine_args_for
+from harness.config.scenario import Scenario
+from harness.env import COMPAT_FIELDS, fingerprint_differences
+from harness.errors import IncomparableError, ResultsError
+from harness.results.metrics import (
     METRICS,
-    MetricDef,
     passes_frame,
     position_metric,
     position_metrics,
 )
-from harness.analysis.parity import output_parity
-from harness.analysis.proof import ran_paths, unproven_passes
-from harness.analysis.speedup import decompose
-from harness.analysis.stats import Design, arm_delta, holm
-from harness.config.scenario import Scenario
-from harness.env import COMPAT_FIELDS, fingerprint_differences
-from harness.errors import IncomparableError, ResultsError
-from harness.plan.plan import engine_args_for
-from harness.results.records import RunRecord
 from harness.results.run import Run
+from harness.wire.records import RunRecord
+from harness.wire.spec import RunSpec
 
 
 def _failures(runs: list[RunRecord], variant: str) -> list[str]:
@@ -46,53 +47,6 @@ def _failures(runs: list[RunRecord], variant: str) -> list[str]:
     it hosted."""
     return [f"{r.run_key}: {r.status}: {r.error}" for r in runs
             if variant in r.arms and r.status != "ok"]
-
-
-def compare_metric(metric: MetricDef, passes: pd.DataFrame, baseline: str, candidate: str,
-                   design: Design, one_side_may_lack: bool = False) -> MetricRow | None:
-    """One metric: each arm's mean over its passes (a pass is what one `vllm bench` run
-    reports: its throughput, its median TTFT, ...) and the delta estimated on the design's
-    independent unit. `one_side_may_lack`: an arm without the metric (acceptance of the
-    no-speculation arm) leaves the other's value, with no delta."""
-    if metric.key not in passes:
-        return None
-    both = passes[passes["variant"].isin([baseline, candidate])]
-    b = both.loc[both["variant"] == baseline, metric.key].astype(float)
-    c = both.loc[both["variant"] == candidate, metric.key].astype(float)
-    if (b.dropna().empty and c.dropna().empty) or (
-            (b.dropna().empty or c.dropna().empty) and not one_side_may_lack):
-        return None
-    # Every metric, latency statistics included, is one value per pass (a pass's mean, median
-    # or p99 over its requests); the unit above the pass (block or launch) carries the error.
-    est = arm_delta(both[metric.key].to_numpy(dtype=float),
-                    (both["variant"] == candidate).to_numpy(), both["launch"].to_numpy(),
-                    both["round"].to_numpy(), both["block"].fillna(0).to_numpy(),
-                    metric.delta, design)
-    if (_same_counts(metric, both[both["variant"] == baseline])
-            and _same_counts(metric, both[both["variant"] == candidate])):
-        # Each arm's value is that of its counts, the same in every pass: taken as it is, not
-        # as a mean of equal values, which may round apart (and did, between two runs).
-        b_value, c_value = float(b.dropna().iloc[0]), float(c.dropna().iloc[0])
-        delta = (c_value - b_value if metric.delta == "points"
-                 else c_value / b_value - 1 if b_value > 0 else math.nan)
-        est = replace(est, delta=delta, ci_low=None, ci_high=None, p_value=None,
-                      significant=False, mde=None, se=None if est.se is None else 0.0,
-                      exact=True, note="no spread: the same counts in every pass of each arm")
-        return MetricRow(metric.key, metric.label, metric.higher_is_better, b_value, c_value,
-                         est)
-    return MetricRow(metric.key, metric.label, metric.higher_is_better,
-                     float(b.mean()) if not b.dropna().empty else math.nan,
-                     float(c.mean()) if not c.dropna().empty else math.nan, est)
-
-
-def _same_counts(metric: MetricDef, passes: pd.DataFrame) -> bool:
-    """Whether every one of an arm's passes with a value of `metric` has the same integer
-    counts behind it (metric.counts: acceptance, deterministic under greedy decoding)."""
-    if not metric.counts or any(c not in passes for c in metric.counts):
-        return False
-    counts = passes.loc[passes[metric.key].notna(), list(metric.counts)]
-    return (not counts.empty and not counts.isna().to_numpy().any()
-            and len(counts.drop_duplicates()) == 1)
 
 
 # The table's stars: the primary metric's row alone at ALPHA; the other noisy rows after it.
@@ -150,29 +104,81 @@ def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric
     return pd.DataFrame(rows, columns=columns)
 
 
-def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str], run_id: str,
-                    scenario: str, implementations: dict[str, str | None] | None = None,
-                    greedy: bool = True,
-                    expect_identical: dict[str, bool] | None = None,
-                    design: Design = "launch-per-arm",
-                    tp_sizes: dict[str, int] | None = None,
+@dataclass(frozen=True)
+class Arms:
+    """What a comparison knows of its arms beyond their records: which is the baseline, what
+    each must prove it ran, how its outputs and acceptance are read, which row is primary.
+    Built from a scenario (Arms.of), a shared launch (Arms.of_launch: the precision look in
+    the worker), two runs' variants (Arms.across); by hand only in tests."""
+
+    baseline: str
+    candidates: list[str]
+    # Arm -> what its vLLM processes must prove they ran ('name:choice', 'patch:...').
+    implementations: dict[str, str | None] = field(default_factory=dict)
+    greedy: bool = True  # outputs compared per prompt (temperature 0)
+    expect_identical: dict[str, bool] = field(default_factory=dict)  # outputs must match
+    design: Design = "launch-per-arm"
+    tp_sizes: dict[str, int] = field(default_factory=dict)  # processes that must report
+    no_speculation: str | None = None  # the arm without speculation, if any
+    draft_tokens: dict[str, int] = field(default_factory=dict)  # k of each speculative arm
+    primary_metric: str = "output_throughput"  # the row tested alone at 5%
+
+    @classmethod
+    def of(cls, scenario: Scenario, design: Design,
+           labels: dict[str, str | None] | None = None) -> Arms:
+        """The arms as `scenario` declares them. `labels`: what each arm must prove it ran,
+        where the plan decided it (default: the scenario's swaps)."""
+        return cls(
+            baseline=scenario.baseline, candidates=list(scenario.candidates),
+            implementations=labels or {n: v.proof_label for n, v in scenario.variants.items()},
+            greedy=scenario.workload.temperature == 0.0,
+            expect_identical={n: scenario.expects_identical_outputs(n)
+                              for n in scenario.candidates},
+            design=design, tp_sizes=tp_sizes(scenario),
+            no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
+            primary_metric=scenario.primary_metric)
+
+    @classmethod
+    def of_launch(cls, run: RunSpec, tp_size: int) -> Arms:
+        """The arms a shared (one-engine) launch hosts, as its worker knows them."""
+        base = next(a for a in run.arms if a.baseline)
+        return cls(baseline=base.variant,
+                   candidates=[a.variant for a in run.arms if not a.baseline],
+                   implementations={a.variant: a.implementation for a in run.arms},
+                   greedy=False, design="one-engine",
+                   tp_sizes={a.variant: tp_size for a in run.arms})
+
+    @classmethod
+    def across(cls, base: Arms, base_arm: str, base_label: str, cand: Arms, cand_arm: str,
+               cand_label: str) -> Arms:
+        """One arm of one run (`base`'s) against one arm of another, relabelled; each launch
+        its own unit. The primary metric is the base run's."""
+        return cls(baseline=base_label, candidates=[cand_label],
+                   implementations={base_label: base.implementations.get(base_arm),
+                                    cand_label: cand.implementations.get(cand_arm)},
+                   greedy=base.greedy, design="launch-per-arm",
+                   tp_sizes={base_label: base.tp_sizes.get(base_arm, 1),
+                             cand_label: cand.tp_sizes.get(cand_arm, 1)},
+                   primary_metric=base.primary_metric)
+
+
+def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: str,
                     passes: pd.DataFrame | None = None,
-                    only: Collection[str] | None = None,
-                    no_speculation: str | None = None,
-                    draft_tokens: dict[str, int] | None = None,
-                    primary_metric: str = "output_throughput") -> Comparison:
-    """Compare every candidate with the baseline over the given launches. With a greedy
-    workload, outputs are compared per prompt; `expect_identical` names the candidates whose
-    outputs must match the baseline's exactly. Passes whose vLLM processes did not prove the
-    arm's implementation are left out of every number and listed in `unproven`. `passes`:
-    the launches' per-pass frame when the caller holds it (a Run's), else built here. `only`:
-    the metrics to estimate (fnmatch patterns, e.g. a precision look's targets), not all.
-    `no_speculation`: the arm without speculation (its acceptance rows are '—'; a baseline
-    without speculation leaves the candidates' acceptance without a delta); with it, each
-    speculative arm's speedup over it and where it goes, `draft_tokens` giving each one's k.
-    `primary_metric`: the row tested alone at 5%; the others are secondary (mark_family)."""
-    implementations = implementations or {}
-    tp_sizes = tp_sizes or {}
+                    only: Collection[str] | None = None) -> Comparison:
+    """Compare every candidate with the baseline over the given launches, as `arms` declares
+    them. With a greedy workload, outputs are compared per prompt; `arms.expect_identical`
+    names the candidates whose outputs must match the baseline's exactly. Passes whose vLLM
+    processes did not prove the arm's implementation are left out of every number and listed
+    in `unproven`. `passes`: the launches' per-pass frame when the caller holds it (a Run's),
+    else built here. `only`: the metrics to estimate (fnmatch patterns, e.g. a precision
+    look's targets), not all. `arms.no_speculation`: the arm without speculation (its
+    acceptance rows are '—'; a baseline without speculation leaves the candidates' acceptance
+    without a delta); with it, each speculative arm's speedup over it and where it goes.
+    `arms.primary_metric`: the row tested alone at 5%; the others are secondary
+    (mark_family)."""
+    baseline, candidates, design = arms.baseline, arms.candidates, arms.design
+    implementations, tp_sizes = arms.implementations, arms.tp_sizes
+    no_speculation, primary_metric = arms.no_speculation, arms.primary_metric
     unproven: list[str] = []
     bad: dict[tuple[str, int], str] = {}
     for variant in [baseline, *candidates]:
@@ -215,9 +221,9 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
                 if row is not None:
                     cand.rows.append(row)
             mark_family(cand.rows, primary_metric)
-            if greedy:
+            if arms.greedy:
                 cand.parity = output_parity(runs, baseline, name,
-                                            (expect_identical or {}).get(name, False))
+                                            arms.expect_identical.get(name, False))
                 if cand.parity is not None and cand.parity.violated:
                     warnings.append(
                         f"{name}: greedy outputs differ from {baseline}'s where they must not "
@@ -248,7 +254,7 @@ def compare_records(runs: list[RunRecord], baseline: str, candidates: list[str],
         comparison.category_requests = requests_per_category(frame)
     if no_speculation is not None and status(no_speculation) == "ok":
         add_speedups(comparison, passes, no_speculation, {
-            arm: k for arm, k in (draft_tokens or {}).items() if status(arm) == "ok"}, design)
+            arm: k for arm, k in arms.draft_tokens.items() if status(arm) == "ok"}, design)
     return comparison
 
 
@@ -285,15 +291,8 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     if unlike and not force:
         raise IncomparableError("; ".join(unlike) + " (pin the arms to one node with --pin "
                                 "node, or compare anyway with specbench report --force)")
-    comparison = compare_records(
-        runs, scenario.baseline, scenario.candidates, run_id, scenario.name,
-        labels or {n: v.proof_label for n, v in scenario.variants.items()},
-        greedy=scenario.workload.temperature == 0.0,
-        expect_identical={n: scenario.expects_identical_outputs(n) for n in scenario.candidates},
-        design=design, tp_sizes=tp_sizes(scenario), passes=passes,
-        no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
-        primary_metric=scenario.primary_metric,
-    )
+    comparison = compare_records(runs, Arms.of(scenario, design, labels), run_id,
+                                 scenario.name, passes)
     comparison.setup = scenario.describe_setup()
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)

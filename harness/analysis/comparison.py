@@ -137,9 +137,10 @@ class Comparison:
     unproven: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # why precision launches ended
     warmups: list[str] = field(default_factory=list)  # each shared launch's checked warm-up
-    # Arm -> the vLLM build it ran under, one line (harness.plan.builds.describe).
+    # Arm -> the vLLM build it ran under, one line (harness.wire.manifest.describe_build).
     builds: dict[str, str] = field(default_factory=dict)
-    # Arm -> its own change overlaid on vLLM's functions, one line (harness.plan.overlay).
+    # Arm -> its own change overlaid on vLLM's functions, one line
+    # (harness.wire.overlay.describe_spec).
     overlays: dict[str, str] = field(default_factory=dict)
     # The arm that runs without speculation, each speculative arm's output throughput over
     # it (a relative delta: the speedup minus one), and where each speedup goes.

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.analysis.compare import compare_records, tp_sizes
+from harness.analysis.compare import Arms, compare_records
 from harness.analysis.comparison import Comparison
 from harness.env import BUILD_FIELDS, MACHINE_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
-from harness.results.records import RunRecord
 from harness.results.run import Run
+from harness.wire.records import RunRecord
 
 
 def check_comparable(results: list[Run], force: bool = False) -> list[str]:
@@ -88,13 +88,10 @@ def compare_runs(base: Run, cand: Run, base_variant: str | None = None,
     # Launches of different runs share nothing: each is its own unit, and rounds of B are
     # offset so that they never pair with A's.
     runs = _launches_of(b_res, b_name, label_b, 0) + _launches_of(c_res, c_name, label_c, 10_000)
-    comparison = compare_records(
-        runs, label_b, [label_c], f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name,
-        {label_b: b_scn.variants[b_name].proof_label,
-         label_c: c_scn.variants[c_name].proof_label},
-        greedy=b_scn.workload.temperature == 0.0, design="launch-per-arm",
-        tp_sizes={label_b: tp_sizes(b_scn)[b_name], label_c: tp_sizes(c_scn)[c_name]},
-    )
+    arms = Arms.across(Arms.of(b_scn, "launch-per-arm"), b_name, label_b,
+                       Arms.of(c_scn, "launch-per-arm"), c_name, label_c)
+    comparison = compare_records(runs, arms, f"A={b_res.run_id} vs B={c_res.run_id}",
+                                 b_scn.name)
     comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
     comparison.builds = {**b_res.builds_described({b_name: label_b}),
                          **c_res.builds_described({c_name: label_c})}

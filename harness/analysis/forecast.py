@@ -17,9 +17,9 @@ import numpy as np
 from harness.config.catalog import BUILTIN_MODELS
 from harness.config.scenario import ServeSettings, Workload
 from harness.errors import ResultsError, SpecbenchError
-from harness.plan.plan import Plan, RunSpec
-from harness.results.run import Manifest, Run, load_run, stored_manifests
-from harness.results.store import MANIFEST
+from harness.results.run import Run, load_run, stored_manifests
+from harness.wire.manifest import MANIFEST, Manifest
+from harness.wire.spec import Plan, RunSpec
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ class WallBound:
 def wall_bound(plan: Plan) -> WallBound:
     """The upper bound the plan's limits imply, launch by launch (harness.execute.local
     run_one and _kill_group; the runner's deadline_of for precision budgets)."""
-    from harness.execute.local import KILL_GRACE_S, SIGKILL_WAIT_S
+    from harness.wire.protocol import KILL_GRACE_S, SIGKILL_WAIT_S
 
     stop = KILL_GRACE_S + SIGKILL_WAIT_S
     hard = [run.timeout_s + stop for run in plan.runs]
@@ -308,7 +308,7 @@ def _limit(values: tuple[float, ...]) -> str:
 def describe_bound(b: WallBound) -> str:
     """'at most 4.8 min: 1 launch, ended by its 290 s precision budget ...', saying what the
     bound is made of."""
-    from harness.execute.local import MODELS_BUILD_TIMEOUT_S
+    from harness.wire.protocol import MODELS_BUILD_TIMEOUT_S
 
     if b.launches == 0:
         return "at most 0 s: nothing to launch"

@@ -31,9 +31,9 @@ from scipy import stats as sps
 from harness.analysis.changepoints import ChangePoint, change_points, detectable_step, drifts
 from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult, judge_metric
-from harness.analysis.metrics import MetricDef, metric_def
 from harness.analysis.stats import DeltaEstimate, same_exact
 from harness.config.scenario import GateSpec
+from harness.results.metrics import MetricDef, metric_def
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.analysis.comparison import Parity
-from harness.results.records import RunRecord
 from harness.results.run import arm_passes
+from harness.wire.records import RunRecord
 
 
 def _outputs(runs: list[RunRecord], variant: str) -> list[dict[int, list[int]]]:

@@ -7,8 +7,8 @@ discard unproven passes and fail the run) judge the same ImplReports the same wa
 from __future__ import annotations
 
 from harness.config.catalog import proof_parts
-from harness.results.records import ImplReport, RunRecord
 from harness.results.run import arm_passes
+from harness.wire.records import ImplReport, RunRecord
 
 
 def proof_problems(reports: list[ImplReport] | None, implementation: str | None, tp_size: int,

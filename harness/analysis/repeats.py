@@ -5,7 +5,7 @@ of them instead of the last (the launch x arm interaction then stays in the erro
 
 Re-running a precision run until it comes out significant gives 10.8% / 17.6% / 28.7% false
 positives for up to 2 / 3 / 5 runs (simulated); nothing noticed it before. The earlier runs come
-from the run store (harness.results.index).
+from the run store (harness.results.index.earlier_runs); nothing here reads or writes it.
 """
 
 from __future__ import annotations
@@ -15,20 +15,8 @@ from pathlib import Path
 from harness.analysis.compare import compare_run
 from harness.analysis.comparison import Comparison
 from harness.errors import ResultsError
-from harness.results.index import comparison_key, earlier_runs_of
-from harness.results.records import RunRecord
-from harness.results.run import Run, load_run
-
-
-def earlier_runs(results: Run) -> list[Path]:
-    """Complete runs of the same comparison in the same results folder, made before this
-    one, oldest first (the run store's query)."""
-    key = comparison_key(results.manifest)
-    created = results.manifest.created_unix
-    if key is None or created is None:
-        return []
-    return earlier_runs_of(results.path.parent, key, created, results.run_id,
-                           {str(results.path.resolve()): results.manifest})
+from harness.results.run import Run
+from harness.wire.records import RunRecord
 
 
 def repeat_note(earlier: list[Path]) -> str | None:
@@ -42,15 +30,16 @@ def repeat_note(earlier: list[Path]) -> str | None:
             "each run a launch")
 
 
-def combined(results: Run, force: bool = False) -> tuple[Comparison, int]:
-    """This run and every earlier run of the same comparison, compared as one run whose
-    launches they are (df from the runs: the interaction between runs and arms stays in the
-    error term), by the builder a single run's comparison uses (compare_run; `force`: as
-    there). Returns the comparison and how many runs it combines."""
+def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Comparison, int]:
+    """This run and `earlier` runs of the same comparison (harness.results.index.earlier_runs
+    finds them), compared as one run whose launches they are (df from the runs: the interaction
+    between runs and arms stays in the error term), by the builder a single run's comparison
+    uses (compare_run; `force`: as there). Returns the comparison and how many runs it
+    combines."""
     scenario = results.scenario
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep; --combine judges one A/B")
-    runs: list[Run] = [load_run(p, scenario) for p in earlier_runs(results)] + [results]
+    runs: list[Run] = [*earlier, results]
     records: list[RunRecord] = []
     offset = 0
     for run in runs:

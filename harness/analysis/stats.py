@@ -20,7 +20,7 @@ ALPHA = 0.05
 POWER = 0.8
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
 
-# Precision on demand (one-engine, one launch): the worker (harness.plan.schedule) adds blocks
+# Precision on demand (one-engine, one launch): the worker (harness.engine.schedule) adds blocks
 # of the plan's order, each oriented at random, and looks every PRECISION_LOOK_EVERY blocks once
 # PRECISION_MIN_BLOCKS (and the planned blocks) exist, stopping when the MDE reaches the target
 # (or, precision until: gates, when every gate can decide), at PRECISION_MAX_BLOCKS, or when

@@ -17,9 +17,9 @@ import pandas as pd
 from harness.analysis.breakeven import AxisPoint, Crossing, break_even, describe
 from harness.analysis.compare import compare_scenario
 from harness.analysis.comparison import Comparison, MetricRow
-from harness.analysis.metrics import METRICS
 from harness.config.scenario import Scenario
 from harness.errors import ResultsError
+from harness.results.metrics import METRICS
 from harness.results.run import Run
 
 

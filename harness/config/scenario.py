@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from harness.config.catalog import (
     IMPLEMENTATION_METHODS,
     parse_implementation,
 )
-from harness.config.sweep import MAX_CELLS, Sweep, sweep_cells
+from harness.config.sweep import MAX_CELLS, Sweep, cell_label, set_path
 from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
 
@@ -742,6 +743,65 @@ def scenario_hash(scenario: Scenario) -> str:
                 variant.pop(key, None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# The cells of the last few sweeps expanded: id(scenario) -> (the scenario, its cells).
+_CELLS: dict[int, tuple[Scenario, list[Cell]]] = {}
+_CELLS_KEPT = 8
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a sweep: an id for file names, its values, and its complete scenario."""
+
+    id: str  # "c00", "c01", ... in grid order
+    values: dict[str, Any]  # field path -> value
+    scenario: Scenario
+
+    @property
+    def label(self) -> str:
+        return cell_label(self.values)
+
+
+def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
+    """The cells of a sweep, each validated as a scenario of its own (one line naming the cell
+    and the field when one is not). A scenario without a sweep is one cell, 'c00', itself.
+    Scenarios are immutable, so a sweep's cells are validated once (parse_scenario) and kept
+    for everyone else who asks for the same scenario object (plan, pre-flight, comparison)."""
+    if scenario.sweep is None:
+        return [Cell("c00", {}, scenario)]
+    kept = _CELLS.get(id(scenario))
+    if kept is not None and kept[0] is scenario:
+        return list(kept[1])
+    base = scenario.model_dump(mode="json", exclude={"sweep"})
+    steps = scenario.sweep.steps()
+    width = max(2, len(str(len(steps) - 1)))
+    cells = []
+    for i, values in enumerate(steps):
+        data = json.loads(json.dumps(base))
+        label = cell_label(values)
+        try:
+            for path, value in values.items():
+                set_path(data, path, value)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{source}: sweep cell {label}: {exc}") from None
+        try:
+            cell = Scenario.model_validate(data)
+        except ValidationError as exc:
+            raise ScenarioError(f"{source}: sweep cell {label}: "
+                                f"{format_validation_error(exc)}") from None
+        cells.append(Cell(f"c{i:0{width}d}", values, cell))
+    designs = {c.scenario.resolved_design for c in cells}
+    if len(designs) > 1:
+        by = {d: next(c.label for c in cells if c.scenario.resolved_design == d)
+              for d in designs}
+        raise ScenarioError(f"{source}: sweep: cells differ in design ("
+                            + "; ".join(f"{d} at {label}" for d, label in sorted(by.items()))
+                            + "); set design: launch-per-arm")
+    _CELLS[id(scenario)] = (scenario, cells)
+    while len(_CELLS) > _CELLS_KEPT:
+        _CELLS.pop(next(iter(_CELLS)))
+    return list(cells)
 
 
 def parse_scenario(data: Any, source: str = "<scenario>",

@@ -6,17 +6,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from harness.config.base import StrictModel, format_validation_error
+from harness.config.base import StrictModel
 from harness.errors import ScenarioError
-
-if TYPE_CHECKING:
-    from harness.config.scenario import Scenario
-
 
 # Scenario fields a sweep may not vary: what names the run and the sweep itself.
 SWEEP_FIXED = ("name", "description", "sweep")
@@ -161,24 +156,6 @@ class Sweep(StrictModel):
                 for combo in itertools.product(*dims)]
 
 
-# The cells of the last few sweeps expanded: id(scenario) -> (the scenario, its cells).
-_CELLS: dict[int, tuple[Scenario, list[Cell]]] = {}
-_CELLS_KEPT = 8
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of a sweep: an id for file names, its values, and its complete scenario."""
-
-    id: str  # "c00", "c01", ... in grid order
-    values: dict[str, Any]  # field path -> value
-    scenario: Scenario
-
-    @property
-    def label(self) -> str:
-        return cell_label(self.values)
-
-
 def cell_label(values: dict[str, Any]) -> str:
     """A sweep cell's values in one line: 'batch_size=4, model=tiny-llama-32k'."""
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
@@ -200,46 +177,3 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
             raise ScenarioError(f"{'.'.join(parts[:i + 1])}: not a mapping, so {path} is not "
                                 "a field")
     node[parts[-1]] = value
-
-
-def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
-    """The cells of a sweep, each validated as a scenario of its own (one line naming the cell
-    and the field when one is not). A scenario without a sweep is one cell, 'c00', itself.
-    Scenarios are immutable, so a sweep's cells are validated once (parse_scenario) and kept
-    for everyone else who asks for the same scenario object (plan, pre-flight, comparison)."""
-    from harness.config.scenario import Scenario
-
-    if scenario.sweep is None:
-        return [Cell("c00", {}, scenario)]
-    kept = _CELLS.get(id(scenario))
-    if kept is not None and kept[0] is scenario:
-        return list(kept[1])
-    base = scenario.model_dump(mode="json", exclude={"sweep"})
-    steps = scenario.sweep.steps()
-    width = max(2, len(str(len(steps) - 1)))
-    cells = []
-    for i, values in enumerate(steps):
-        data = json.loads(json.dumps(base))
-        label = cell_label(values)
-        try:
-            for path, value in values.items():
-                set_path(data, path, value)
-        except ScenarioError as exc:
-            raise ScenarioError(f"{source}: sweep cell {label}: {exc}") from None
-        try:
-            cell = Scenario.model_validate(data)
-        except ValidationError as exc:
-            raise ScenarioError(f"{source}: sweep cell {label}: "
-                                f"{format_validation_error(exc)}") from None
-        cells.append(Cell(f"c{i:0{width}d}", values, cell))
-    designs = {c.scenario.resolved_design for c in cells}
-    if len(designs) > 1:
-        by = {d: next(c.label for c in cells if c.scenario.resolved_design == d)
-              for d in designs}
-        raise ScenarioError(f"{source}: sweep: cells differ in design ("
-                            + "; ".join(f"{d} at {label}" for d, label in sorted(by.items()))
-                            + "); set design: launch-per-arm")
-    _CELLS[id(scenario)] = (scenario, cells)
-    while len(_CELLS) > _CELLS_KEPT:
-        _CELLS.pop(next(iter(_CELLS)))
-    return list(cells)

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.config.swaps import SWAPS
 from harness.engine.swaps import INSTALLERS
-from harness.execute.protocol import IMPL_REPORT_DIR_ENV
+from harness.wire.protocol import IMPL_REPORT_DIR_ENV
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
 logger = logging.getLogger("vllm.specbench.impls")
@@ -287,7 +287,7 @@ def install_patch(path: str) -> bool:
 
 
 def install_overlay(path: str) -> bool:
-    """Install the overlay spec at `path` (harness.plan.overlay.OverlaySpec as JSON) in this
+    """Install the overlay spec at `path` (harness.wire.overlay.OverlaySpec as JSON) in this
     process; False if it was already installed here. Raises what compiling the change raises
     (the plugin turns that into a failed launch with the reason)."""
     global _overlay_arms

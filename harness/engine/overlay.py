@@ -3,7 +3,7 @@ its source against the module's own globals, and in the function's place a dispa
 runs the active arm's version and counts the call (harness.engine.impls reports the counts
 pass by pass, through the same switch the built-in swaps use).
 
-The spec is harness.plan.overlay.OverlaySpec as JSON; this side reads it as plain data.
+The spec is harness.wire.overlay.OverlaySpec as JSON; this side reads it as plain data.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from harness.execute.protocol import OVERLAY_TRACED
+from harness.wire.protocol import OVERLAY_TRACED
 
 # Set on every dispatcher, so a second install in the same process is a no-op.
 MARK = "__specbench_overlay__"
@@ -190,7 +190,7 @@ class OverlayTraced(RuntimeError):
     would freeze one arm's version, and its counters would replay as constants. The launch
     then fails naming the function, never recording a constant; its message starts with
     OVERLAY_TRACED, which the parent finds in the launch's log
-    (harness.execute.protocol.overlay_refusal)."""
+    (harness.wire.protocol.overlay_refusal)."""
 
 
 def _graph_check() -> Callable[[], str | None]:

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from harness.config.catalog import parse_implementation
-from harness.execute.protocol import (
+from harness.wire.protocol import (
     IMPL_ENV,
     OVERLAY_ENV,
     PATCH_ENV,

@@ -37,6 +37,7 @@ from harness.engine.loadgen import (
     request_timings,
     run_requests,
 )
+from harness.engine.schedule import measure_launch
 from harness.engine.worker import (
     counter_delta,
     exit_now,
@@ -45,16 +46,15 @@ from harness.engine.worker import (
     worker_main,
 )
 from harness.env import package_version
-from harness.execute.protocol import SWITCH_RPC
-from harness.plan.plan import RunSpec
-from harness.plan.schedule import measure_launch
-from harness.results.records import (
+from harness.wire.protocol import SWITCH_RPC
+from harness.wire.records import (
     PassRecord,
     RequestRecord,
     ServerInfo,
     Timings,
     WorkerResult,
 )
+from harness.wire.spec import RunSpec
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The fault-injection seam: tests point this at a server that dies, errors or never starts.

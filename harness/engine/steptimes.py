@@ -66,7 +66,7 @@ def install() -> None:
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-    from harness.execute.protocol import STEP_TIMES_RPC
+    from harness.wire.protocol import STEP_TIMES_RPC
 
     sync = _synchronizer()
     for name, total in TIMED.items():

@@ -35,8 +35,9 @@ from harness.config.workload import (
     workload_file,
     workload_hash,
 )
-from harness.execute.lifeline import guard_process_group
-from harness.execute.protocol import (
+from harness.engine.schedule import measure_launch
+from harness.lifeline import guard_process_group
+from harness.wire.protocol import (
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
     SPAWNED_ENV,
@@ -45,9 +46,7 @@ from harness.execute.protocol import (
     WORKER_SPEC_VERSION,
     WorkerSpec,
 )
-from harness.plan.plan import RunSpec
-from harness.plan.schedule import measure_launch
-from harness.results.records import (
+from harness.wire.records import (
     ImplReport,
     PassRecord,
     RequestRecord,
@@ -56,6 +55,7 @@ from harness.results.records import (
     Timings,
     WorkerResult,
 )
+from harness.wire.spec import RunSpec
 
 SPEC_COUNTERS = {
     "vllm:spec_decode_num_drafts": "num_drafts",

@@ -3,7 +3,7 @@
 The runner (harness.execute.runner) walks a Plan and stores what comes back; an executor
 decides where
 and how each launch runs. LocalExecutor starts one worker process per RunSpec on this machine,
-in its own session tied to specbench's life (harness.execute.lifeline), with a timeout and a
+in its own session tied to specbench's life (harness.lifeline), with a timeout and a
 process-group kill whatever happens; RayExecutor (harness.execute.ray_executor) runs them as
 tasks on
 a Ray cluster, several at once. Neither imports vLLM: the worker does.
@@ -27,22 +27,25 @@ from pydantic import ValidationError
 
 from harness.atomic import write_json_atomic
 from harness.config.catalog import BUILTIN_MODELS
-from harness.execute.lifeline import die_with_parent, group_alive
-from harness.execute.progress import read_progress
-from harness.execute.protocol import (
+from harness.lifeline import die_with_parent, group_alive
+from harness.wire.progress import read_progress
+from harness.wire.protocol import (
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
+    KILL_GRACE_S,
     LOG_FILE_ENV,
+    MODELS_BUILD_TIMEOUT_S,
     OVERLAY_ENV,
     PATCH_ENV,
     PROGRESS_ENV,
+    SIGKILL_WAIT_S,
     SPAWNED_ENV,
     STEP_TIMES_ENV,
     WorkerSpec,
     overlay_refusal,
 )
-from harness.plan.plan import Plan, RunSpec
-from harness.results.records import RunRecord, RunStatus, WorkerResult
+from harness.wire.records import RunRecord, RunStatus, WorkerResult
+from harness.wire.spec import Plan, RunSpec
 
 WORKER_MODULE = "harness.engine.worker"
 SERVE_WORKER_MODULE = "harness.engine.serve_worker"
@@ -51,11 +54,6 @@ SERVE_WORKER_MODULE = "harness.engine.serve_worker"
 WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
 MODELS_MODULE = "harness.engine.models"
 LOG_TAIL_LINES = 25
-KILL_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
-SIGKILL_WAIT_S = 5.0  # after SIGKILL, the most we wait for the group to go
-# Built-in models not yet in the cache are built before the first launch, under this limit
-# (prepare_models; on Ray, by each launch's task that lacks them).
-MODELS_BUILD_TIMEOUT_S = 1800.0
 TICK_S = 1.0  # how often a running launch's progress is looked at
 
 Progress = Callable[[str], None]

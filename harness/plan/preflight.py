@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
-from harness.config.scenario import Scenario, Workload
-from harness.config.sweep import cell_label, sweep_cells
+from harness.config.scenario import Scenario, Workload, sweep_cells
+from harness.config.sweep import cell_label
 from harness.env import cuda_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
-from harness.plan.plan import Plan, RunSpec
+from harness.wire.spec import Plan, RunSpec
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 # Engine arguments whose values must lie in a range (the scenario's own fields say theirs).

@@ -16,8 +16,8 @@ from harness.analysis.forecast import (
     wall_bound,
 )
 from harness.config.scenario import Scenario
-from harness.plan.plan import Plan
 from harness.results.run import Run
+from harness.wire.spec import Plan
 
 
 def render_plan(scenario: Scenario, plan: Plan, stored: Run | None, from_run_given: bool,

@@ -29,12 +29,13 @@ from pydantic import ValidationError
 
 from harness.env import compat_id
 from harness.errors import ResultsError
-from harness.results.run import Manifest
-from harness.results.store import MANIFEST, read_manifest
+from harness.wire.manifest import MANIFEST, Manifest
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
+
+    from harness.results.run import Run
 
 INDEX_FILE = "index.duckdb"
 # Bump when the tables change: an index of another version is rebuilt from the folders.
@@ -167,8 +168,7 @@ def read_folder(run_dir: Path,
     folder's manifest when the caller has it loaded already (a run just ended)."""
     if manifest is None:
         try:
-            _, data = read_manifest(run_dir / MANIFEST)
-            manifest = Manifest.model_validate(data)
+            _, manifest = Manifest.read(run_dir / MANIFEST)
         except (ResultsError, ValidationError):
             return None
     run_id = manifest.run_id or run_dir.name
@@ -408,3 +408,14 @@ def earlier_runs_of(results_root: Path, key: str, created_unix: float,
             "AND created_unix < ? AND run_id <> ? ORDER BY created_unix",
             [key, created_unix, besides]).fetchall()
     return [Path(folder) for (folder,) in rows]
+
+
+def earlier_runs(results: Run) -> list[Path]:
+    """Complete runs of the same comparison in the same results folder, made before this
+    one, oldest first (the run store's query)."""
+    key = comparison_key(results.manifest)
+    created = results.manifest.created_unix
+    if key is None or created is None:
+        return []
+    return earlier_runs_of(results.path.parent, key, created, results.run_id,
+                           {str(results.path.resolve()): results.manifest})

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.execute.lifeline import guard_process_group
+from harness.lifeline import guard_process_group
 
 
 def _forget_parent() -> None:

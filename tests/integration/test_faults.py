@@ -400,7 +400,8 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
     from harness.config.scenario import load_scenario
     from harness.execute.local import LocalExecutor
     from harness.execute.runner import run_plan
-    from harness.plan.plan import RunSpec, expand_plan
+    from harness.plan.plan import expand_plan
+    from harness.wire.spec import RunSpec
 
     class Flaky(LocalExecutor):
         def launch(self, run: RunSpec, *args: Any, **kwargs: Any) -> Any:

@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from harness.analysis.compare import compare_run
-from harness.analysis.metrics import passes_frame, requests_frame
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.errors import ExitCode
-from harness.results.records import SCHEMA_VERSION
+from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import Run, load_run
+from harness.wire.records import SCHEMA_VERSION
 from tests.conftest import ROOT, SCENARIOS
 from tests.faults import NOOP_SWITCH_ENV, fault_env
 from tests.patches.kill_engine_core import KILL_AT_ENV

@@ -15,9 +15,10 @@ import pytest
 
 from harness.config.scenario import load_scenario
 from harness.execute.local import default_worker_cmd, run_one
-from harness.plan.overlay import OverlayCode
-from harness.plan.plan import RunSpec, expand_plan
-from harness.results.records import RunRecord
+from harness.plan.plan import expand_plan
+from harness.wire.overlay import OverlayCode
+from harness.wire.records import RunRecord
+from harness.wire.spec import RunSpec
 from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan.overlay import Overlays, read_diff
+from harness.plan.diffs import read_diff
+from harness.plan.overlay import Overlays
 from tests.unit.test_overlay_classify import EXPECTED, FIXTURES, ROOT, classified
 
 pytestmark = [pytest.mark.integration,

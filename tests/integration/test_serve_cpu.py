@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from harness.analysis.compare import compare_run
-from harness.analysis.metrics import passes_frame, requests_frame
+from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import load_run
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import (

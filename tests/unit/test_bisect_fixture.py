@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.plan.classify import classify
 from harness.plan.commits import commit_diffs, commit_range, release_base
-from harness.plan.overlay import classify, installed_version, read_diff
+from harness.plan.diffs import installed_version, read_diff
 from tests.fixtures.bisect.make_repo import EDITS, FILES, SLOWDOWN_S, make_repo
 
 PROPOSE = "vllm.v1.spec_decode.medusa:MedusaProposer.propose"

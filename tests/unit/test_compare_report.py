@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.compare import compare_records
+from harness.analysis.compare import Arms, compare_records
 from harness.analysis.crossrun import check_comparable
 from harness.analysis.parity import output_parity
 from harness.config.scenario import parse_scenario
 from harness.errors import IncomparableError, ResultsError
 from harness.present.tables import render_markdown, render_terminal
-from harness.results.records import SCHEMA_VERSION
-from harness.results.run import Manifest, Run, load_run
+from harness.results.run import Run, load_run
+from harness.wire.manifest import Manifest
+from harness.wire.records import SCHEMA_VERSION
 from tests.factory import run, simple_pass, stored_run
 
 
@@ -35,7 +36,7 @@ def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
 
 
 def test_compare_rows_and_parity() -> None:
-    comparison = compare_records(_runs(), "base", ["opt"], "run-1", "unit")
+    comparison = compare_records(_runs(), Arms("base", ["opt"]), "run-1", "unit")
     [cand] = comparison.candidates
     rows = {row.key: row for row in cand.rows}
     tput = rows["output_throughput"]
@@ -65,14 +66,14 @@ def test_parity_reports_first_divergence() -> None:
 
 def test_failed_candidate_is_marked() -> None:
     runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [], status="failed")]
-    comparison = compare_records(runs, "base", ["opt"], "run-2", "unit")
+    comparison = compare_records(runs, Arms("base", ["opt"]), "run-2", "unit")
     assert comparison.candidates[0].status == "failed"
     text = render_terminal(comparison)
     assert "FAILED" in text and "FAILED opt: opt.r0: failed: boom" in text
 
 
 def test_terminal_table_layout() -> None:
-    comparison = compare_records(_runs(), "base", ["opt"], "run-1", "unit")
+    comparison = compare_records(_runs(), Arms("base", ["opt"]), "run-1", "unit")
     text = render_terminal(comparison)
     lines = text.splitlines()
     assert any(line.startswith("┌") for line in lines)
@@ -87,7 +88,7 @@ def test_terminal_table_layout() -> None:
 
 def test_single_pass_arms_say_no_interval() -> None:
     runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [simple_pass(0, 1.9)])]
-    text = render_terminal(compare_records(runs, "base", ["opt"], "r", "unit"))
+    text = render_terminal(compare_records(runs, Arms("base", ["opt"]), "r", "unit"))
     row = next(line for line in text.splitlines() if "Output throughput" in line)
     assert "[no CI]" in row
 
@@ -165,9 +166,10 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
 
 def test_parity_violation_is_flagged_only_where_expected() -> None:
     runs = _runs(cand_tokens_offset=5)
-    lax = compare_records(runs, "base", ["opt"], "r", "unit")
+    lax = compare_records(runs, Arms("base", ["opt"]), "r", "unit")
     assert not lax.parity_violations and not lax.warnings
-    strict = compare_records(runs, "base", ["opt"], "r", "unit", expect_identical={"opt": True})
+    strict = compare_records(runs,
+        Arms("base", ["opt"], expect_identical={"opt": True}), "r", "unit")
     assert strict.parity_violations == ["opt"]
     assert "greedy outputs differ" in strict.warnings[0]
     assert "MISMATCH" in render_terminal(strict)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.compare import compare_records
+from harness.analysis.compare import Arms, compare_records
 from harness.config.scenario import Workload, parse_scenario
 from harness.config.workload import load_workload
 from harness.errors import ScenarioError
 from harness.present.tables import render_markdown, render_terminal
-from harness.results.records import PassRecord, RequestRecord, SpecDecodeCounters
+from harness.wire.records import PassRecord, RequestRecord, SpecDecodeCounters
 from tests.conftest import ROOT
 from tests.factory import run
 
@@ -113,7 +113,7 @@ def category_runs(categories: list[str | None]) -> list[Any]:
 @pytest.mark.parametrize("kind", list(FORMATS))
 def test_a_per_category_table_from_each_format(kind: str) -> None:
     _, categories = load_workload(workload(kind), FIXTURES, 1024)
-    comparison = compare_records(category_runs(categories), "base", ["cand"], "r", "unit")
+    comparison = compare_records(category_runs(categories), Arms("base", ["cand"]), "r", "unit")
     assert list(comparison.categories) == CATEGORIES
     assert comparison.category_requests == dict.fromkeys(CATEGORIES, 2)
     rows = {c: {r.key: r for r in results[0].rows}
@@ -134,6 +134,6 @@ def test_a_per_category_table_from_each_format(kind: str) -> None:
 
 
 def test_no_categories_no_table() -> None:
-    comparison = compare_records(category_runs([None, None]), "base", ["cand"], "r", "unit")
+    comparison = compare_records(category_runs([None, None]), Arms("base", ["cand"]), "r", "unit")
     assert comparison.categories == {}
     assert "Per category" not in render_terminal(comparison)

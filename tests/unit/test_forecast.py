@@ -21,11 +21,13 @@ from harness.analysis.forecast import (
     wall_bound,
 )
 from harness.config.scenario import parse_scenario
-from harness.execute.local import KILL_GRACE_S
-from harness.plan.plan import Plan, expand_plan
-from harness.results.records import PassRecord, RunRecord, WorkerResult
-from harness.results.run import Manifest, load_run
-from harness.results.store import save_manifest, save_run_record
+from harness.plan.plan import expand_plan
+from harness.results.run import load_run
+from harness.results.store import save_run_record
+from harness.wire.manifest import Manifest
+from harness.wire.protocol import KILL_GRACE_S
+from harness.wire.records import PassRecord, RunRecord, WorkerResult
+from harness.wire.spec import Plan
 from tests.factory import request
 
 
@@ -59,12 +61,12 @@ def test_several_launches_forecast_launches_not_blocks(tmp_path: Path) -> None:
     runs = [shared_launch(r, 40, math.log(0.97) + rng.normal(0, 0.02), rng, 1000.0 * r)
             for r in range(2)]
     run_dir = tmp_path / "two"
-    save_manifest(run_dir, {
+    Manifest.model_validate({
         "run_id": "two", "status": "complete", "fingerprint": {},
         "plan": {"design": "one-engine"},
         "scenario": {"name": "unit", "model": "tiny-llama", "batch_size": 2,
                      "workload": {"num_prompts": 2, "max_tokens": 5},
-                     "variants": {"a": {"baseline": True}, "b": {}}}})
+                     "variants": {"a": {"baseline": True}, "b": {}}}}).save(run_dir)
     for record in runs:
         save_run_record(run_dir, record)
     f = forecast(load_run(run_dir), 0.02)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis.compare import compare_records
+from harness.analysis.compare import Arms, compare_records
 from harness.analysis.comparison import MetricRow
 from harness.analysis.gate import judge, judge_metric, propose_tolerances
 from harness.analysis.stats import DeltaEstimate, VarianceComponents
@@ -127,7 +127,7 @@ def test_points_and_exact_values() -> None:
 
 
 def _shared(opt_factor: float, choice: str = "optimized") -> Any:
-    from harness.results.records import ImplReport
+    from harness.wire.records import ImplReport
 
     passes = []
     for block in range(8):
@@ -153,8 +153,8 @@ IMPLS = {"base": "medusa-proposer:baseline", "opt": "medusa-proposer:optimized"}
 def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
     from harness.present.tables import render_gate_junit, render_gate_markdown
 
-    comparison = compare_records([_shared(1.25)], "base", ["opt"], "r", "unit", IMPLS,
-                                 design="one-engine")
+    comparison = compare_records([_shared(1.25)],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
     result = judge(comparison, GateSpec())
     by_check = {d.check: d for d in result.decisions}
     assert by_check["output_throughput"].verdict == "REGRESSION"
@@ -171,8 +171,8 @@ def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
 
 
 def test_unproven_passes_fail_the_proof_gate() -> None:
-    comparison = compare_records([_shared(1.0, choice="baseline")], "base", ["opt"], "r",
-                                 "unit", IMPLS, design="one-engine")
+    comparison = compare_records([_shared(1.0, choice="baseline")],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
     result = judge(comparison, GateSpec(metrics={}))
     [proof] = [d for d in result.decisions if d.check == "implementation_proof"]
     assert proof.verdict == "REGRESSION" and "ran medusa-proposer:baseline" in proof.reason
@@ -192,8 +192,8 @@ def test_gate_policies_are_validated(scenario_data: dict[str, Any]) -> None:
 
 
 def test_proposed_tolerances_cover_the_noise() -> None:
-    comparison = compare_records([_shared(1.0)], "base", ["opt"], "r", "unit", IMPLS,
-                                 design="one-engine")
+    comparison = compare_records([_shared(1.0)],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     proposed = propose_tolerances(comparison, GateSpec(), 0.01)
     assert tput.estimate.mde is not None and proposed["output_throughput"] >= tput.estimate.mde

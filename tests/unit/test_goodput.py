@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from harness.analysis.compare import compare_run
-from harness.analysis.metrics import meets_slo, passes_frame
 from harness.config.scenario import SLO, parse_scenario, scenario_hash
 from harness.errors import ScenarioError
-from harness.results.records import PassRecord, RequestRecord, RunRecord, WorkerResult
+from harness.results.metrics import meets_slo, passes_frame
 from harness.results.run import load_run
-from harness.results.store import save_manifest, save_run_record
+from harness.results.store import save_run_record
+from harness.wire.manifest import Manifest
+from harness.wire.records import PassRecord, RequestRecord, RunRecord, WorkerResult
 from tests.conftest import ROOT
 from tests.unit.test_forecast import shared_launch
 from tests.unit.test_repeats import SCENARIO
@@ -56,10 +57,10 @@ def test_a_run_with_an_slo_gets_the_rows_with_intervals(tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
     # Each request's TTFT is 1 ms and its E2EL the pass's duration (~10 ms): an E2EL objective
     # of 10 ms lets b, 5% slower, miss it in more passes than a.
-    save_manifest(run_dir, {
+    Manifest.model_validate({
         "run_id": "r", "status": "complete", "created_unix": 1.0, "scenario_hash": "h",
         "scenario": {**SCENARIO, "slo": {"e2el_ms": 10.3}}, "fingerprint": {},
-        "plan": {"design": "one-engine"}})
+        "plan": {"design": "one-engine"}}).save(run_dir)
     save_run_record(run_dir, shared_launch(0, 30, math.log(0.95), np.random.default_rng(2),
                                            0.0))
     run = load_run(run_dir)

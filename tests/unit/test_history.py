@@ -23,7 +23,8 @@ from harness.analysis.history import build_series
 from harness.cli import main
 from harness.errors import ExitCode
 from harness.results.index import history, index_path, index_run, rebuild, runs
-from harness.results.store import save_manifest, save_run_record
+from harness.results.store import save_run_record
+from harness.wire.manifest import Manifest
 from harness.workflow import gate_run, write_report
 from tests.conftest import ROOT
 from tests.unit.test_forecast import shared_launch
@@ -37,12 +38,12 @@ def simulated(root: Path, name: str, created: float, effect: float, seed: int,
     """A one-engine run of arms a and b (b's true effect `effect`, a fraction), analysed."""
     rng = np.random.default_rng(seed)
     run_dir = root / name
-    save_manifest(run_dir, {
+    Manifest.model_validate({
         "run_id": name, "status": status, "created_unix": created, "scenario_hash": "h1",
         "scenario": SCENARIO, "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
         "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
                    "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": commit}},
-        "plan": {"design": "one-engine"}})
+        "plan": {"design": "one-engine"}}).save(run_dir)
     save_run_record(run_dir, shared_launch(0, 30, math.log1p(effect), rng, created))
     if status == "complete":
         write_report(run_dir, figures=False)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness.analysis.metrics import passes_frame, requests_frame
+from harness.results.metrics import passes_frame, requests_frame
 from tests.factory import request, run, simple_pass
 
 

@@ -11,15 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.compare import compare_records
-from harness.analysis.metrics import passes_frame
+from harness.analysis.compare import Arms, compare_records
 from harness.analysis.speedup import decompose, decomposition_frame
+from harness.config.engine_args import engine_args_for
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
-from harness.plan.plan import engine_args_for, expand_plan
+from harness.plan.plan import expand_plan
 from harness.present.figures import forest_plot, speedup_decomposition
 from harness.present.tables import render_markdown, render_terminal
-from harness.results.records import PassRecord, SpecDecodeCounters, StepTimes
+from harness.results.metrics import passes_frame
+from harness.wire.records import PassRecord, SpecDecodeCounters, StepTimes
 from tests.conftest import ROOT
 from tests.factory import request, run
 
@@ -160,8 +161,9 @@ def test_factors_multiply_back_in_every_round_and_get_intervals() -> None:
 def test_the_table_gets_the_speedup_row_and_dashes() -> None:
     runs = launches([1.0, 0.95, 1.05])
     for baseline, candidates in (("medusa", ["nospec"]), ("nospec", ["medusa"])):
-        comparison = compare_records(runs, baseline, candidates, "r", "unit",
-                                     no_speculation="nospec", draft_tokens={"medusa": 3})
+        comparison = compare_records(runs,
+            Arms(baseline,
+                 candidates, no_speculation="nospec", draft_tokens={"medusa": 3}), "r", "unit")
         text = render_terminal(comparison)
         row = next(line for line in text.splitlines() if "Speedup vs no speculation" in line)
         assert "1 (reference)" in row and "1.25× [" in row
@@ -174,8 +176,8 @@ def test_the_table_gets_the_speedup_row_and_dashes() -> None:
 
 
 def test_a_notebook_frame_and_a_figure_of_it() -> None:
-    comparison = compare_records(launches([1.0, 0.95, 1.05]), "nospec", ["medusa"], "r", "u",
-                                 no_speculation="nospec", draft_tokens={"medusa": 3})
+    comparison = compare_records(launches([1.0, 0.95, 1.05]),
+        Arms("nospec", ["medusa"], no_speculation="nospec", draft_tokens={"medusa": 3}), "r", "u")
     frame = decomposition_frame(comparison.decompositions)
     top = frame[frame["part_of"].isna() & (frame["term"] != "measured")]
     measured = frame.loc[frame["term"] == "measured", "factor"].item()
@@ -185,13 +187,13 @@ def test_a_notebook_frame_and_a_figure_of_it() -> None:
     assert fig is not None and len(fig.axes) == 1
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels[0] == "ideal: k + 1 tokens per step" and labels[-1] == "= measured speedup"
-    assert speedup_decomposition(compare_records(launches([1.0]), "nospec", ["medusa"], "r",
-                                                 "u"), "u") is None  # none named: none drawn
+    unnamed = compare_records(launches([1.0]), Arms("nospec", ["medusa"]), "r", "u")
+    assert speedup_decomposition(unnamed, "u") is None  # none named: none drawn
 
 
 def test_figures_leave_out_what_the_arm_without_speculation_lacks() -> None:
-    comparison = compare_records(launches([1.0, 0.95, 1.05]), "medusa", ["nospec"], "r", "u",
-                                 no_speculation="nospec", draft_tokens={"medusa": 3})
+    comparison = compare_records(launches([1.0, 0.95, 1.05]),
+        Arms("medusa", ["nospec"], no_speculation="nospec", draft_tokens={"medusa": 3}), "r", "u")
     fig = forest_plot(comparison, "u")
     assert fig is not None and len(fig.axes) == 1  # no empty acceptance panel
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]

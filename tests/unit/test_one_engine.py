@@ -9,15 +9,16 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.compare import compare_records
+from harness.analysis.compare import Arms, compare_records
 from harness.analysis.proof import proof_problems
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.config.scenario import parse_scenario, with_precision
+from harness.engine.schedule import block_arms, drive_shared_launch
 from harness.errors import ScenarioError
-from harness.plan.plan import ArmSpec, expand_plan
-from harness.plan.schedule import block_arms, drive_shared_launch
+from harness.plan.plan import expand_plan
 from harness.present.tables import render_terminal
-from harness.results.records import ImplReport, PassRecord
+from harness.wire.records import ImplReport, PassRecord
+from harness.wire.spec import ArmSpec
 from tests.factory import run, simple_pass
 
 MEDUSA = "medusa-proposer"
@@ -213,8 +214,8 @@ def _shared_run(bad_pass: int | None = None) -> Any:
 
 def test_shared_launch_is_compared_on_blocks() -> None:
     impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
-    comparison = compare_records([_shared_run()], "base", ["opt"], "r", "unit", impls,
-                                 design="one-engine")
+    comparison = compare_records([_shared_run()],
+        Arms("base", ["opt"], implementations=impls, design="one-engine"), "r", "unit")
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert tput.estimate.design == "one-engine" and tput.estimate.units == 6
     assert tput.estimate.test == "paired t (blocks)" and tput.estimate.delta > 0.03
@@ -224,8 +225,8 @@ def test_shared_launch_is_compared_on_blocks() -> None:
 
 def test_unproven_pass_is_discarded_counted_and_named() -> None:
     impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
-    comparison = compare_records([_shared_run(bad_pass=4)], "base", ["opt"], "r", "unit", impls,
-                                 design="one-engine")
+    comparison = compare_records([_shared_run(bad_pass=4)],
+        Arms("base", ["opt"], implementations=impls, design="one-engine"), "r", "unit")
     assert comparison.discarded == {"base": 1} and comparison.passes_per_arm["base"] == 11
     assert comparison.unproven and "ran medusa-proposer:optimized" in comparison.unproven[0]
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
@@ -237,7 +238,7 @@ def test_unproven_pass_is_discarded_counted_and_named() -> None:
 
 def test_a_failed_shared_launch_fails_every_arm() -> None:
     failed = run("base+opt", 0, 0, [], status="failed")
-    comparison = compare_records([failed], "base", ["opt"], "r", "unit", design="one-engine")
+    comparison = compare_records([failed], Arms("base", ["opt"], design="one-engine"), "r", "unit")
     assert comparison.baseline_failures == ["base+opt.r0: failed: boom"]
     assert comparison.candidates[0].failures == ["base+opt.r0: failed: boom"]
     assert "FAILED base: base+opt.r0" in render_terminal(comparison)

@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from harness.analysis.compare import compare_records
-from harness.analysis.metrics import passes_frame
 from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.config.sweep import Sweep
 from harness.execute.local import WORKER_MODULE_ENV
+from harness.results.metrics import passes_frame
 from harness.results.run import load_run
-from harness.results.store import read_manifest
+from harness.wire.manifest import Manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP_FIXTURE = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-sweep-small"
@@ -75,7 +75,7 @@ def test_run_gate_loads_parses_frames_and_compares_once(
     monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
     monkeypatch.setenv("FAKE_PID_DIR", str(tmp_path))
     path = _scenario(tmp_path)
-    with counting(load_run, read_manifest, parse_scenario, passes_frame,
+    with counting(load_run, Manifest.read, parse_scenario, passes_frame,
                   compare_records) as counts:
         code = main(["run", str(path), "--gate", "--inconclusive", "pass", "--results-dir",
                      str(tmp_path / "results"), "--run-id", "r"])
@@ -87,7 +87,7 @@ def test_run_gate_loads_parses_frames_and_compares_once(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert gate["run_id"] == summary["run_id"] == "r" and gate["decisions"]
     assert "Output throughput" in out.out and gate["verdict"] in out.out
-    assert dict(counts) == {"load_run": 1, "read_manifest": 1, "parse_scenario": 1,
+    assert dict(counts) == {"load_run": 1, "Manifest.read": 1, "parse_scenario": 1,
                             "passes_frame": 1, "compare_records": 1}
 
 

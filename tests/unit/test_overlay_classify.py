@@ -14,14 +14,9 @@ import pytest
 import yaml
 
 from harness.errors import ScenarioError
-from harness.plan.overlay import (
-    Change,
-    ChangeIdentity,
-    Classified,
-    FileChange,
-    classify,
-    read_diff,
-)
+from harness.plan.classify import Classified, classify
+from harness.plan.diffs import Change, FileChange, read_diff
+from harness.wire.overlay import ChangeIdentity
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "overlay"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load(

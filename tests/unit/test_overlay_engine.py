@@ -1,5 +1,5 @@
 """harness.engine.overlay without vLLM: a small package shaped like the known traps is
-classified by the parent side (harness.plan.overlay), its spec built as Overlays.spec() builds it,
+classified by the parent side (harness.plan.classify), its spec built as Overlays.spec() builds it,
 and installed in this process; each arm must then run its own version of every function."""
 
 from __future__ import annotations
@@ -17,15 +17,10 @@ from typing import Any
 import pytest
 
 from harness.engine import overlay as engine
-from harness.plan.overlay import (
-    Change,
-    ChangeIdentity,
-    Classified,
-    FileChange,
-    OverlayCode,
-    Overlays,
-    classify,
-)
+from harness.plan.classify import Classified, classify
+from harness.plan.diffs import Change, FileChange
+from harness.plan.overlay import Overlays
+from harness.wire.overlay import ChangeIdentity, OverlayCode
 
 SPEC = "v1/spec_decode"
 

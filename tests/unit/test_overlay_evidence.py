@@ -17,8 +17,8 @@ import pytest
 
 from harness.analysis.proof import overlay_evidence
 from harness.engine import overlay as engine
-from harness.execute.protocol import overlay_refusal
-from harness.results.records import ImplReport
+from harness.wire.protocol import overlay_refusal
+from harness.wire.records import ImplReport
 
 INSTALLED = '''\
 import functools

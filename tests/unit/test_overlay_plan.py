@@ -19,8 +19,9 @@ import yaml
 
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
-from harness.plan.overlay import OverlaySpec, read_diff, read_source
+from harness.plan.diffs import read_diff, read_source
 from harness.plan.plan import expand_plan
+from harness.wire.overlay import OverlaySpec
 from tests.conftest import ROOT, SCENARIOS
 
 DIFFS = SCENARIOS / "diffs"

@@ -100,8 +100,8 @@ def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[st
 def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
     """The worker protocol's spec is a model with a version; a worker of another specbench
     (a variant's environment) answers a spec it cannot read with a failed result that says so."""
-    from harness.execute.protocol import WORKER_SPEC_VERSION, WorkerSpec
-    from harness.results.records import WorkerResult
+    from harness.wire.protocol import WORKER_SPEC_VERSION, WorkerSpec
+    from harness.wire.records import WorkerResult
 
     [run] = expand_plan(parse_scenario(scenario_data)).runs
     spec = WorkerSpec(run=run, base_dir=str(tmp_path))

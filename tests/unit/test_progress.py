@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from harness.config.scenario import parse_scenario
-from harness.execute.progress import LaunchView, describe, read_progress, write_progress
-from harness.execute.protocol import PROGRESS_ENV
+from harness.execute.progress import LaunchView, describe
 from harness.plan.plan import expand_plan
-from harness.results.records import PassRecord, RequestRecord
+from harness.wire.progress import read_progress, write_progress
+from harness.wire.protocol import PROGRESS_ENV
+from harness.wire.records import PassRecord, RequestRecord
 
 
 def _pass(i: int) -> PassRecord:

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.repeats import combined, earlier_runs
+from harness.analysis.repeats import combined
 from harness.cli import main
 from harness.errors import ExitCode
-from harness.results.index import comparison_key
+from harness.results.index import comparison_key, earlier_runs
 from harness.results.run import load_run
-from harness.results.store import save_manifest, save_run_record
+from harness.results.store import save_run_record
+from harness.wire.manifest import Manifest
 from harness.workflow import gate_run, write_report
 from tests.unit.test_forecast import shared_launch
 
@@ -27,13 +28,13 @@ def stored(root: Path, name: str, created: float, seed: int, scenario_hash: str 
            cpu: str = "cpu-x", effect: float = math.log(0.99)) -> Path:
     rng = np.random.default_rng(seed)
     run_dir = root / name
-    save_manifest(run_dir, {
+    Manifest.model_validate({
         "run_id": name, "status": "complete", "created_unix": created,
         "scenario_hash": scenario_hash, "scenario": SCENARIO,
         "fingerprint": {"cpu_model": cpu, "vllm": "0.32.0"},
         "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
                    "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": None}},
-        "plan": {"design": "one-engine"}})
+        "plan": {"design": "one-engine"}}).save(run_dir)
     save_run_record(run_dir, shared_launch(0, 30, effect, rng, 0.0))
     return run_dir
 
@@ -60,7 +61,8 @@ def test_combine_treats_each_run_as_a_launch(tmp_path: Path,
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 10 + i)
     last = tmp_path / "r2"
-    comparison, runs = combined(load_run(last))
+    run = load_run(last)
+    comparison, runs = combined(run, [load_run(p) for p in earlier_runs(run)])
     assert runs == 3
     row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert row.estimate.error_unit == "launch" and row.estimate.error_n == 3
@@ -88,14 +90,15 @@ def test_combine_keeps_the_speedup_over_the_arm_without_speculation(tmp_path: Pa
                              "nospec": {"speculative_config": "none"}}}
     for i in range(2):
         run_dir = tmp_path / f"r{i}"
-        save_manifest(run_dir, {
+        Manifest.model_validate({
             "run_id": f"r{i}", "status": "complete", "created_unix": 100.0 * (i + 1),
             "scenario_hash": "h1", "scenario": scenario,
             "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
-            "plan": {"design": "launch-per-arm"}})
+            "plan": {"design": "launch-per-arm"}}).save(run_dir)
         for record in launches([1.0, 0.95 + 0.1 * i]):
             save_run_record(run_dir, record)
-    comparison, runs = combined(load_run(tmp_path / "r1"))
+    run = load_run(tmp_path / "r1")
+    comparison, runs = combined(run, [load_run(p) for p in earlier_runs(run)])
     assert runs == 2
     assert set(comparison.speedups) == {"medusa"}
     assert comparison.speedups["medusa"].error_n == 4  # two rounds in each of two runs

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.analysis.metrics import passes_frame, request_acceptance, requests_frame
 from harness.present.figures import acceptance_per_request
-from harness.results.records import PassRecord, RequestRecord, RunRecord, WorkerResult
+from harness.results.metrics import passes_frame, request_acceptance, requests_frame
+from harness.wire.records import PassRecord, RequestRecord, RunRecord, WorkerResult
 
 
 def req(hist: list[int] | None, tokens: int = 8) -> RequestRecord:

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.metrics import passes_frame, requests_frame
 from harness.config.scenario import parse_scenario
 from harness.engine.loadgen import completion_payload, parse_spec_counters, request_timings
 from harness.engine.serve_worker import cli_args, served_model_name, server_command
 from harness.errors import ScenarioError
 from harness.plan.plan import expand_plan
-from harness.results.records import PassRecord, RequestRecord
+from harness.results.metrics import passes_frame, requests_frame
+from harness.wire.records import PassRecord, RequestRecord
 from tests.factory import run
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from harness.config.scenario import parse_scenario
-from harness.config.sweep import Sweep, sweep_cells
+from harness.config.scenario import parse_scenario, sweep_cells
+from harness.config.sweep import Sweep
 from harness.errors import ScenarioError
 from harness.plan.plan import expand_plan
 from tests.conftest import ROOT, SCENARIOS

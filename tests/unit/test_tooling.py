@@ -1,9 +1,12 @@
-"""The project's own checks: ruff over the tree, mypy strict over harness/."""
+"""The project's own checks: ruff over the tree, mypy strict over harness/, and the
+layering (import-linter)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -19,3 +22,34 @@ def test_mypy_strict_clean() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "harness"], cwd=ROOT,
                             capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:]
+
+
+def _lint_imports(config: Path) -> subprocess.CompletedProcess[str]:
+    lint = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run([str(lint), "--config", str(config), "--no-cache"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_stages_import_one_way() -> None:
+    """import-linter's contracts in pyproject.toml: every stage imports only the stages below
+    it (imports inside functions and under TYPE_CHECKING included), and no two modules of one
+    package import each other, directly or around a loop."""
+    result = _lint_imports(ROOT / "pyproject.toml")
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def test_the_layer_check_fails_on_an_upward_import(tmp_path: Path) -> None:
+    """The check can fail: the same contracts over a copy of harness/ with one import inside a
+    function pointing up (the bottom layer reading the statistics) are broken, named."""
+    copy = tmp_path / "tree"
+    shutil.copytree(ROOT / "harness", copy / "harness",
+                    ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (copy / "harness" / "wire" / "upward.py").write_text(
+        "def f() -> object:\n    from harness.analysis.stats import holm\n\n    return holm\n")
+    (copy / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    result = subprocess.run([str(Path(sys.executable).with_name("lint-imports")),
+                             "--no-cache"], cwd=copy, capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode != 0
+    assert "harness.wire is not allowed to import harness.analysis" in result.stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from harness.config.base import StrictModel
-from harness.plan.plan import RunSpec
+from harness.wire.spec import RunSpec
 
 # Environment variables of the worker <-> plugin protocol.
 IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
@@ -49,6 +49,13 @@ def overlay_refusal(log: str) -> str | None:
 # WorkerSpec history (a worker refuses a newer one, naming both):
 #   1 - the run, the base folder for relative paths, the built-in models cache, and the wall
 #       clock a precision run must stop by.
+# How a launch is stopped and bounded (the executors do it; the forecast counts it).
+KILL_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+SIGKILL_WAIT_S = 5.0  # after SIGKILL, the most we wait for the group to go
+# Built-in models not yet in the cache are built before the first launch, under this limit
+# (prepare_models; on Ray, by each launch's task that lacks them).
+MODELS_BUILD_TIMEOUT_S = 1800.0
+
 WORKER_SPEC_VERSION = 1
 
 

@@ -22,8 +22,8 @@ from harness.analysis.stats import (
     precision_reached,
     warmup_still_settling,
 )
-from harness.plan.plan import ArmSpec, RunSpec
-from harness.results.records import ImplReport, PassRecord, RunRecord, WorkerResult
+from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
+from harness.wire.spec import ArmSpec, RunSpec
 
 # Checked warm-up (one-engine): at least min(16, blocks) blocks, at most this many.
 WARMUP_MIN_BLOCKS = 16
@@ -57,10 +57,9 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                    in every unit is settled), so each gate can decide with 80% power."""
     from fnmatch import fnmatchcase
 
-    from harness.analysis.compare import compare_records
+    from harness.analysis.compare import Arms, compare_records
 
     assert run.precision is not None
-    base = next(a for a in run.arms if a.baseline)
     record = RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
                        order=run.order, status="ok", wall_s=0.0,
                        result=WorkerResult(run_key=run.run_key, status="ok", passes=passes,
@@ -71,11 +70,8 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
         assert run.gates is not None
         targets = run.gates.metrics
     # Only what the rule reads: the targets, and the output-throughput MDE it reports.
-    comparison = compare_records(
-        [record], base.variant, [a.variant for a in run.arms if not a.baseline], run.run_key,
-        run.run_key, {a.variant: a.implementation for a in run.arms}, greedy=False,
-        design="one-engine", tp_sizes={a.variant: tp_size for a in run.arms},
-        only=[*targets, "output_throughput"])
+    comparison = compare_records([record], Arms.of_launch(run, tp_size), run.run_key,
+                                 run.run_key, only=[*targets, "output_throughput"])
     open_items: list[str] = []
     worst: float | None = None
     for cand in comparison.candidates:
@@ -338,7 +334,7 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     A one-engine overlay is first checked on where its functions ran during the engine's
     start and the warm-up (every process's report files: `impl_files`), and refused before
     the first measured block when they cannot be measured per arm."""
-    from harness.execute.progress import write_progress
+    from harness.wire.progress import write_progress
 
     passes = result.passes
     expected, at_least = run.expected_passes, run.precision is not None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from harness.results.records import PassRecord, RequestRecord, RunRecord
+from harness.wire.records import PassRecord, RequestRecord, RunRecord
 
 if TYPE_CHECKING:
     from harness.config.scenario import SLO
