@@ -23,15 +23,15 @@ NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% e
 # Precision on demand (one-engine, one launch): the worker (harness.engine.schedule) adds blocks
 # of the plan's order, each oriented at random, and looks every PRECISION_LOOK_EVERY blocks once
 # PRECISION_MIN_BLOCKS (and the planned blocks) exist, stopping when the MDE reaches the target
-# (or, precision until: gates, when every gate can decide), at PRECISION_MAX_BLOCKS, or when
-# the budget has no room for another block. The rule reads only the sample variance, never
-# the sign of the estimate, so the t interval at the stop keeps its coverage (Stein 1945; Chow
-# & Robbins 1965) but for one effect: a stop selects a small variance. Simulated through the shipped
-# scheduler (tests/unit/test_stats_stress.py, pass noise 3%, target 2%): a first look after 12
-# blocks gave 7.0% A/A false positives and 93.0% coverage; after 20 blocks, 5.7% and 94.3%.
+# (or, precision until: gates, when every gate can decide), at the scenario's
+# precision.max_blocks, or when the budget has no room for another block. The rule reads only
+# the sample variance, never the sign of the estimate, so the t interval at the stop keeps its
+# coverage (Stein 1945; Chow & Robbins 1965) but for one effect: a stop selects a small
+# variance, which a first look after too few blocks turns into false positives. Its rates,
+# simulated through the shipped scheduler, are tests/unit/test_stats_stress.py's output and
+# docs/statistics.md's table (no figure is copied here, where it would drift).
 PRECISION_MIN_BLOCKS = 20
 PRECISION_LOOK_EVERY = 4
-PRECISION_MAX_BLOCKS = 200
 
 # Warm-up checked, not assumed (one-engine): the leading blocks of each launch whose difference
 # between the arms is still settling are cut by MSER (White 1997: the cut k that minimises

@@ -11,7 +11,7 @@ pending and running task (force: Ray kills the task's process, whose worker ends
 losing its parent). The parent never imports vLLM; Ray is imported only here.
 
 Inside a task vLLM runs as it does locally, with its multiprocessing executor for TP: one task
-is one node's processes, not a Ray job of its own (see the README's cluster section).
+is one node's processes, not a Ray job of its own (see docs/ray.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Typed records a worker sends back and the store keeps: raw per-request samples, per pass.
 
-Every summary is computed from these (metrics.py); nothing derived is stored in their place.
+Every summary is computed from these (harness.results.metrics); nothing derived is stored
+in their place.
 
 SCHEMA_VERSION history (bump on any change a reader must know about; add a step to
-store.migrate_manifest when older files need it):
+harness.wire.manifest.Manifest.migrate when older files need it):
   1 - first version: WorkerResult with passes of RequestRecords and SpecDecodeCounters.
   2 - serve mode: RequestRecord.chunk_tokens and .sent_s, WorkerResult.server,
       RunRecord.server_log_file; plan RunSpecs gain mode and serve. All optional: version 1
