@@ -1,6 +1,6 @@
 """Family-wise false positives of an A/A table, from a real run: the stored one-engine run's arm
 labels swapped in whole blocks (each block with probability 1/2), N times, each relabelled run
-pushed through the shipped comparison (tests.permutation: compare_scenario, as compare_run
+pushed through the shipped comparison (testkit.permutation: compare_scenario, as compare_run
 calls it), counting how often each noisy row is significant alone (the rule before a primary
 metric) and how often the table carries at least one star (the rule it prints under it).
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.results.run import load_run  # noqa: E402
-from tests.permutation import permute  # noqa: E402
+from testkit.permutation import permute  # noqa: E402
 
 TARGET = 0.065
 

@@ -1,5 +1,5 @@
 """How long does `specbench bisect` take to find a 5% slowdown over 8 commits on this CPU? A
-checkout of a few of the installed vLLM's own files (tests/fixtures/bisect/make_repo.py: the
+checkout of a few of the installed vLLM's own files (testkit/bisect_repo.py: the
 release tag and 7 commits, each changing one function on the Medusa path), a busy wait planted
 in MedusaProposer.propose at --slow-commit (--slow-fraction of each engine step, so that the
 cost stays a share of the pass however fast the machine is that day), bisected with the
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.bisect.make_repo import make_repo  # noqa: E402
+from testkit.bisect_repo import make_repo  # noqa: E402
 
 
 def main() -> int:

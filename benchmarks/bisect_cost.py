@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.bisection import Interval  # noqa: E402
 from harness.bisect import Step  # noqa: E402
-from tests.unit.test_bisection import Simulated  # noqa: E402
+from testkit.bisection import Simulated  # noqa: E402
 
 START_S, AROUND_S, ARM_BLOCK_S = 35.0, 5.0, 0.62
 BUDGET_PER_ARM_S, MIN_BLOCKS, LOOK_EVERY = 80.0, 20, 4
@@ -75,7 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--step", type=float, default=-0.065,
-                        help="the planted step (the real benchmark measured -6% to -7.5%)")
+                        help="the planted step (the real benchmark measured -6%% to -7.5%%)")
     args = parser.parse_args()
     n = 7
     print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, {args.trials} simulated bisects "

@@ -1,7 +1,7 @@
 """What does a bisect say when the range holds more than one step, or a step at the edge of
 what it can see? The shipped Bisector (its search, verdicts, re-measuring and the check for
 further steps beside a culprit) with its one seam, `observe`, answered by the simulated noise
-of tests/unit/test_bisection.py (Simulated: a 2% threshold) or by benchmarks/bisect_cost.py's
+of testkit/bisection.py (Simulated: a 2% threshold) or by benchmarks/bisect_cost.py's
 cost model of the real 8-commit bisect (CostModel: a 5% threshold, 80 s per arm, engine starts
 and passes timed as on this CPU).
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bisect_cost import CostModel  # noqa: E402
 from harness.bisect import render_outcome  # noqa: E402
-from tests.unit.test_bisection import Simulated  # noqa: E402
+from testkit.bisection import Simulated  # noqa: E402
 
 
 def planted(base: type, steps: dict[int, float]) -> type:

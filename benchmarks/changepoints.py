@@ -1,6 +1,6 @@
 """How well does specbench's change-point detection see a step in a benchmark's history? The
 shipped detection (harness.analysis.history.build_series: E-Divisive means with Otava's
-t-test) on simulated histories with this machine's noise (tests/simulate.py: each run a
+t-test) on simulated histories with this machine's noise (testkit/simulate.py: each run a
 one-engine launch of 40 balanced blocks through the shipped scheduler and statistics, pass
 noise 6% AR(1), launch x arm interaction sd 0.5%, launches 8% apart in speed), steps of 1%,
 2% and 5% planted at run 20.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.simulate import History, detection  # noqa: E402
+from testkit.simulate import History, detection  # noqa: E402
 
 AT = 20
 

@@ -4,7 +4,7 @@ false-positive rates of the shipped comparison (`compare_run`) and the shipped c
 
     .venv/bin/python benchmarks/combine_rerun.py [--trials 300] [--runs 5]
 
-Each run is one simulated one-engine launch (tests.unit.test_forecast.shared_launch: 30 A B B A
+Each run is one simulated one-engine launch (testkit.stored.shared_launch: 30 A B B A
 blocks, 2% pass noise, launches 8% apart in speed), arms identical. Policies, each stopping at
 the first significant output-throughput row, at most `--runs` runs:
 - one run: the first run alone;
@@ -25,7 +25,7 @@ from harness.analysis.compare import compare_run  # noqa: E402
 from harness.analysis.repeats import combined  # noqa: E402
 from harness.results.index import earlier_runs  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
-from tests.unit.test_repeats import stored  # noqa: E402
+from testkit.stored import stored  # noqa: E402
 
 
 def significant(comparison: object) -> bool:

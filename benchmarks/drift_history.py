@@ -1,7 +1,7 @@
 """Does the history tell a slow drift from a step? The shipped detection
 (harness.analysis.history.build_series: change points as jumps on top of a linear trend, and
 each segment's slope tested for a drift) on simulated histories with this machine's noise
-(tests/simulate.py History: each run a one-engine launch of 40 balanced blocks through the
+(testkit/simulate.py History: each run a one-engine launch of 40 balanced blocks through the
 shipped scheduler and statistics), the candidate's delta drifting linearly over 30 runs with no
 step, a 5% step 3 runs before the end, and no change at all.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.simulate import History, detection  # noqa: E402
+from testkit.simulate import History, detection  # noqa: E402
 
 
 def main() -> int:

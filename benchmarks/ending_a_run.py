@@ -3,7 +3,7 @@ on an idle and on a loaded machine, and how many engine processes each kind of k
 
     .venv/bin/python benchmarks/ending_a_run.py [--skip-engines] [--repeats N]
 
-1. refusals: every bad-input case of tests/unit/test_preflight.py through the CLI; median and
+1. refusals: every bad-input case of testkit/bad_inputs.py through the CLI; median and
    slowest wall seconds (each a fresh `python -m harness.cli`, so Python start-up included).
 2. SIGINT: a run whose second launch hangs (the fault-test worker), SIGINT once it runs, seconds
    to exit; idle, then with 4 busy processes on the 2 cores (a machine running other engines).
@@ -31,9 +31,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import MINIMAL  # noqa: E402
-from tests.processes import processes_in, sessions_of  # noqa: E402
-from tests.unit.test_preflight import CASES, FILES  # noqa: E402
+from testkit.bad_inputs import CASES, FILES  # noqa: E402
+from testkit.processes import processes_in, sessions_of  # noqa: E402
+from testkit.scenarios import MINIMAL, fault_scenario  # noqa: E402
 
 
 def refusals(repeats: int) -> None:
@@ -83,8 +83,6 @@ def _busy(seconds: float) -> None:
 
 
 def sigint(repeats: int, load: int) -> list[float]:
-    from tests.integration.test_faults import _scenario
-
     walls = []
     busy = [multiprocessing.Process(target=_busy, args=(600,)) for _ in range(load)]
     for p in busy:
@@ -92,7 +90,7 @@ def sigint(repeats: int, load: int) -> list[float]:
     try:
         for _ in range(repeats):
             with tempfile.TemporaryDirectory() as tmp:
-                scenario = _scenario(Path(tmp), {"good": "ok", "stuck": "hang"}, timeout_s=300)
+                scenario = fault_scenario(Path(tmp), {"good": "ok", "stuck": "hang"}, timeout_s=300)
                 env = {**os.environ, "SPECBENCH_WORKER_MODULE": "tests.fakes.worker",
                        "FAKE_PID_DIR": tmp}
                 proc = subprocess.Popen(

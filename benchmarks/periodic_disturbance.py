@@ -1,6 +1,6 @@
 """A periodic disturbance (a timer or a background task; a pass here is about 0.3 s, so 1 s is
 about 3 passes) against the one-engine precision run: A/A false positives of the shipped
-scheduler and estimator (tests.simulate: schedule.drive_shared_launch with its checked warm-up
+scheduler and estimator (testkit.simulate: schedule.drive_shared_launch with its checked warm-up
 and precision stop, stats.arm_delta) over periods of 2-40 passes and amplitudes of 0.5-2%, on
 3% AR(1) pass noise at a 2% MDE target.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.config.scenario import Precision  # noqa: E402
-from tests.simulate import Noise, rates, simulate  # noqa: E402
+from testkit.simulate import Noise, rates, simulate  # noqa: E402
 
 PERIODS = [2.0, 8 / 3, 4.0, 5.0, 8.0, 12.0, 16.0, 24.0, 40.0]
 AMPLITUDES = [0.005, 0.015, 0.02]

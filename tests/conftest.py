@@ -1,28 +1,17 @@
-"""Shared test helpers: paths and a minimal valid scenario mapping."""
+"""Shared test helpers: paths and a fresh copy of the minimal valid scenario mapping
+(testkit.scenarios.MINIMAL)."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ROOT / "scenarios"
+from testkit import ROOT
+from testkit.scenarios import MINIMAL
 
-MINIMAL: dict[str, Any] = {
-    "name": "unit",
-    "model": "tiny-llama",
-    "dtype": "float32",
-    "batch_size": 4,
-    "draft": {"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3},
-    "workload": {"num_prompts": 4, "input_len": 8, "max_tokens": 8},
-    "variants": {
-        "base": {"baseline": True, "implementation": "medusa-proposer:baseline"},
-        "opt": {"implementation": "medusa-proposer:optimized"},
-    },
-}
+SCENARIOS = ROOT / "scenarios"
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """`specbench bisect` on real vLLM: a small checkout of a few of the installed vLLM's own files
-(tests/fixtures/bisect/make_repo.py, its root tagged as the installed release), three commits
+(testkit/bisect_repo.py, its root tagged as the installed release), three commits
 each changing one function on the Medusa path, one of which plants a busy wait in
 MedusaProposer.propose. Every commit's change is overlaid in one engine beside good's; the
 first run measures all three commits at once. The bisect must name the planted commit, read
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.bisect_repo import make_repo
 from tests.conftest import ROOT, SCENARIOS
-from tests.fixtures.bisect.make_repo import make_repo
 
 # CI keeps the short real bisect (one engine run of four arms, then the same bisect read back);
 # the range without a slowdown is in the slow tier (pytest -m slow).

@@ -21,37 +21,14 @@ import yaml
 from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.execute.local import WORKER_MODULE_ENV
 from harness.results.run import load_run
+from testkit.processes import alive, processes_in, start_specbench
+from testkit.scenarios import fake_model, fault_scenario
 from tests.conftest import ROOT
 from tests.faults import TAKEN_PORT_ENV, fault_env
-from tests.processes import alive, processes_in, start_specbench
 
 # Seconds a fake worker may take: its 'ok' mode needs about one on an idle machine and has
 # needed several on a machine busy with vLLM engines; only the hanging ones should hit it.
 FAKE_TIMEOUT_S = 20
-
-
-def _fake_model(tmp_path: Path) -> Path:
-    """A folder that passes the pre-flight model checks (fake workers never load it)."""
-    model = tmp_path / "model"
-    model.mkdir(exist_ok=True)
-    (model / "config.json").write_text(json.dumps(
-        {"architectures": ["LlamaForCausalLM"], "vocab_size": 100}))
-    (model / "model.safetensors").write_bytes(b"")
-    return model
-
-
-def _scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
-              repeats: int = 2, **extra: Any) -> Path:
-    data: dict[str, Any] = {
-        "name": "faults", "model": str(_fake_model(tmp_path)), "batch_size": 2,
-        "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
-        "warmup": 0, "repeats": repeats, "timeout_s": timeout_s, **extra,
-        "variants": {name: {"baseline": i == 0, "env": {"FAKE_MODE": mode}}
-                     for i, (name, mode) in enumerate(modes.items())},
-    }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def _run_cli(tmp_path: Path, scenario: Path) -> subprocess.CompletedProcess[str]:
@@ -79,7 +56,7 @@ def _pids(tmp_path: Path) -> list[int]:
 )
 def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, status: str,
                                                     error: str) -> None:
-    scenario = _scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=FAKE_TIMEOUT_S)
+    scenario = fault_scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=FAKE_TIMEOUT_S)
     result = _run_cli(tmp_path, scenario)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -101,7 +78,7 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
 
 def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subprocess.Popen[str]:
     """`specbench run` whose second launch hangs; returns once that worker is up."""
-    scenario = _scenario(tmp_path, {"good": "ok", "stuck": mode}, timeout_s=300)
+    scenario = fault_scenario(tmp_path, {"good": "ok", "stuck": mode}, timeout_s=300)
     proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
                            "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=_fake_env(tmp_path))
@@ -150,8 +127,8 @@ def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     """specbench started with SIGINT ignored (a background job of a script) keeps it
     ignored, also while it stops a launch's process group, where it otherwise holds SIGINT
     and SIGTERM to raise them once the group is gone: the run goes on to its end."""
-    scenario = _scenario(tmp_path, {"stubborn": "stubborn", "good": "ok"},
-                         timeout_s=FAKE_TIMEOUT_S)
+    scenario = fault_scenario(tmp_path, {"stubborn": "stubborn", "good": "ok"},
+                              timeout_s=FAKE_TIMEOUT_S)
     proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
                            "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=_fake_env(tmp_path), preexec_fn=_ignore_sigint)
@@ -185,7 +162,7 @@ def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
 
 
 def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> None:
-    model = _fake_model(tmp_path)
+    model = fake_model(tmp_path)
     modes = {"good": "ok", "no-start": "exit", "errors": "error", "dies": "die"}
     data: dict[str, Any] = {
         "name": "serve-faults", "mode": "serve", "model": str(model), "batch_size": 2,
@@ -251,7 +228,7 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path, mode: str)
             proc.kill()
     assert load_run(tmp_path / "results" / "r").manifest["status"] == "running"
     # The next run in the same results folder says so and marks it abandoned.
-    again = _scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
+    again = fault_scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
     rerun = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
          str(tmp_path / "results"), "--run-id", "r2"],
@@ -273,7 +250,7 @@ def test_leftovers_of_a_dead_run_are_reported_and_cleaned(tmp_path: Path) -> Non
         proc.wait(timeout=30)
         time.sleep(2 * 1.0 + 0.5)  # past the watchdog period: these really are left behind
         assert all(alive(p) for p in pids)
-        again = _scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
+        again = fault_scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
         cmd = [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
                str(tmp_path / "results")]
         first = subprocess.run([*cmd, "--run-id", "r2"], capture_output=True, text=True,
@@ -344,8 +321,8 @@ def _on_a_small_filesystem(tmp_path: Path, mode: str) -> tuple[str, Path]:
     """`specbench run` of good, `mode`, after (in that order) with its results on a 4 MiB
     file system; returns its stderr and a copy of the run folder, after checking the exit
     code, the single error line and that no worker process is left."""
-    scenario = _scenario(tmp_path, {"good": "ok", "full": mode, "after": "ok"},
-                         timeout_s=FAKE_TIMEOUT_S, interleave="sequential")
+    scenario = fault_scenario(tmp_path, {"good": "ok", "full": mode, "after": "ok"},
+                              timeout_s=FAKE_TIMEOUT_S, interleave="sequential")
     out = tmp_path / "out"
     (out / "copy").mkdir(parents=True)
     cmd = _small_filesystem(tmp_path, [
@@ -365,7 +342,7 @@ def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> N
     """Another process binds the chosen port first: the server start is retried on another
     port, the launch succeeds, and the record says so."""
     data: dict[str, Any] = {
-        "name": "port", "mode": "serve", "model": str(_fake_model(tmp_path)), "batch_size": 2,
+        "name": "port", "mode": "serve", "model": str(fake_model(tmp_path)), "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 8},
         "warmup": 0, "repeats": 1, "timeout_s": 60, "serve": {"startup_timeout_s": 30},
         "variants": {"a": {"baseline": True}, "b": {"env": {"X": "1"}}},
@@ -410,7 +387,7 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
             return super().launch(run, *args, **kwargs)
 
     monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
-    path = _scenario(tmp_path, {"good": "ok", "lost": "ok"}, timeout_s=FAKE_TIMEOUT_S)
+    path = fault_scenario(tmp_path, {"good": "ok", "lost": "ok"}, timeout_s=FAKE_TIMEOUT_S)
     plan = expand_plan(load_scenario(path), scenario_file=path)
     outcome = run_plan(plan, tmp_path / "results", Flaky(), progress=lambda _: None,
                        run_id="r")
@@ -429,7 +406,7 @@ def test_a_variant_under_another_interpreter_shows_its_build(tmp_path: Path) -> 
     wrapper = tmp_path / "other-env-python"
     wrapper.write_text(f'#!/bin/sh\nexport FAKE_WRAPPED=yes\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    path = _scenario(tmp_path, {"main": "ok", "branch": "ok"}, timeout_s=FAKE_TIMEOUT_S)
+    path = fault_scenario(tmp_path, {"main": "ok", "branch": "ok"}, timeout_s=FAKE_TIMEOUT_S)
     data = yaml.safe_load(path.read_text())
     data["variants"]["branch"]["python"] = wrapper.name  # relative to the scenario file
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -419,7 +419,7 @@ def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(tmp_path:
 def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:
     """kill -9 of `specbench run` once vLLM's engine core runs: the worker, the engine core
     and every process of the launch's session are gone within seconds."""
-    from tests.processes import kill_once_engine_runs, wait_gone
+    from testkit.processes import kill_once_engine_runs, wait_gone
 
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")

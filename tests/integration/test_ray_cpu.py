@@ -23,9 +23,9 @@ from harness.analysis.compare import compare_run
 from harness.execute.local import WORKER_MODULE_ENV
 from harness.present.tables import table_rows
 from harness.results.run import load_run
+from testkit.processes import alive, start_specbench
+from testkit.scenarios import fake_model
 from tests.conftest import ROOT, SCENARIOS
-from tests.integration.test_faults import _fake_model
-from tests.processes import alive, start_specbench
 
 # The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -67,7 +67,7 @@ def _medusa(tmp: Path) -> Path:
 
 def _fakes(tmp: Path, modes: dict[str, str], rounds: int = 1, timeout_s: float = 60) -> Path:
     data: dict[str, Any] = {
-        "name": "ray-faults", "model": str(_fake_model(tmp)), "batch_size": 2,
+        "name": "ray-faults", "model": str(fake_model(tmp)), "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
         "warmup": 0, "repeats": 2, "rounds": rounds, "timeout_s": timeout_s,
         "variants": {name: {"baseline": i == 0,

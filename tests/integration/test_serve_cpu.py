@@ -23,19 +23,19 @@ import yaml
 from harness.analysis.compare import compare_run
 from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import load_run
+from testkit.processes import (
+    kill_once_engine_runs,
+    processes_in,
+    sessions_of,
+    start_specbench,
+    wait_gone,
+)
 from tests.conftest import ROOT, SCENARIOS
 from tests.integration.test_offline_cpu import (
     CliRun,
     assert_per_request_acceptance_pools_to_the_counters,
     assert_tp2_switched_in_place,
     run_cli,
-)
-from tests.processes import (
-    kill_once_engine_runs,
-    processes_in,
-    sessions_of,
-    start_specbench,
-    wait_gone,
 )
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ import yaml
 
 from harness.analysis.sweep_comparison import compare_sweep
 from harness.results.run import load_run
+from testkit.processes import start_specbench
 from tests.conftest import ROOT, SCENARIOS
-from tests.processes import start_specbench
 
 # The slow tier (pytest -m slow): long real-engine runs of one feature's own path.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

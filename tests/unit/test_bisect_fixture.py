@@ -1,4 +1,4 @@
-"""The bisect fixture's checkout (tests/fixtures/bisect/make_repo.py) against the installed vLLM:
+"""The bisect fixture's checkout (testkit/bisect_repo.py) against the installed vLLM:
 its root is the installed files, every commit's change against the release tag can be
 overlaid, each commit changes the one function it says, and the slowdown lands at its commit
 and stays. No engine."""
@@ -14,7 +14,7 @@ import pytest
 from harness.plan.classify import classify
 from harness.plan.commits import commit_diffs, commit_range, release_base
 from harness.plan.diffs import installed_version, read_diff
-from tests.fixtures.bisect.make_repo import EDITS, FILES, SLOWDOWN_S, make_repo
+from testkit.bisect_repo import EDITS, FILES, SLOWDOWN_S, make_repo
 
 PROPOSE = "vllm.v1.spec_decode.medusa:MedusaProposer.propose"
 

@@ -1,6 +1,6 @@
 """Change points (harness.analysis.changepoints) on hand-made series, and the shipped detection
 (harness.analysis.history.build_series) on simulated histories with this machine's noise
-(tests/simulate.History: each run a one-engine launch through the shipped scheduler and
+(testkit/simulate.History: each run a one-engine launch through the shipped scheduler and
 statistics; launches 8% apart in speed). benchmarks/changepoints.py prints the full table."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.analysis.changepoints import change_points, detectable_step, noise_sd
-from tests.simulate import History, detection
+from testkit.simulate import History, detection
 
 
 def test_a_clean_step_is_found_where_it_lands_with_its_size() -> None:

@@ -18,7 +18,7 @@ from harness.present.tables import render_markdown, render_terminal
 from harness.results.run import Run, load_run
 from harness.wire.manifest import Manifest
 from harness.wire.records import SCHEMA_VERSION
-from tests.factory import run, simple_pass, stored_run
+from testkit.factory import run, simple_pass, stored_run
 
 
 def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:

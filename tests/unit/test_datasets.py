@@ -17,8 +17,8 @@ from harness.config.workload import load_workload
 from harness.errors import ScenarioError
 from harness.present.tables import render_markdown, render_terminal
 from harness.wire.records import PassRecord, RequestRecord, SpecDecodeCounters
+from testkit.factory import run
 from tests.conftest import ROOT
-from tests.factory import run
 
 FIXTURES = ROOT / "tests" / "fixtures" / "datasets"
 FORMATS = {"spec_bench": "spec_bench_question.jsonl", "speed_bench": "speed_bench",

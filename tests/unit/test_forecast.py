@@ -26,31 +26,8 @@ from harness.results.run import load_run
 from harness.results.store import save_run_record
 from harness.wire.manifest import Manifest
 from harness.wire.protocol import KILL_GRACE_S
-from harness.wire.records import PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import Plan
-from tests.factory import request
-
-
-def shared_launch(round_: int, blocks: int, effect: float, rng: np.random.Generator,
-                  start: float) -> RunRecord:
-    """One engine hosting arms a and b in ABBA blocks: output throughput with a launch offset,
-    this launch's own effect, and 2% pass noise (a pass: 2 requests x 5 tokens)."""
-    offset = rng.normal(0, 0.08)
-    passes = []
-    t = start
-    for b in range(blocks):
-        for arm in ("a", "b", "b", "a"):
-            level = offset + (effect if arm == "b" else 0.0) + rng.normal(0, 0.02)
-            duration = 0.01 / math.exp(level)
-            passes.append(PassRecord(repeat=len(passes), started_unix=t, duration_s=duration,
-                                     requests=[request(0, 0.001, duration),
-                                               request(1, 0.001, duration)],
-                                     spec_decode=None, workload_hash="w", arm=arm, block=b))
-            t += duration + 0.001
-    key = f"a+b.r{round_}"
-    return RunRecord(run_key=key, variant="a+b", round=round_, order=round_, status="ok",
-                     exit_code=0, wall_s=t - start + 30,
-                     result=WorkerResult(run_key=key, status="ok", passes=passes))
+from testkit.stored import shared_launch
 
 
 def test_several_launches_forecast_launches_not_blocks(tmp_path: Path) -> None:

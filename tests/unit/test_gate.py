@@ -18,7 +18,7 @@ from harness.analysis.stats import DeltaEstimate, VarianceComponents
 from harness.cli import main
 from harness.config.scenario import GateSpec, parse_scenario
 from harness.errors import ExitCode
-from tests.factory import run, simple_pass, stored_run
+from testkit.factory import run, simple_pass, stored_run
 
 
 def row(delta: float, low: float | None, high: float | None, higher: bool = True,

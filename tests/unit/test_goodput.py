@@ -19,9 +19,8 @@ from harness.results.run import load_run
 from harness.results.store import save_run_record
 from harness.wire.manifest import Manifest
 from harness.wire.records import PassRecord, RequestRecord, RunRecord, WorkerResult
+from testkit.stored import SCENARIO, shared_launch
 from tests.conftest import ROOT
-from tests.unit.test_forecast import shared_launch
-from tests.unit.test_repeats import SCENARIO
 
 
 def req(ttft: float, e2el: float, tokens: int = 5, error: str | None = None) -> RequestRecord:

@@ -26,9 +26,8 @@ from harness.results.index import history, index_path, index_run, rebuild, runs
 from harness.results.store import save_run_record
 from harness.wire.manifest import Manifest
 from harness.workflow import gate_run, write_report
+from testkit.stored import SCENARIO, shared_launch
 from tests.conftest import ROOT
-from tests.unit.test_forecast import shared_launch
-from tests.unit.test_repeats import SCENARIO
 
 FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
 
@@ -231,7 +230,7 @@ def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() ->
     history before) is printed as a trend over the runs it spans, slope and interval, and no
     change point names a commit."""
     from harness.present.history import render_series
-    from tests.simulate import History, history_frame
+    from testkit.simulate import History, history_frame
 
     h = History(runs=30, trend=math.log1p(-0.04))
     (s,) = build_series(history_frame(h, np.random.default_rng(21)))

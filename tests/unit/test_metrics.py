@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.results.metrics import passes_frame, requests_frame
-from tests.factory import request, run, simple_pass
+from testkit.factory import request, run, simple_pass
 
 
 def test_pass_metrics_by_hand() -> None:

@@ -21,8 +21,8 @@ from harness.present.figures import forest_plot, speedup_decomposition
 from harness.present.tables import render_markdown, render_terminal
 from harness.results.metrics import passes_frame
 from harness.wire.records import PassRecord, SpecDecodeCounters, StepTimes
+from testkit.factory import request, run
 from tests.conftest import ROOT
-from tests.factory import request, run
 
 
 def with_nospec(data: dict[str, Any], **variant: Any) -> dict[str, Any]:

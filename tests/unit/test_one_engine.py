@@ -19,7 +19,7 @@ from harness.plan.plan import expand_plan
 from harness.present.tables import render_terminal
 from harness.wire.records import ImplReport, PassRecord
 from harness.wire.spec import ArmSpec
-from tests.factory import run, simple_pass
+from testkit.factory import run, simple_pass
 
 MEDUSA = "medusa-proposer"
 

@@ -1,7 +1,7 @@
 """The table's stars as one family (issue 31, item 4): a scenario's primary metric tested alone
 at 5%, the other noisy rows secondary (starred after the primary, Holm across them), the rule
 said under the table; the gate's interval-judged metrics one family with a stated rate. The
-family-wise rate is measured on A/A relabellings of a real stored run (tests.permutation)."""
+family-wise rate is measured on A/A relabellings of a real stored run (testkit.permutation)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from harness.config.scenario import (
 from harness.errors import ScenarioError
 from harness.present.tables import render_gate_markdown, render_gate_terminal, render_terminal
 from harness.results.run import load_run
-from tests.permutation import permute
+from testkit.permutation import permute
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_RUN = ROOT / "results" / "fixtures" / "cpu-medusa-overlay-20-blocks"

@@ -3,10 +3,8 @@ gated together with --combine, each run a launch (df = runs - 1)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from harness.analysis.repeats import combined
@@ -17,26 +15,7 @@ from harness.results.run import load_run
 from harness.results.store import save_run_record
 from harness.wire.manifest import Manifest
 from harness.workflow import gate_run, write_report
-from tests.unit.test_forecast import shared_launch
-
-SCENARIO = {"name": "unit", "model": "tiny-llama", "batch_size": 2,
-            "workload": {"num_prompts": 2, "max_tokens": 5},
-            "variants": {"a": {"baseline": True}, "b": {}}}
-
-
-def stored(root: Path, name: str, created: float, seed: int, scenario_hash: str = "h1",
-           cpu: str = "cpu-x", effect: float = math.log(0.99)) -> Path:
-    rng = np.random.default_rng(seed)
-    run_dir = root / name
-    Manifest.model_validate({
-        "run_id": name, "status": "complete", "created_unix": created,
-        "scenario_hash": scenario_hash, "scenario": SCENARIO,
-        "fingerprint": {"cpu_model": cpu, "vllm": "0.32.0"},
-        "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
-                   "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": None}},
-        "plan": {"design": "one-engine"}}).save(run_dir)
-    save_run_record(run_dir, shared_launch(0, 30, effect, rng, 0.0))
-    return run_dir
+from testkit.stored import SCENARIO, stored
 
 
 def test_earlier_runs_of_the_same_comparison_are_found_and_named(tmp_path: Path) -> None:

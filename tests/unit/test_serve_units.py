@@ -14,7 +14,7 @@ from harness.errors import ScenarioError
 from harness.plan.plan import expand_plan
 from harness.results.metrics import passes_frame, requests_frame
 from harness.wire.records import PassRecord, RequestRecord
-from tests.factory import run
+from testkit.factory import run
 
 
 def test_timings_follow_vllm_definitions() -> None:

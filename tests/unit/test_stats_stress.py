@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from harness.config.scenario import Precision
-from tests.simulate import Noise, rates, simulate
+from testkit.simulate import Noise, rates, simulate
 
 EFFECT = math.log(1.01)
 

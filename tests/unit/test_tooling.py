@@ -1,8 +1,9 @@
-"""The project's own checks: ruff over the tree, mypy strict over harness/, and the
-layering (import-linter)."""
+"""The project's own checks: ruff over the tree, mypy strict over harness/, the layering
+(import-linter), and benchmarks/ and testkit/ importing nothing from tests/."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -13,9 +14,31 @@ from tests.conftest import ROOT
 
 def test_ruff_clean() -> None:
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "harness", "tests",
-                             "benchmarks"], cwd=ROOT, capture_output=True, text=True,
+                             "benchmarks", "testkit"], cwd=ROOT, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:]
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module `path` imports, at its top or inside a function (relative imports named
+    as written, with their leading dots)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+    return found
+
+
+def test_benchmarks_import_nothing_from_tests() -> None:
+    """Benchmarks and what they share with the tests (testkit/) import nothing from tests/:
+    the simulators and factories both use live in testkit/."""
+    files = sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "testkit").glob("*.py"))
+    assert len(files) > 10 and ROOT / "testkit" / "simulate.py" in files
+    wrong = {f"{path.relative_to(ROOT)}: {name}" for path in files
+             for name in _imported(path) if name == "tests" or name.startswith("tests.")}
+    assert not wrong, sorted(wrong)
 
 
 def test_mypy_strict_clean() -> None:

@@ -25,7 +25,7 @@ from harness.engine.schedule import WarmUp, drive_shared_launch, pass_throughput
 from harness.plan.plan import expand_plan
 from harness.wire.records import PassRecord, RequestRecord
 from harness.wire.spec import ArmSpec, RunSpec
-from tests.conftest import MINIMAL
+from testkit.scenarios import MINIMAL
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.lifeline import proc_stat, session_processes
-from tests.conftest import ROOT
+from testkit import ROOT
 
 
 def sigint_default() -> None:
