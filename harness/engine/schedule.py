@@ -22,6 +22,7 @@ from harness.analysis.stats import (
     precision_reached,
     warmup_still_settling,
 )
+from harness.results.metrics import PassRows, passes_frame
 from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
 
@@ -49,9 +50,11 @@ def _reports(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
 
 
 def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
-                     harness_pid: int | None) -> tuple[bool, str]:
+                     harness_pid: int | None,
+                     kept: PassRows | None = None) -> tuple[bool, str]:
     """Whether the precision target is reached on the proven passes so far, compared exactly
-    as the report will compare them; and a few words on where it stands.
+    as the report will compare them; and a few words on where it stands. `kept`: the rows of
+    passes an earlier look summarised (each look then summarises only its new passes).
 
     until: mde   - every candidate's output-throughput MDE is at most precision.mde;
     until: gates - every gated metric's MDE is at most its gate tolerance (a metric identical
@@ -72,7 +75,8 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
         targets = run.gates.metrics
     # Only what the rule reads: the targets, and the output-throughput MDE it reports.
     comparison = compare_records([record], Arms.of_launch(run, tp_size), run.run_key,
-                                 run.run_key, only=[*targets, "output_throughput"])
+                                 run.run_key, passes_frame([record], kept=kept),
+                                 only=[*targets, "output_throughput"])
     open_items: list[str] = []
     worst: float | None = None
     for cand in comparison.candidates:
@@ -240,6 +244,7 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
     stopped: str | None = None
     block = 0
     block_seconds: list[float] = []
+    kept: PassRows = {}  # each pass summarised once across the precision looks
     while True:
         if precision is None:
             if block >= run.blocks:
@@ -247,7 +252,8 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
         else:
             if block >= run.blocks and block >= PRECISION_MIN_BLOCKS \
                     and block % PRECISION_LOOK_EVERY == 0:
-                reached, where = precision_status(run, passes, tp_size, harness_pid)
+                reached, where = precision_status(run, passes, tp_size, harness_pid,
+                                                  kept)
                 target = (f"MDE <= ±{100 * precision.mde:.2f}%"
                           if precision.until == "mde" and precision.mde is not None
                           else "every gated metric's MDE <= its tolerance")

@@ -195,70 +195,91 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
         if objective is not None)
 
 
-def passes_frame(runs: list[RunRecord], slo: SLO | None = None) -> pd.DataFrame:
+# A pass's own row (what passes_frame computes from its requests), kept by whoever looks at a
+# growing list of passes again and again: id(pass) -> (the pass, its row).
+PassRows = dict[int, tuple[PassRecord, dict[str, object]]]
+
+
+def passes_frame(runs: list[RunRecord], slo: SLO | None = None,
+                 kept: PassRows | None = None) -> pd.DataFrame:
     """One row per measured pass: every metric of METRICS plus counts and counters (goodput
-    and SLO attainment with `slo`)."""
+    and SLO attainment with `slo`). `kept`: rows of passes already summarised (a precision
+    run's looks: each look summarises only its new passes), filled as it goes."""
     rows = []
     for run, p in measured_passes(runs):
-        # Plain Python per pass: a DataFrame per pass made this the slowest step of a
-        # precision look (0.26 s for 80 passes).
-        ok = [r for r in p.requests if r.error is None]
-        n_ok = len(ok)
-        out_tok = sum(r.output_tokens for r in ok)
-        in_tok = sum(r.prompt_tokens for r in ok)
-        dur = p.duration_s
-        gaps = [g * 1000.0 for r in ok for g in (r.itl_s or [])]
-        chunks = [c for r in ok for c in (r.chunk_tokens or [])]
-        per_req: dict[str, list[float]] = {
-            "ttft_ms": [r.ttft_s * 1000.0 for r in ok if r.ttft_s is not None],
-            "e2el_ms": [r.e2el_s * 1000.0 for r in ok if r.e2el_s is not None],
-            "tpot_ms": [_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
-            "itl_ms": gaps,
-            "acceptance_length": [request_acceptance(r)[0] for r in ok],
-        }
-        row: dict[str, object] = {
+        held = kept.get(id(p)) if kept is not None else None
+        if held is not None and held[0] is p:
+            own = held[1]
+        else:
+            own = pass_row(p, slo)
+            if kept is not None:
+                kept[id(p)] = (p, own)
+        rows.append({
             "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
             "cell": run.cell,
             # The launch (engine process) and, in a shared launch, the balanced block.
             "order": run.order, "launch": run.order, "block": p.block,
-            "repeat": p.repeat, "started_unix": p.started_unix,
-            "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
-            "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
-            "output_tokens": out_tok, "workload_hash": p.workload_hash,
-            "output_throughput": out_tok / dur if dur > 0 else np.nan,
-            "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
-            "request_throughput": n_ok / dur if dur > 0 else np.nan,
-            "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
-        }
-        for m in METRICS:
-            if m.request_column is not None and m.stat is not None:
-                row[m.key] = _stat(per_req[m.request_column], m.stat)
-        if slo is not None:
-            good = sum(meets_slo(r, slo) for r in p.requests)
-            row["goodput"] = good / dur if dur > 0 else np.nan
-            row["slo_attainment"] = (100.0 * good / len(p.requests) if p.requests
-                                     else np.nan)
-        sd = p.spec_decode
-        if sd is not None and sd.num_draft_tokens > 0:
-            row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
-            row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
-            for i, accepted in enumerate(sd.accepted_per_pos):
-                row[f"{POSITION_PREFIX}{i}"] = 100.0 * accepted / sd.num_drafts
-                row[f"num_accepted_pos_{i}"] = accepted
-        else:
-            row["acceptance_rate"] = np.nan
-            row["mean_acceptance_length"] = np.nan
-        if sd is not None:
-            row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
-                       num_accepted_tokens=sd.num_accepted_tokens)
-        if any(r.spec_histogram for r in ok):
-            row["spec_histograms_digest"] = _histograms_digest(ok)
-        st = p.step_times
-        if st is not None:  # a run with a no-speculation arm: where the steps' time went
-            row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
-                       draft_s=st.draft_s)
-        rows.append(row)
+            "repeat": p.repeat, **own})
     return pd.DataFrame(rows)
+
+
+def pass_row(p: PassRecord, slo: SLO | None = None) -> dict[str, object]:
+    """One pass's summary from its requests and counters: the row passes_frame gives it,
+    less the launch's fields."""
+    # Plain Python per pass: a DataFrame per pass made this the slowest step of a
+    # precision look (0.26 s for 80 passes).
+    ok = [r for r in p.requests if r.error is None]
+    n_ok = len(ok)
+    out_tok = sum(r.output_tokens for r in ok)
+    in_tok = sum(r.prompt_tokens for r in ok)
+    dur = p.duration_s
+    gaps = [g * 1000.0 for r in ok for g in (r.itl_s or [])]
+    chunks = [c for r in ok for c in (r.chunk_tokens or [])]
+    per_req: dict[str, list[float]] = {
+        "ttft_ms": [r.ttft_s * 1000.0 for r in ok if r.ttft_s is not None],
+        "e2el_ms": [r.e2el_s * 1000.0 for r in ok if r.e2el_s is not None],
+        "tpot_ms": [_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
+        "itl_ms": gaps,
+        "acceptance_length": [request_acceptance(r)[0] for r in ok],
+    }
+    row: dict[str, object] = {
+        "started_unix": p.started_unix,
+        "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
+        "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
+        "output_tokens": out_tok, "workload_hash": p.workload_hash,
+        "output_throughput": out_tok / dur if dur > 0 else np.nan,
+        "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
+        "request_throughput": n_ok / dur if dur > 0 else np.nan,
+        "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
+    }
+    for m in METRICS:
+        if m.request_column is not None and m.stat is not None:
+            row[m.key] = _stat(per_req[m.request_column], m.stat)
+    if slo is not None:
+        good = sum(meets_slo(r, slo) for r in p.requests)
+        row["goodput"] = good / dur if dur > 0 else np.nan
+        row["slo_attainment"] = (100.0 * good / len(p.requests) if p.requests
+                                 else np.nan)
+    sd = p.spec_decode
+    if sd is not None and sd.num_draft_tokens > 0:
+        row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
+        row["mean_acceptance_length"] = 1.0 + sd.num_accepted_tokens / sd.num_drafts
+        for i, accepted in enumerate(sd.accepted_per_pos):
+            row[f"{POSITION_PREFIX}{i}"] = 100.0 * accepted / sd.num_drafts
+            row[f"num_accepted_pos_{i}"] = accepted
+    else:
+        row["acceptance_rate"] = np.nan
+        row["mean_acceptance_length"] = np.nan
+    if sd is not None:
+        row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
+                   num_accepted_tokens=sd.num_accepted_tokens)
+    if any(r.spec_histogram for r in ok):
+        row["spec_histograms_digest"] = _histograms_digest(ok)
+    st = p.step_times
+    if st is not None:  # a run with a no-speculation arm: where the steps' time went
+        row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
+                   draft_s=st.draft_s)
+    return row
 
 
 def _histograms_digest(requests: list[RequestRecord]) -> str:
