@@ -105,7 +105,9 @@ def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path,
         refused = _run(tmp_path, data, command=command)
         took = time.perf_counter() - started
         _refused(refused, fragment, tmp_path)
-        assert took < 2, f"{command} took {took:.1f} s"
+        # A process of its own (Python and specbench's imports: about 1.5 s, more on a busy
+        # machine); expanding the million cells would take minutes.
+        assert took < 20, f"{command} took {took:.1f} s"
 
 
 def test_max_cells_raises_the_limit_on_purpose(tmp_path: Path,
