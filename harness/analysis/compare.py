@@ -336,6 +336,11 @@ def compare_run(run: Run, force: bool = False,
                                   run.passes if records is None else None)
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
+    if records is None and run.design == "one-engine":
+        for cand in comparison.candidates:
+            frame = running_estimate(run.passes, comparison.baseline, cand.name,
+                                     "output_throughput", run.design)
+            comparison.running[cand.name] = frame.to_dict("records")
     return comparison
 
 

@@ -154,6 +154,10 @@ class Comparison:
     # The scenario's primary metric: the rule behind the table's stars (MetricRow.role);
     # None for comparisons without a declared family (each row alone at 5%).
     primary_metric: str | None = None
+    # One-engine runs: candidate -> its output-throughput delta as the blocks came in, one
+    # point per 4 blocks (harness.analysis.compare.running_estimate: blocks, delta, ci_low,
+    # ci_high, mde), the last the table's estimate. Drawn, not stored in summary.json.
+    running: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     @property
     def parity_violations(self) -> list[str]:
@@ -161,6 +165,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("running")
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):
             for row, raw_row in zip(cand.rows, raw["rows"], strict=True):
                 raw_row["improved"] = row.improved

@@ -27,7 +27,6 @@ import pandas as pd
 import yaml
 
 from harness.analysis.breakeven import choose_scale
-from harness.analysis.compare import running_estimate
 from harness.analysis.comparison import Comparison
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path
@@ -193,14 +192,12 @@ def forest_plot(comparison: Comparison, title: str) -> Any | None:
     return fig
 
 
-def running_estimate_figure(passes: pd.DataFrame, comparison: Comparison,
-                            title: str) -> Any | None:
+def running_estimate_figure(comparison: Comparison, title: str) -> Any | None:
     """The output-throughput delta of each candidate with its 95% interval from the first k
-    blocks, against k: how the estimate settled and the interval narrowed."""
-    frames = {c.name: running_estimate(passes, comparison.baseline, c.name,
-                                       "output_throughput", comparison.design)
-              for c in comparison.candidates}
-    frames = {name: f for name, f in frames.items() if len(f) >= 2}
+    blocks, against k (Comparison.running): how the estimate settled and the interval
+    narrowed."""
+    frames = {name: pd.DataFrame(points) for name, points in comparison.running.items()
+              if len(points) >= 2}
     if not frames:
         return None
     fig, (ax,) = _figure(7, 3.4)
@@ -271,8 +268,7 @@ def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any
     }
     if comparison is not None:
         makers["forest"] = lambda: forest_plot(comparison, title)
-        makers["running_estimate"] = lambda: running_estimate_figure(passes, comparison,
-                                                                     title)
+        makers["running_estimate"] = lambda: running_estimate_figure(comparison, title)
         makers["speedup_decomposition"] = lambda: speedup_decomposition(comparison, title)
     figures = {name: make() for name, make in makers.items()}
     return {name: fig for name, fig in figures.items() if fig is not None}
