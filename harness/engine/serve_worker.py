@@ -313,7 +313,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         def counters() -> dict[str, Any]:
             try:
                 return parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
-            except (OSError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (OSError, aiohttp.ClientError, TimeoutError) as exc:
                 check_alive("a /metrics scrape", [])
                 raise ServerFailed(f"could not read {base_url}/metrics: "
                                    f"{type(exc).__name__}: {exc}") from None

@@ -145,3 +145,24 @@ def test_another_build_that_cannot_run_is_refused(tmp_path: Path, scenario_data:
         pytest.skip(f"{python} is not on this machine")
     scenario_data["variants"]["opt"]["python"] = python
     _refused(_run(tmp_path, scenario_data), fragment, tmp_path)
+
+
+GPUS = [{"index": str(i), "uuid": f"GPU-{i}a{i}b-0000", "name": f"NVIDIA H200 #{i}"}
+        for i in range(4)]
+
+
+@pytest.mark.parametrize(("visible", "expected"), [
+    (None, ["0", "1", "2", "3"]),  # unset: every GPU
+    ("2,0", ["2", "0"]),  # the order CUDA numbers them in
+    ("GPU-1a1b", ["1"]),  # a UUID prefix
+    ("3,7,1", ["3"]),  # CUDA stops at the first entry naming no GPU
+    ("", []),
+    ("-1", []),
+    ("1,1", ["1"]),  # a GPU named twice: CUDA refuses the rest
+])
+def test_the_gpus_a_run_may_use_are_those_cuda_visible_devices_leaves(
+        visible: str | None, expected: list[str]) -> None:
+    """nvidia-smi lists every GPU of the machine; a run on 2 of 8 must count 2 (issue 33)."""
+    from harness.env import visible_gpus
+
+    assert [g["index"] for g in visible_gpus(GPUS, visible)] == expected
