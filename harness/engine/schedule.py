@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,9 +22,11 @@ from harness.analysis.stats import (
     precision_reached,
     warmup_still_settling,
 )
-from harness.results.metrics import PassRows, passes_frame
 from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
+
+if TYPE_CHECKING:
+    from harness.results.metrics import PassRows
 
 # Checked warm-up (one-engine): at least min(16, blocks) blocks, at most this many.
 WARMUP_MIN_BLOCKS = 16
@@ -62,6 +64,7 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
     from fnmatch import fnmatchcase
 
     from harness.analysis.compare import Arms, compare_records
+    from harness.results.metrics import passes_frame
 
     assert run.precision is not None
     record = RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
