@@ -8,11 +8,11 @@ reaches the target or the budget (80 s per arm, engine start included) is spent,
 c / sqrt(blocks) with c drawn per run from 27-33% plus 2.5 points per arm beyond two (the
 real runs: c = 31% with 3 arms, 30% with 4, 38-42% with 5: the more arms, the further apart
 in time a block's paired passes), and a launch x arm interaction of 0.3% that precision
-cannot remove. Each commit has the whole step or none of it. The wall time includes the
-check for a further step beside the culprit (issue 31, item 6): with one step, its one extra
-run put the median from 9.7 to 15.5 min (3 points, 300 trials, December 2026).
+cannot remove; the candidates of one run share good's passes (testkit/bisection.py). Each
+commit has the whole step or none of it. The wall time includes the check for a further step
+beside the culprit when --check-beside asks for it (issue 31, item 6).
 
-    .venv/bin/python benchmarks/bisect_cost.py [--trials 300] [--step -0.065]
+    .venv/bin/python benchmarks/bisect_cost.py [--trials 300] [--step -0.065] [--check-beside N]
 
 Prints, per number of commits measured beside good in one run (--points), the right-culprit
 rate and the median and 90th percentile of the simulated wall time, for the benchmark's
@@ -23,7 +23,6 @@ the real runs are what the README quotes; this says how far from them the tail m
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -33,42 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.bisection import Interval  # noqa: E402
-from harness.bisect import Step  # noqa: E402
-from testkit.bisection import Simulated  # noqa: E402
-
-START_S, AROUND_S, ARM_BLOCK_S = 35.0, 5.0, 0.62
-BUDGET_PER_ARM_S, MIN_BLOCKS, LOOK_EVERY = 80.0, 20, 4
-
-
-class CostModel(Simulated):
-    """The shipped bisector (as the unit tests simulate it), at the bisect scenario's 5%
-    threshold and 80 s per arm; each engine run replaced by its modelled cost and intervals."""
-
-    def __init__(self, n: int, culprit: int, step: float, rng: np.random.Generator,
-                 tmp: Path, points: int, check_runs: int = 0) -> None:
-        # check_runs 0: the CLI's default (no run spent beside a culprit unless asked).
-        super().__init__(n, culprit, step, rng, tmp, check_runs=check_runs)
-        self.threshold, self.budget_s, self.points = 0.05, BUDGET_PER_ARM_S, points
-        self.wall_s = 0.0
-
-    def observe(self, arms: list[int], target: float | None,
-                attempt: int) -> tuple[Step, dict[int, Interval]]:
-        self.runs += 1
-        k = len(arms)
-        c = self.rng.uniform(0.27, 0.33) + 0.025 * (k - 2)
-        cap = int((BUDGET_PER_ARM_S * k - START_S) / (k * ARM_BLOCK_S))
-        blocks = MIN_BLOCKS
-        while target is not None and c / math.sqrt(blocks) > target \
-                and blocks + LOOK_EVERY <= cap:
-            blocks += LOOK_EVERY
-        self.wall_s += START_S + AROUND_S + blocks * k * ARM_BLOCK_S
-        se = math.hypot(c / math.sqrt(blocks) / 2.8, 0.003)
-        out = {}
-        for i in arms[1:]:
-            d = self.truth(i) + self.rng.normal(0, se)
-            out[i] = Interval(d, d - 1.96 * se, d + 1.96 * se)
-        return Step(f"model{self.runs}", str(self.runs), arms, target, "one-engine"), out
+from testkit.bisection import CostModel  # noqa: E402
 
 
 def main() -> int:
@@ -76,27 +40,33 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--step", type=float, default=-0.065,
                         help="the planted step (the real benchmark measured -6%% to -7.5%%)")
+    parser.add_argument("--check-beside", type=int, default=0,
+                        help="runs per round of checks beside the culprit (specbench bisect "
+                             "--check-beside; 0, the default, checks nothing)")
     args = parser.parse_args()
     n = 7
-    print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, {args.trials} simulated bisects "
-          "per row")
+    print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, --check-beside {args.check_beside}, "
+          f"{args.trials} simulated bisects per row")
     print(f"{'points':>6}  {'culprit':>9}  {'right':>6}  {'median min':>10}  {'p90 min':>7}  "
-          f"{'runs':>4}")
+          f"{'runs':>4}  {'parts left open':>15}")
     with tempfile.TemporaryDirectory() as tmp:
         for points in (1, 2, 3):
             for fixed in (5, None):
                 rng = np.random.default_rng(7)
-                walls, runs, right = [], [], 0
+                walls, runs, right, open_parts = [], [], 0, 0
                 for _ in range(args.trials):
                     culprit = fixed or int(rng.integers(1, n + 1))
-                    model = CostModel(n, culprit, args.step, rng, Path(tmp), points)
+                    model = CostModel(n, culprit, args.step, rng, Path(tmp), points,
+                                      check_runs=args.check_beside)
                     out = model.run()
+                    open_parts += any(c.verdict not in ("STEP", "NONE") for c in out.changes)
                     walls.append(model.wall_s / 60)
                     runs.append(model.runs)
                     right += out.verdict == "CULPRIT" and out.culprit == culprit
                 print(f"{points:>6}  {'5' if fixed else 'uniform':>9}  "
                       f"{right / args.trials:>6.3f}  {np.median(walls):>10.1f}  "
-                      f"{np.percentile(walls, 90):>7.1f}  {np.median(runs):>4.0f}")
+                      f"{np.percentile(walls, 90):>7.1f}  {np.median(runs):>4.0f}  "
+                      f"{open_parts / args.trials:>15.3f}")
     return 0
 
 

@@ -5,11 +5,13 @@ of testkit/bisection.py (Simulated: a 2% threshold) or by benchmarks/bisect_cost
 cost model of the real 8-commit bisect (CostModel: a 5% threshold, 80 s per arm, engine starts
 and passes timed as on this CPU).
 
-    .venv/bin/python benchmarks/bisect_two_steps.py [--trials 400]
+    .venv/bin/python benchmarks/bisect_two_steps.py [--trials 400] [--check-beside 3]
 
 Rows:
 - two culprits, -2.5% and -5%, at two distinct commits of 1..7 drawn at random (either order),
-  in the cost model: how often both are named, and the wall time;
+  in the cost model, checking beside the culprit (--check-beside): how often both are
+  reported (the second at least as a step with its interval in its part) and both named to
+  the commit, and the wall time;
 - -1% at commit 3 and -4% at commit 6 of 8 (Simulated): commit 6 named, commit 3 named, and
   how often the report calls any commit "the same as good";
 - a single -5% culprit of 8 (Simulated) and the cost model's planted -6.5% at 5 of 7: right,
@@ -30,49 +32,37 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bisect_cost import CostModel  # noqa: E402
 from harness.bisect import render_outcome  # noqa: E402
-from testkit.bisection import Simulated  # noqa: E402
-
-
-def planted(base: type, steps: dict[int, float]) -> type:
-    """`base` whose commit i has the sum of the `steps` at or before it."""
-
-    class Planted(base):  # type: ignore[valid-type, misc]
-        def truth(self, i: int) -> float:
-            return sum(s for at, s in steps.items() if i >= at)
-
-    return Planted
-
-
-def named(out: object) -> set[int]:
-    """Every commit the outcome names as a culprit."""
-    found = {out.culprit} if getattr(out, "verdict", "") == "CULPRIT" else set()  # type: ignore[attr-defined]
-    found |= {c.culprit for c in getattr(out, "changes", []) if c.culprit is not None}
-    return found
+from testkit.bisection import CostModel, Simulated, named, planted, reported  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
+    parser.add_argument("--check-beside", type=int, default=3,
+                        help="runs per round of checks beside a culprit (specbench bisect "
+                             "--check-beside), for the two-culprit row")
     args = parser.parse_args()
     trials = args.trials
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         rng = np.random.default_rng(31)
-        both = walls = 0
+        both = told = 0
         wall_list, run_list = [], []
         for _ in range(trials):
             a, b = (int(x) for x in rng.choice(np.arange(1, 8), 2, replace=False))
-            model = planted(CostModel, {a: -0.025, b: -0.05})(7, b, -0.05, rng, tmp, 3,
-                                                              check_runs=1)
+            model = planted(CostModel, {a: -0.025, b: -0.05})(
+                7, b, -0.05, rng, tmp, 3, check_runs=args.check_beside)
             out = model.run()
             both += named(out) == {a, b}
+            told += reported(out, a, b)
             wall_list.append(model.wall_s / 60)
             run_list.append(model.runs)
         walls = float(np.median(wall_list))
-        print(f"two culprits -2.5% and -5% (cost model, 8 commits, {trials} trials): both named "
-              f"{100 * both / trials:.1f}%; wall median {walls:.1f} min, p90 "
+        print(f"two culprits -2.5% and -5% (cost model, 8 commits, --check-beside "
+              f"{args.check_beside}, {trials} trials): both reported (the second as a step "
+              f"with its interval in its part, at least) {100 * told / trials:.1f}%, both "
+              f"named to the commit {100 * both / trials:.1f}%; wall median {walls:.1f} min, p90 "
               f"{np.percentile(wall_list, 90):.1f}; runs median {np.median(run_list):.0f}, "
               f"max {max(run_list)}", flush=True)
 

@@ -25,14 +25,13 @@ import yaml
 
 from harness.analysis.bisection import (
     Interval,
+    Levels,
     Search,
     Verdict,
-    difference,
     first_points,
     look_interval,
     look_z,
     midpoint_verdict,
-    pooled,
     pooled_step,
     precision_target,
     range_verdict,
@@ -93,8 +92,9 @@ class Step:
 class Change:
     """A part of the range beside a culprit, checked for a further step: commits lo+1..hi,
     their change (hi against lo, from every measurement against good), the verdict (STEP,
-    NONE: no step of half the threshold or more, UNKNOWN, or UNCHECKED: the budget of runs
-    was spent), and the culprit found in it with its own step (against its parent)."""
+    NONE: no step of half the threshold or more, UNKNOWN, UNCHECKED: the budget of runs
+    was spent, or NOT ASKED: --check-beside 0), and the culprit found in it with its own step
+    (against its parent)."""
 
     lo: int
     hi: int
@@ -185,9 +185,8 @@ class Bisector:
         # Runs spent checking the parts beside the culprits while they are UNKNOWN, per round
         # of checks (each round measures every open part's ends in one engine). 0 (the
         # default): the parts are judged from what was measured anyway, "not checked" where
-        # that cannot decide. One more run made the median bisect of 8 commits 15.5 min
-        # instead of 9.7 (benchmarks/bisect_cost.py), and named both of two culprits (-2.5%
-        # and -5%) in about 30% of runs: opt-in (specbench bisect --check-beside N).
+        # that cannot decide. Opt-in because it roughly doubles a one-culprit bisect's time;
+        # what it buys and costs: docs/history-and-bisect.md, benchmarks/bisect_two_steps.py.
         self.check_runs = check_runs
         self.steps: list[Step] = []
         self._ranging = self._checking = False  # what the runs being said are for
@@ -342,13 +341,20 @@ class Bisector:
             self.progress(f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: "
                           f"{_fmt(m)} -> {said}")
 
+    def _between(self, a: int, b: int, pending: dict[int, Interval] | None = None) -> Interval:
+        """b's level minus a's (0 is good), from every run so far (and `pending`, one run's
+        deltas against good not yet recorded), the runs' shared references accounted for
+        (Levels)."""
+        if a == b:
+            return Interval(0.0, 0.0, 0.0)
+        runs = [(s.arms[0], {m.index: m.interval for m in s.measured}) for s in self.steps]
+        if pending:
+            runs.append((0, pending))
+        return Levels(runs).between(a, b)
+
     def _estimate(self, index: int, extra: Interval | None = None) -> Interval:
         """Every measurement of `index` against good so far (and `extra`), pooled."""
-        if index == 0:
-            return Interval(0.0, 0.0, 0.0)
-        seen = [m.interval for s in self.steps for m in s.measured if m.index == index]
-        got = pooled(seen + ([extra] if extra is not None else []))
-        return got or Interval(float("nan"), float("nan"), float("nan"))
+        return self._between(0, index, None if extra is None else {index: extra})
 
     def run(self) -> Outcome:
         n = len(self.candidates) - 1
@@ -404,7 +410,7 @@ class Bisector:
             culprits = [search.hi]
         if not culprits:
             return self._outcome("UNKNOWN", None, search, ends, z)
-        own = {c: difference(self._estimate(c - 1), self._estimate(c)) for c in culprits}
+        own = {c: self._between(c - 1, c) for c in culprits}
         culprit = max(culprits, key=lambda c: abs(own[c].delta))  # the largest step first
         changes = [Change(c - 1, c, "STEP", own[c].delta, own[c].low, own[c].high, c,
                           [own[c].delta, own[c].low, own[c].high])
@@ -424,15 +430,14 @@ class Bisector:
         """A candidate measured inside the search whose level lies strictly between a's and
         b's (it differs from both, towards the change, at SPLIT_ALPHA spent across the
         looks): a.. it and it..b each hold a step."""
-        total = difference(self._estimate(a), self._estimate(b)).delta
+        total = self._between(a, b).delta
         if not math.isfinite(total) or total == 0:
             return None
         z = look_z(self.tries, SPLIT_ALPHA)
         inside = sorted({m.index for s in self.steps for m in s.measured
                          if search.lo < m.index < search.hi})
         for i in inside:
-            ends = (difference(self._estimate(a), self._estimate(i)),
-                    difference(self._estimate(i), self._estimate(b)))
+            ends = (self._between(a, i), self._between(i, b))
             drawn = [look_interval(iv, z) for iv in ends]
             if all(iv.finite and (iv.low > 0 if total > 0 else iv.high < 0) for iv in drawn):
                 return i
@@ -457,7 +462,7 @@ class Bisector:
                     changes.append(change)
                     continue
                 for c in found:
-                    own = difference(self._estimate(c - 1), self._estimate(c))
+                    own = self._between(c - 1, c)
                     changes.append(Change(a, b, "STEP", change.delta, change.low,
                                           change.high, c, [own.delta, own.low, own.high]))
                 inner = [a, *found]
@@ -466,25 +471,30 @@ class Bisector:
 
     def _check_parts(self, parts: list[tuple[int, int]]) -> list[Change]:
         """Is there a step among commits a+1..b, for each part (a, b)? Its change (b against
-        a, from every measurement against good), judged at SIDE_ALPHA spent across `tries`
+        a, from every measurement against good), judged at SIDE_ALPHA spent across its
         looks; the ends of every part still UNKNOWN measured again together, beside good in
         one run, while runs are left."""
-        z = look_z(self.tries, SIDE_ALPHA)
+        # Each round of checks is another look: the error rate is spent across as many looks
+        # as the check may take (the first, on what was measured anyway, and one per run).
+        looks = max(self.tries, self.check_runs + 1)
+        z = look_z(looks, SIDE_ALPHA)
         verdicts: dict[tuple[int, int], str] = {}
-        for look in range(1, self.tries + 1):
+        for look in range(1, looks + 1):
             for a, b in parts:
-                change = difference(self._estimate(a), self._estimate(b))
+                change = self._between(a, b)
                 verdicts[a, b] = side_verdict(look_interval(change, z), self.threshold)
             open_parts = [p for p in parts if verdicts[p] == "UNKNOWN"]
-            if not open_parts or look == self.tries:
+            if not open_parts or look == looks:
                 break
             if self._runs_left() <= 0 or look > self.check_runs:
+                # Not checked: the budget of runs is spent, or checking was not asked for.
+                unchecked = "UNCHECKED" if self._runs_left() <= 0 else "NOT ASKED"
                 for p in open_parts:
-                    verdicts[p] = "UNCHECKED" if look == 1 else "UNKNOWN"
+                    verdicts[p] = unchecked if look == 1 else "UNKNOWN"
                 break
             arms = sorted({i for p in open_parts for i in p} - {0})
-            target = min(precision_target(self.threshold / 2, difference(
-                self._estimate(a), self._estimate(b))) for a, b in open_parts)
+            target = min(precision_target(self.threshold / 2, self._between(a, b))
+                         for a, b in open_parts)
             step, intervals = self.observe([0, *arms], target, look)
             step.measured = [Measured(i, "UNKNOWN", iv.delta, iv.low, iv.high)
                              for i, iv in intervals.items()]
@@ -494,7 +504,7 @@ class Bisector:
             self._checking = False
         out = []
         for a, b in parts:
-            change = difference(self._estimate(a), self._estimate(b))
+            change = self._between(a, b)
             self.progress(f"bisect: {self._ref(a)}..{self._ref(b)}: {_fmt_iv(change)} -> "
                           f"{verdicts[a, b]}")
             out.append(Change(a, b, verdicts[a, b], change.delta, change.low, change.high))
@@ -512,7 +522,7 @@ class Bisector:
                 return self._search_part(a, split) + self._search_part(split, b)
             if self._runs_left() <= 0:
                 return []
-            step = difference(self._estimate(a), self._estimate(b)).delta
+            step = self._between(a, b).delta
             points = spread_points(search.lo, search.hi, self.points)
             target = precision_target(abs(step) / 2)
             verdicts: dict[int, Verdict] = {}
@@ -520,11 +530,11 @@ class Bisector:
                 if self._runs_left() <= 0:
                     break
                 run, intervals = self.observe([0, *points], target, attempt)
-                step = difference(self._estimate(a), self._estimate(b)).delta
+                step = self._between(a, b).delta
                 run.measured = []
                 for i in points:
                     iv = intervals[i]
-                    rel = difference(self._estimate(a), self._estimate(i, iv))
+                    rel = self._between(a, i, intervals)
                     verdicts[i] = midpoint_verdict(rel, step)
                     run.measured.append(Measured(i, verdicts[i], iv.delta, iv.low, iv.high))
                 self.steps.append(run)
@@ -532,8 +542,8 @@ class Bisector:
                 if any(v != "UNKNOWN" for v in verdicts.values()) or \
                         self._split_at(a, b, search) is not None:
                     break
-                target = max(precision_target(abs(step) / 2, difference(
-                    self._estimate(a), self._estimate(i))) for i in points)
+                target = max(precision_target(abs(step) / 2, self._between(a, i))
+                             for i in points)
             if self._split_at(a, b, search) is not None:
                 continue
             if not any(v != "UNKNOWN" for v in verdicts.values()):
@@ -607,6 +617,9 @@ def _part(out: Outcome, change: Change) -> list[str]:
                 "may lie there)"]
     if change.verdict == "UNCHECKED":
         return [f"  {where}: not checked: the budget of runs was spent ({size} so far)"]
+    if change.verdict == "NOT ASKED":
+        return [f"  {where}: not checked for a further step: {size} from what was measured "
+                "anyway (--check-beside 3 measures it, at about one engine run a round)"]
     return [f"  {where}: undecided: {size} (a step of up to "
             f"{100 * max(abs(change.low), abs(change.high)):.1f}% may lie there)"]
 

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from scipy import stats as sps
 
 Verdict = Literal["DIFFERENT", "SAME", "UNKNOWN"]
@@ -223,3 +224,77 @@ def pooled(intervals: list[Interval]) -> Interval | None:
     mean = sum(w * iv.delta for w, iv in zip(weights, usable, strict=True)) / total
     half = Z95 / math.sqrt(total)
     return Interval(mean, mean - half, mean + half)
+
+
+# Two candidates measured in one run against the same good share good's passes, so their deltas'
+# errors are correlated: with equal noise in every arm, half of each delta's variance is good's.
+# Measured in the real 4-arm bisect runs of tests/integration/test_bisect_cpu.py (block
+# differences against good, two runs): 0.58-0.95. 0.5 is the equal-noise value and the low
+# side of that, so a difference between two candidates of one run is never made narrower than
+# the data support.
+RUN_CORRELATION = 0.5
+
+
+class Levels:
+    """Every candidate's level against good (0) from every run at once: generalised least
+    squares over the runs' deltas, each run's deltas correlated through its shared reference
+    (RUN_CORRELATION), so that a difference between two candidates measured in the same run
+    is as precise as the run made it (not the sum of both intervals' variances). `runs`: each
+    run's reference index and its deltas against it. A zero-width (exactly known) delta, as a
+    greedy acceptance metric gives, is taken as it is (the newest one per candidate)."""
+
+    def __init__(self, runs: list[tuple[int, dict[int, Interval]]],
+                 correlation: float = RUN_CORRELATION) -> None:
+        self._exact: dict[int, Interval] = {}
+        self._seen: dict[int, list[Interval]] = {}
+        for ref, deltas in runs:
+            for i, iv in deltas.items():
+                if ref == 0:
+                    self._seen.setdefault(i, []).append(iv)
+                if ref == 0 and iv.finite and iv.high <= iv.low:
+                    self._exact[i] = iv
+        index = sorted({i for ref, d in runs for i in [ref, *d]} - {0})
+        at = {i: k for k, i in enumerate(index)}
+        info = np.zeros((len(index), len(index)))
+        score = np.zeros(len(index))
+        for ref, deltas in runs:
+            usable = [(i, iv) for i, iv in deltas.items()
+                      if iv.finite and iv.high > iv.low and i != ref]
+            if not usable:
+                continue
+            var = np.array([_se(iv) ** 2 for _, iv in usable])
+            shared = correlation * float(var.min())
+            cov = np.diag(var - shared) + shared
+            x = np.zeros((len(usable), len(index)))
+            for row, (i, _) in enumerate(usable):
+                x[row, at[i]] = 1.0
+                if ref != 0:
+                    x[row, at[ref]] = -1.0
+            w = np.linalg.inv(cov)
+            info += x.T @ w @ x
+            score += x.T @ w @ np.array([iv.delta for _, iv in usable])
+        known = np.flatnonzero(np.diag(info) > 0)
+        self._at = {index[k]: j for j, k in enumerate(known)}
+        sub = info[np.ix_(known, known)]
+        self._cov = np.linalg.inv(sub) if len(known) else np.zeros((0, 0))
+        self._mean = self._cov @ score[known] if len(known) else np.zeros(0)
+
+    def _pooled_exact(self, i: int) -> Interval:
+        if i == 0:
+            return Interval(0.0, 0.0, 0.0)
+        return pooled(self._seen.get(i, [])) or Interval(math.nan, math.nan, math.nan)
+
+    def between(self, a: int, b: int) -> Interval:
+        """b's level minus a's, with its 95% interval (NaN where either was never measured)."""
+        if a in self._exact or b in self._exact:
+            return difference(self._pooled_exact(a), self._pooled_exact(b))
+        if any(i != 0 and i not in self._at for i in (a, b)):
+            return Interval(math.nan, math.nan, math.nan)
+        g = np.zeros(len(self._at))
+        if b != 0:
+            g[self._at[b]] += 1.0
+        if a != 0:
+            g[self._at[a]] -= 1.0
+        d = float(g @ self._mean)
+        half = Z95 * math.sqrt(max(float(g @ self._cov @ g), 0.0))
+        return Interval(d, d - half, d + half)
