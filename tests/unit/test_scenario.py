@@ -256,7 +256,6 @@ def test_cli_missing_results_folder(tmp_path: Path) -> None:
     ({"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 5},
      r"in \[1, 4\]"),
     ({"synthetic_acceptance_length": 2}, "only with rejection_sample_method: synthetic"),
-    ({"rejection_sample_method": "magic"}, "not one of"),
 ])
 def test_synthetic_acceptance_is_checked_before_launch(scenario_data: dict[str, Any],
                                                        config: dict[str, Any],

@@ -82,6 +82,29 @@ def test_scenario_the_vllm_version_cannot_run_is_refused(
         assert fragment in line and "Traceback" not in result.stderr
 
 
+def test_rejection_sampling_methods_are_the_vllms_own(tmp_path: Path,
+                                                    scenario_data: dict[str, Any]) -> None:
+    """Which rejection-sampling methods exist is vLLM's to say, per variant's vLLM: 'fly',
+    which 0.33 adds, is refused by 0.32's choices and accepted by a vLLM that lists it (the
+    scenario used to refuse it from a copied list before any vLLM was asked)."""
+    scenario_data["draft"]["config"] = {"rejection_sample_method": "fly"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario_data))
+    here = _cli(tmp_path, _described_as(tmp_path, "0.32.0"), "plan", str(path))
+    assert here.returncode == 2
+    [line] = here.stderr.strip().splitlines()
+    assert ("draft.config.rejection_sample_method: 'fly' is not one vLLM 0.32.0 accepts "
+            "(standard, synthetic, block)") in line
+    # The same description with 'fly' listed (the scenario's swap pins 0.32, so the label
+    # stays): the value is judged by the choices alone.
+    data = json.loads(_described_as(tmp_path, "0.32.0").read_text())
+    data["speculative_config"]["rejection_sample_method"]["choices"].append("fly")
+    later = tmp_path / "vllm-args-fly.json"
+    later.write_text(json.dumps(data))
+    there = _cli(tmp_path, later, "plan", str(path))
+    assert there.returncode == 0, there.stderr
+
+
 def test_doctor_says_what_is_usable(tmp_path: Path) -> None:
     here = _cli(tmp_path, _described_as(tmp_path, "0.32.0"), "doctor")
     assert here.returncode == 0, here.stderr
