@@ -4,7 +4,7 @@ scheduler and estimator (testkit.simulate: schedule.drive_shared_launch with its
 and precision stop, stats.arm_delta) over periods of 2-40 passes and amplitudes of 0.5-2%, on
 3% AR(1) pass noise at a 2% MDE target.
 
-    .venv/bin/python benchmarks/periodic_disturbance.py [--trials 400]
+    .venv/bin/python benchmarks/periodic_disturbance.py [--trials 400] [--amplitudes 0.015]
 
 Coverage of a +1% effect is 1 - the A/A rate of the same draws: the effect shifts every
 candidate pass's log throughput alike, and nothing the scheduler or the estimator decides
@@ -31,12 +31,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--mde", type=float, default=0.02)
+    parser.add_argument("--amplitudes", type=float, nargs="+", default=AMPLITUDES,
+                        help="log amplitudes of the sine (default: 0.005 0.015 0.02)")
     args = parser.parse_args()
     precision = Precision(mde=args.mde, budget_s=10**6)
     print("| period (passes) | amplitude | A/A significant | coverage of +1% | median MDE |"
           " trials |\n|---|---|---|---|---|---|")
     worst = 0.0
-    for amp in AMPLITUDES:
+    for amp in args.amplitudes:
         for i, period in enumerate(PERIODS):
             noise = Noise(sigma_p=0.03, period=period, period_amp=amp)
             sig, cover, mde = rates(simulate(noise, 12, args.trials, seed=1000 * i + int(

@@ -293,20 +293,36 @@ def warmup_cut(d: np.ndarray, p_value: float = 0.001, margin: float = 1.0) -> in
     return min(int(WARMUP_CAP * n), int(math.ceil(margin * k)))
 
 
-def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P) -> bool:
+def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P,
+                          confirm: int = 0) -> bool:
     """The worker's warm-up rule on the block differences so far (at least 8): still settling
     while the cut warmup_cut finds reaches its cap (the settling is not yet behind the first
     half), or while the last 16 blocks still trend (slope, t at `p_value`). Looser
     tests than the analysis's cut: warming too long costs time, never validity (the blocks
-    measured after it are new data)."""
+    measured after it are new data).
+
+    `confirm` (blocks): settled only when the last 16 blocks were also free of a trend at
+    least this many blocks earlier. A noisy climb looks flat over 16 blocks now and then; two
+    flat windows `confirm` apart rarely both fall inside it. Precision runs use it: they stop
+    after as few as 20 measured blocks, which a tail left in them biases most."""
     n = len(d)
     if n < WARMUP_MIN_BLOCKS:
         return False
     if warmup_cut(d, p_value) >= int(WARMUP_CAP * n):
         return True
     # A slow climb is too gentle for any cut to see early: its trend over the recent half is.
-    recent = _trend(d[-WARMUP_TREND_BLOCKS:]) if n >= WARMUP_TREND_BLOCKS \
-        else None
+    if _trending(d, p_value):
+        return True
+    return confirm > 0 and all(_trending(d[:m], p_value)
+                               for m in range(WARMUP_TREND_BLOCKS, n - confirm + 1))
+
+
+def _trending(d: np.ndarray, p_value: float) -> bool:
+    """The last WARMUP_TREND_BLOCKS block differences trend (two-sided p below `p_value`);
+    False with fewer."""
+    if len(d) < WARMUP_TREND_BLOCKS:
+        return False
+    recent = _trend(d[-WARMUP_TREND_BLOCKS:])
     return recent is not None and recent[1] < p_value
 
 

@@ -39,6 +39,11 @@ WARMUP_MAX_BLOCKS = 60
 # the rates are in docs/statistics.md). Holding the stop back while the measured blocks
 # still trend gained nothing more.
 PRECISION_WARMUP_P = 0.8
+# ... and settles only when the last 16 blocks were flat this many blocks earlier as well: a
+# 10% climb over 60 passes still ended the warm-up early by chance in 7.5% of simulated runs
+# (33% of those A/A significant). Chosen by simulation, as above
+# (benchmarks/precision_stress.py; the rates are in docs/statistics.md).
+PRECISION_WARMUP_CONFIRM = 4
 
 # (pass index, arm, block) -> the measured pass
 MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
@@ -129,10 +134,11 @@ def warmup_minimum(run: RunSpec) -> int:
     return min(WARMUP_MIN_BLOCKS, max(1, run.blocks))
 
 
-def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK_P) -> bool:
+def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK_P,
+             confirm: int = 0) -> bool:
     """Whether no candidate's difference from the baseline is still settling over the
     blocks of `warm` (stats.warmup_still_settling on block differences of log output
-    throughput, its trend test at `p_value`)."""
+    throughput, its trend test at `p_value`, confirmed `confirm` blocks apart)."""
     base = next(a.variant for a in run.arms if a.baseline)
     by_block: dict[int, dict[str, list[float]]] = {}
     for p in warm:
@@ -142,7 +148,7 @@ def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK
     for cand in (a.variant for a in run.arms if not a.baseline):
         d = np.array([float(np.mean(arms[cand])) - float(np.mean(arms[base]))
                       for _, arms in sorted(by_block.items()) if cand in arms and base in arms])
-        if warmup_still_settling(d, p_value):
+        if warmup_still_settling(d, p_value, confirm):
             return False
     return True
 
@@ -202,8 +208,9 @@ def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None
     arms = {a.variant: a for a in run.arms}
     typical: list[float] = []
     while True:
-        if warmup.blocks >= warmup_minimum(run) and _settled(
-                run, warmup.passes, PRECISION_WARMUP_P if run.precision else WARMUP_CHECK_P):
+        if warmup.blocks >= warmup_minimum(run) and (
+                _settled(run, warmup.passes, PRECISION_WARMUP_P, PRECISION_WARMUP_CONFIRM)
+                if run.precision else _settled(run, warmup.passes)):
             break
         if warmup.blocks >= WARMUP_MAX_BLOCKS:
             warmup.capped = True
