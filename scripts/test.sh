@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run), tier by tier, each timed:
-#   unit         no engine: simulations through the shipped code, fakes, committed fixtures;
-#                pure CPU, so in one process per core (pytest-xdist)
+#   unit         no engine: simulations through the shipped code, fakes, committed fixtures,
+#                and the integration tests marked engine_free (fake workers and servers, real
+#                vLLM imported at most); in one process per core (pytest-xdist)
 #   integration  real vLLM engines and servers, one test at a time: they use every core and
 #                some of them time what they run, so nothing runs beside them (run beside the
 #                unit tier at the lowest priority, they took 22 min instead of 17 and two
@@ -36,7 +37,8 @@ tier() {  # tier NAME PYTEST-ARGS...: run it, print its line, remember it
 }
 
 total=$SECONDS
-tier unit tests/unit -n "$WORKERS" "$@"
-tier integration tests/integration "$@"
+tier unit tests/unit tests/integration -m "not slow and (not integration or engine_free)" \
+  -n "$WORKERS" "$@"
+tier integration tests/integration -m "not slow and not engine_free" "$@"
 echo "tests: $summary$(clock $((SECONDS - total))) in all (exit $status)"
 exit "$status"

@@ -26,6 +26,9 @@ from testkit.scenarios import fake_model, fault_scenario
 from tests.conftest import ROOT
 from tests.faults import TAKEN_PORT_ENV, fault_env
 
+# Fake workers and servers only: no vLLM engine, so these run in the parallel tier.
+pytestmark = [pytest.mark.integration, pytest.mark.engine_free]
+
 # Seconds a fake worker may take: its 'ok' mode needs about one on an idle machine and has
 # needed several on a machine busy with vLLM engines; only the hanging ones should hit it.
 FAKE_TIMEOUT_S = 20

@@ -18,7 +18,7 @@ from harness.plan.diffs import read_diff
 from harness.plan.overlay import Overlays
 from tests.unit.test_overlay_classify import EXPECTED, FIXTURES, ROOT, classified
 
-pytestmark = [pytest.mark.integration,
+pytestmark = [pytest.mark.integration, pytest.mark.engine_free,  # vLLM imported, no engine
               pytest.mark.skipif(ROOT is None, reason="no vLLM installed")]
 
 OVERLAYABLE = sorted(n for n, e in EXPECTED.items() if e.get("overlayable"))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engine_free]  # an install, no engine
 SCRIPT = ROOT / "scripts" / "setup-existing.sh"
 
 

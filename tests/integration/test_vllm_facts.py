@@ -15,7 +15,7 @@ from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_WORD_TOKENIZERS
 from harness.config.vllm_args import description_path
 from harness.engine.models import is_built, model_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engine_free]  # vLLM imported, no engine
 
 
 def test_shipped_argument_description_is_the_installed_vllms(tmp_path: Path) -> None:
