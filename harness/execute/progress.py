@@ -66,7 +66,10 @@ class LaunchView:
             else:
                 self._status.update(text)
             return
-        stage = "starting" if note is None else str(note.get("stage"))
+        # The first measured pass is a change of its own: a note that only says "measuring"
+        # (no pass done yet) is followed by the first with a pass count, whatever the timing.
+        stage = "starting" if note is None else str(note.get("stage")) + (
+            "" if int(note.get("passes", 0)) else " (none done)")
         last = self._last_plain
         now = time.monotonic()
         if last is None or last[:2] != (run.run_key, stage) or now - last[2] >= \

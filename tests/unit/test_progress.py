@@ -59,3 +59,18 @@ def test_plain_lines_on_stage_changes_and_every_30_s(scenario_data: dict[str, An
     view.tick(run, 40.0, note)
     assert len(out.getvalue().splitlines()) == 3
     view.close()
+
+
+def test_the_first_measured_pass_gets_its_own_line(scenario_data: dict[str, Any]) -> None:
+    """The worker says "measuring" before its first pass ends; the line with a pass count
+    then follows at once, not 30 s later (a short run used to end without one: a real-engine
+    test that looked for it failed when the parent's tick fell before the first pass)."""
+    [run] = expand_plan(parse_scenario(scenario_data)).runs
+    out = io.StringIO()
+    view = LaunchView(1, stream=out, live=False, plain_every_s=30.0)
+    view.tick(run, 1.0, {"stage": "measuring", "passes": 0, "expected": 8})
+    view.tick(run, 2.0, {"stage": "measuring", "passes": 1, "expected": 8, "requests": 4})
+    view.tick(run, 3.0, {"stage": "measuring", "passes": 2, "expected": 8, "requests": 8})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(": measuring, 1s") and ": measuring pass 1/8, 4 requests" in lines[1]
