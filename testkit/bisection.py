@@ -55,9 +55,9 @@ class Simulated(Bisector):
 
     def draw(self, arms: list[int], target: float | None,
              noise: float) -> tuple[Step, dict[int, Interval]]:
-        """One run's deltas against arms[0]: each arm's pass noise with half of `noise`'s
-        variance, arms[0]'s shared by every delta (RUN_CORRELATION: candidates measured in one
-        run are correlated through good's passes, as in the real 4-arm runs), plus each arm's
+        """One run's deltas against arms[0], each of sd `noise`: RUN_CORRELATION of its variance
+        is arms[0]'s own, shared by every delta (candidates measured in one run are correlated
+        through good's passes, as in the real 4-arm runs), the rest the arm's, plus each arm's
         own launch x arm interaction."""
         se = math.hypot(noise, LAUNCH_X_ARM)
         shared = self.rng.normal(0, noise * math.sqrt(RUN_CORRELATION))
