@@ -98,8 +98,12 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                     continue  # identical in every unit: nothing left to estimate
                 if row.key == "output_throughput" and est.mde is not None:
                     worst = max(worst or 0.0, est.mde)
-                if est.mde is None or not precision_reached(est, target):
-                    open_items.append(f"{cand.name} {row.key}")
+                if est.mde is None or not precision_reached(est, target,
+                                                             PRECISION_MIN_BLOCKS - 1):
+                    short = est.mde is not None and est.mde <= target and est.df is not None
+                    open_items.append(f"{cand.name} {row.key}" + (
+                        f" (df {est.df:.0f}; the stop needs {PRECISION_MIN_BLOCKS - 1})"
+                        if short else ""))
     shown = f"output-throughput MDE ±{100 * worst:.2f}%" if worst is not None else \
         "output-throughput MDE not estimable yet"
     if open_items:
