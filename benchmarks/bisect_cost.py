@@ -40,9 +40,9 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--step", type=float, default=-0.065,
                         help="the planted step (the real benchmark measured -6%% to -7.5%%)")
-    parser.add_argument("--check-beside", type=int, default=0,
+    parser.add_argument("--check-beside", type=int, default=3,
                         help="runs per round of checks beside the culprit (specbench bisect "
-                             "--check-beside; 0, the default, checks nothing)")
+                             "--check-beside, default 3 as there; 0 checks nothing)")
     args = parser.parse_args()
     n = 7
     print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, --check-beside {args.check_beside}, "

@@ -711,7 +711,7 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
                build_command: str | None = None, metric: str = "output_throughput",
                threshold: float | None = None, budget_s: float = 80.0, tries: int = 3,
                blocks: int | None = None, models_cache: Path | None = None,
-               check_beside: int = 0) -> Outcome:
+               check_beside: int = 3) -> Outcome:
     """Bisect `scenario_path`'s baseline over good..bad of `repo` (or over `pythons`, good the
     first and bad the last), in `results_root/bisect-<good>-<bad>/`; the same command again
     resumes it."""

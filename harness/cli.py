@@ -395,8 +395,9 @@ def bisect(
         show_default=False)] = None,
     check_beside: Annotated[int, typer.Option(
         min=0, max=10, help="Engine runs spent, once a culprit is named, measuring the parts "
-        "on either side of it for a further step while undecided (0: judge them from what "
-        "was measured anyway, 'not checked' where that cannot decide).")] = 0,
+        "on either side of it for a further step while undecided; about doubles a "
+        "one-culprit bisect (0: judge them from what was measured anyway, 'not checked' "
+        "where that cannot decide).")] = 3,
     results_dir: ResultsOpt = Path("results"),
     models_cache: CacheOpt = None,
 ) -> int:
