@@ -38,6 +38,7 @@ from harness.results.metrics import (
     position_metrics,
 )
 from harness.results.run import Run
+from harness.wire.platform import describe_launches
 from harness.wire.records import RunRecord
 from harness.wire.spec import RunSpec
 
@@ -294,6 +295,8 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     comparison = compare_records(runs, Arms.of(scenario, design, labels), run_id,
                                  scenario.name, passes)
     comparison.setup = scenario.describe_setup()
+    comparison.platform = describe_launches(
+        {r.run_key: r.result.platform if r.result is not None else None for r in runs})
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}

@@ -129,6 +129,8 @@ class Comparison:
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     setup: str = ""
+    # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
+    platform: str | None = None
     acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.

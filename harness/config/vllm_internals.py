@@ -72,6 +72,10 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
         "acceptance",
     "device environment":
         "device: cpu launches lose their KV-cache size, target device and TP core binding",
+    "platform":
+        "launches cannot read their model runner, compilation and CUDA-graph modes, so every "
+        "launch with a swap, a switched patch or the step timer is refused (measured blind "
+        "otherwise)",
     "change classifier":
         "planning/bisecting a variant's change misjudges where changed code runs (workers, "
         "engine core, compiled forward), so an overlay is allowed where it cannot switch",
@@ -91,6 +95,7 @@ _ARGSPEC = "harness/engine/argspec.py"
 _ENGINE_ARGS = "harness/config/engine_args.py"
 _CLASSIFY = "harness/plan/classify.py"
 _SOURCE = "harness/plan/vllm_source.py"
+_PLATFORM = "harness/engine/platform.py"
 
 INTERNALS: tuple[Internal, ...] = (
     # --- swap medusa-proposer ----------------------------------------------------------------
@@ -200,6 +205,31 @@ INTERNALS: tuple[Internal, ...] = (
     # The CPU runner inherits the four timed methods from GPUModelRunner.
     Internal("step timer", "vllm.v1.worker.cpu_model_runner", "CPUModelRunner", "class",
              where=f"{_STEPS}, {_OVERLAY}"),
+
+    # --- platform ----------------------------------------------------------------------------
+    Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.initialize_from_config",
+             "method", None, _PLATFORM),
+    Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.worker", "attribute",
+             where=_PLATFORM),
+    Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.global_rank",
+             "attribute", where=_PLATFORM),
+    Internal("platform", "vllm.config.compilation", "CompilationConfig.mode", "attribute",
+             where=_PLATFORM),
+    Internal("platform", "vllm.config.compilation", "CompilationConfig.cudagraph_mode",
+             "attribute", where=_PLATFORM),
+    Internal("platform", "vllm.config.compilation", "CompilationConfig.cudagraph_capture_sizes",
+             "attribute", where=_PLATFORM),
+    Internal("platform", "vllm.config.scheduler", "SchedulerConfig.async_scheduling",
+             "attribute", where=_PLATFORM),
+    Internal("platform", "vllm.config.compilation", "CUDAGraphMode", "class",
+             where="harness/config/platforms.py"),
+    # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
+    Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "class",
+             where=_PLATFORM),
+    Internal("platform", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.attn_groups",
+             "attribute", where=_PLATFORM),
+    Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner.attn_groups",
+             "attribute", where=_PLATFORM),
 
     # --- spec-decode metrics -----------------------------------------------------------------
     Internal("spec-decode metrics", "vllm.entrypoints.llm", "LLM.get_metrics", "method", (),

@@ -13,6 +13,7 @@ from typing import Any
 from harness.config.catalog import parse_implementation
 from harness.wire.protocol import (
     IMPL_ENV,
+    IMPL_REPORT_DIR_ENV,
     OVERLAY_ENV,
     PATCH_ENV,
     STEP_TIMES_ENV,
@@ -43,6 +44,7 @@ def register() -> None:
     if value:
         _install_swap(value)
     _install_step_times()
+    _install_platform()
 
 
 def _install_swap(value: str) -> None:
@@ -86,6 +88,19 @@ def _install_step_times() -> None:
         steptimes.install()
     except Exception:
         logger.exception("specbench: could not install the step timer")
+
+
+def _install_platform() -> None:
+    """The platform reader (harness.engine.platform), in every process of a launch (one with
+    a report folder): a failure is logged, and the worker refuses a launch without one."""
+    if not os.environ.get(IMPL_REPORT_DIR_ENV, "").strip():
+        return
+    try:
+        from harness.engine import platform
+
+        platform.install()
+    except Exception:
+        logger.exception("specbench: could not install the platform reader")
 
 
 def _install_patch(path: str) -> None:

@@ -29,6 +29,7 @@ import aiohttp
 
 from harness.config.scenario import ServeSettings
 from harness.config.workload import Prompt, workload_hash
+from harness.engine import platform
 from harness.engine.loadgen import (
     StreamedRequest,
     completion_payload,
@@ -263,6 +264,7 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 for i, p in enumerate(items)]
 
     server_log.parent.mkdir(parents=True, exist_ok=True)
+    platform.clear(report_dir)
     t = time.perf_counter()
     server: subprocess.Popen[bytes] | None = None
     server_problem = None
@@ -294,6 +296,11 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
         assert server is not None  # the loop broke out with a healthy server
         running = server
         timings.engine_start_s = time.perf_counter() - t
+        # What the server's engine runs on; refused before any pass where a feature of this
+        # launch does not work there.
+        result.platform, refused = platform.check_launch(run, report_dir)
+        if refused:
+            raise ServerFailed(refused)
         timeout = run.timeout_s
         speculative = "speculative_config" in engine_args
 

@@ -35,6 +35,7 @@ from harness.config.workload import (
     workload_file,
     workload_hash,
 )
+from harness.engine import platform
 from harness.engine.schedule import measure_launch
 from harness.lifeline import guard_process_group
 from harness.wire.protocol import (
@@ -339,8 +340,16 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         )
 
     t = time.perf_counter()
+    platform.clear(report_dir)
     llm: Any = LLM(**engine_args)
     timings.engine_start_s = time.perf_counter() - t
+    # What the engine runs on, read in its processes; refused before any pass where a
+    # feature of this launch does not work there.
+    result.platform, refused = platform.check_launch(run, report_dir)
+    if refused:
+        print(f"specbench: {refused}", file=sys.stderr)
+        result.error = refused
+        return result
     speculative = "speculative_config" in engine_args
     stage = "the warm-up"  # what the engine is doing, should its core process die
     watching = wake_on_engine_death(llm)

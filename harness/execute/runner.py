@@ -87,6 +87,12 @@ class RunOutcome:
         return ExitCode.OK
 
 
+def _entry(record: RunRecord) -> LaunchEntry:
+    """A finished launch as the manifest indexes it, with the platform its engine reported."""
+    platform = record.result.platform if record.result is not None else None
+    return LaunchEntry(run_key=record.run_key, status=record.status, platform=platform)
+
+
 def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
     """The record of a launch whose worker never reported (models failed, or interrupted)."""
     return RunRecord(**run.record_fields(), wall_s=0.0, **fields)
@@ -204,7 +210,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         outcome.records.extend(kept)
         manifest.created_unix = previous.manifest.created_unix
         manifest.fingerprint = previous.manifest.fingerprint
-        manifest.runs = [LaunchEntry(run_key=r.run_key, status=r.status) for r in kept]
+        manifest.runs = [_entry(r) for r in kept]
         manifest.resumed = [*previous.manifest.resumed, {
             "unix": time.time(), "from_status": previous.manifest.status, "kept": len(kept)}]
 
@@ -222,7 +228,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         """A launch's record is stored, and listed in the manifest, as soon as it exists."""
         outcome.records.append(record)
         save_run_record(run_dir, record)
-        manifest.runs.append(LaunchEntry(run_key=record.run_key, status=record.status))
+        manifest.runs.append(_entry(record))
 
     def keep_unsaved() -> None:
         """After the disk filled: store the records whose writes failed, in the space freed."""
@@ -230,7 +236,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         for record in outcome.records:
             if record.run_key not in saved:
                 save_run_record(run_dir, record)
-                manifest.runs.append(LaunchEntry(run_key=record.run_key, status=record.status))
+                manifest.runs.append(_entry(record))
 
     def started_worker(run: RunSpec) -> Callable[[int], None]:
         def note(pid: int) -> None:

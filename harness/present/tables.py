@@ -299,7 +299,8 @@ def footnotes(comparison: Comparison) -> list[str]:
     notes.append(f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}"
                  f"{_units(comparison)}.")
     if comparison.setup:
-        notes.append(f"Setup: {comparison.setup}")
+        notes.append(f"Setup: {comparison.setup}" + (
+            f"; platform: {comparison.platform}" if comparison.platform else ""))
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
     if comparison.no_speculation is not None:

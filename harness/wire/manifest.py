@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.atomic import write_json_atomic
 from harness.errors import ResultsError
 from harness.wire.overlay import OverlaySpec
+from harness.wire.platform import Platform
 from harness.wire.records import SCHEMA_VERSION
 
 MANIFEST = "manifest.json"
@@ -38,6 +39,7 @@ class LaunchEntry(Stored):
 
     run_key: str
     status: str
+    platform: Platform | None = None  # what the launch's engine ran on (wire.platform)
 
 
 class InFlight(Stored):

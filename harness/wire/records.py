@@ -32,6 +32,9 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   9 - one-engine blocks are oriented at random (A B B A or B A A B, schedule.block_arms):
       WorkerResult.block_seed, the launch's draw. Optional: older files, whose odd blocks
       mirrored the even ones, read unchanged.
+  10 - the platform: WorkerResult.platform (model runner, compilation and CUDA-graph modes,
+      async scheduling, attention backends, as vLLM's worker read them), and the manifest's
+      launch entries with it. Optional: older files read unchanged, without a platform.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 9
+from harness.wire.platform import Platform
+
+SCHEMA_VERSION = 10
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -232,6 +237,9 @@ class WorkerResult(Record):
     block_seed: int | None = Field(
         default=None, description="One-engine: the seed of every block's orientation (A B B A "
         "or B A A B, drawn per block: schedule.block_arms).")
+    platform: Platform | None = Field(
+        default=None, description="The platform vLLM's worker processes reported once the "
+        "engine was built (rank 0's; the ranks agree, or the launch is refused).")
 
 
 class RunRecord(Record):

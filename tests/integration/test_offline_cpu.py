@@ -103,6 +103,21 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
     assert summary["comparison"]["candidates"][0]["name"] == "optimized"
 
 
+def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:
+    """The platform, read in vLLM's worker once the engine was built: in the record, in the
+    manifest's launch entry, and on the table's Setup line (this CPU: V1, no CUDA graphs)."""
+    [record] = medusa_run.results.runs
+    assert record.result is not None and record.result.platform is not None
+    platform = record.result.platform
+    assert platform.runner == "V1" and platform.device == "cpu"
+    assert platform.runner_class == "vllm.v1.worker.cpu_model_runner.CPUModelRunner"
+    assert platform.cudagraph_mode == "NONE" and platform.attention
+    manifest = json.loads((medusa_run.results.path / "manifest.json").read_text())
+    assert manifest["runs"][0]["platform"]["runner"] == "V1"
+    assert f"platform: {platform.describe()}" in medusa_run.stdout.replace("\n", " ") or \
+        "platform: runner V1 (CPUModelRunner), cpu" in medusa_run.stdout
+
+
 def test_medusa_every_request_completed_with_max_tokens(medusa_run: CliRun) -> None:
     scenario = _scenario("cpu-medusa-proposer.yaml")
     requests = requests_frame(medusa_run.results.runs)

@@ -178,6 +178,12 @@ def test_serve_switch_ran_both_paths_in_both_tp_ranks(serve_run: CliRun) -> None
     parity = {c.name: c.parity for c in comparison.candidates}
     local = parity["local-argmax"]
     assert local is not None and local.fraction == 1.0
+    # The server's two TP ranks reported one platform (V1, no CUDA graphs, on this CPU).
+    good = [r for r in serve_run.results.runs if r.status == "ok"]
+    assert good and all(r.result is not None and r.result.platform is not None
+                        and r.result.platform.runner == "V1"
+                        and r.result.platform.cudagraph_mode == "NONE" for r in good)
+    assert comparison.platform is not None and comparison.platform.startswith("runner V1")
 
 
 def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun,

@@ -13,6 +13,8 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 
+from harness.config.platforms import Unsupported
+
 
 @dataclass(frozen=True)
 class Swap:
@@ -25,6 +27,9 @@ class Swap:
     vllm: str  # the vLLM versions its installer was written against (PEP 440 specifier)
     proves: dict[str, frozenset[str]]  # choice -> code paths whose report proves it ran
     forces: dict[str, dict[str, object]] = field(default_factory=dict)  # choice -> spec keys
+    # The model runners and CUDA-graph modes its code does not work under (checked per launch
+    # against the platform the engine reports: harness.wire.platform.refusals).
+    unsupported: tuple[Unsupported, ...] = ()
 
 
 def _discover() -> dict[str, Swap]:

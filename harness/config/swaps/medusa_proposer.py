@@ -5,6 +5,7 @@ what the proposer returned, so it proves the choice from vLLM's side."""
 
 from __future__ import annotations
 
+from harness.config.platforms import Unsupported
 from harness.config.swaps import Swap
 
 PATH_TOLIST = "medusa.propose.tolist"
@@ -24,4 +25,8 @@ SWAP = Swap(
     # Written against vLLM 0.32's MedusaProposer.propose (its signature and return type).
     vllm=">=0.32,<0.33",
     proves={"baseline": frozenset({PATH_TOLIST}), "optimized": frozenset({PATH_TENSOR})},
+    # The proposer's Python runs between the graphs V1 captures (after the target's forward),
+    # so any graph mode is fine under V1.
+    unsupported=(Unsupported(runner="V2", why="it patches V1's MedusaProposer; Model Runner "
+                             "V2 has no Medusa (vLLM falls back to V1 for it)"),),
 )

@@ -1,0 +1,79 @@
+"""Where each part of specbench that reaches into vLLM's workers works: the model runner (V1 or
+V2) and the CUDA-graph modes under which its code runs as it must. Pure data: each launch reads
+its platform inside the engine once it is built (harness.engine.platform) and checks it against
+these declarations (harness.wire.platform.refusals) before any pass is measured, so an
+unsupported combination is refused with its reason and the ways out, never measured silently.
+
+What is known, read from vLLM's source (0.32 and 0.33; no CUDA build of vLLM runs here):
+- Model Runner V2 (vllm/v1/worker/gpu/model_runner.py) is the CUDA default for EAGLE, MTP,
+  draft models and no speculation when Triton is present (VllmConfig.use_v2_model_runner);
+  Medusa falls back to V1. It has none of V1's execute_model / _model_forward /
+  propose_draft_token_ids split, and samples the draft (DraftModelSpeculator.sample_draft)
+  inside the CUDA graph it captures for draft decode.
+- A captured CUDA graph replays the kernels recorded at start-up: Python between them does not
+  run, so a switch between passes cannot change what replays, and a proof that counts Python
+  calls sees only the eager calls (prefills, sizes outside the captured ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RUNNERS = ("V1", "V2")
+# vLLM's CUDAGraphMode names (vllm.config.compilation.CUDAGraphMode); NONE: nothing captured.
+GRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+GRAPHED = frozenset(GRAPH_MODES) - {"NONE"}
+
+# The ways out, by what a rule is about.
+RUNNER_WAY_OUT = ("VLLM_USE_V2_MODEL_RUNNER=0 in the scenario's env (the V1 runner; the table "
+                  "then says vLLM's default runner differs)")
+EAGER_WAY_OUT = ("engine_args: {enforce_eager: true} (no CUDA graphs: the table names the "
+                 "launch eager)")
+LAUNCH_WAY_OUT = "design: launch-per-arm (each arm's engine captures its own graphs)"
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A platform a feature does not work on: its runner (None: either), its CUDA-graph modes
+    (None: any, captured or not), only when arms switch inside one engine (`switching`), and
+    why, in words a vLLM developer can check against vLLM's source."""
+
+    why: str
+    runner: str | None = None
+    graphs: frozenset[str] | None = None
+    switching: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.runner is None or self.runner in RUNNERS, self.runner
+        assert self.graphs is None or self.graphs <= set(GRAPH_MODES), self.graphs
+
+    def matches(self, runner: str, graphs: str, switching: bool) -> bool:
+        return ((self.runner is None or self.runner == runner)
+                and (self.graphs is None or graphs in self.graphs)
+                and (switching or not self.switching))
+
+    def ways_out(self) -> list[str]:
+        out = []
+        if self.runner == "V2":
+            out.append(RUNNER_WAY_OUT)
+        if self.graphs is not None and "NONE" not in self.graphs:
+            out.append(EAGER_WAY_OUT)
+        if self.switching:
+            out.append(LAUNCH_WAY_OUT)
+        return out
+
+
+# The step timer (harness.engine.steptimes) wraps V1's GPUModelRunner methods.
+STEP_TIMER: tuple[Unsupported, ...] = (
+    Unsupported(runner="V2", why="it wraps V1's GPUModelRunner.execute_model, _model_forward "
+                "and propose_draft_token_ids; Model Runner V2 has none of them, so where the "
+                "step's time goes would be missing"),
+)
+# A variant's own patch function switched between passes: what it replaces may run inside a
+# captured graph (nothing in the patch says where it runs, unlike an overlay's dispatcher,
+# which refuses when a graph captures it).
+PATCH_SWITCHING: tuple[Unsupported, ...] = (
+    Unsupported(graphs=GRAPHED, switching=True,
+                why="a patch's code may run inside a captured CUDA graph, where a switch "
+                "between passes cannot reach it and the proof sees only eager calls"),
+)

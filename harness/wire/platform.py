@@ -1,0 +1,103 @@
+"""The platform a launch's engine runs on, as vLLM's worker process reads it once the engine is
+built (harness.engine.platform): model runner, compilation mode, CUDA-graph mode and capture
+sizes, async scheduling, attention backends. Written by the plugin beside the swap reports,
+read back by the worker, kept in the launch's record and the manifest, printed on the table's
+Setup line, and checked against what each feature of the launch declares it works on
+(harness.config.platforms), so an unsupported combination is refused before any pass is
+measured. Pure data: the engine side imports it too.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.config.platforms import PATCH_SWITCHING, STEP_TIMER, Unsupported
+from harness.config.swaps import SWAPS
+from harness.wire.spec import RunSpec
+
+PLATFORM_FILE_PREFIX = "platform-"  # platform-<pid>.json in the launch's report folder
+
+
+class Platform(BaseModel):
+    """One vLLM worker process's platform (every TP rank writes its own; they agree)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runner: str = Field(description="V1 or V2 (vLLM's Model Runner V2).")
+    runner_class: str = Field(description="The model runner's class, module-qualified.")
+    device: str = Field(description="vLLM's device type (cpu, cuda, ...).")
+    compilation_mode: str = Field(description="CompilationConfig.mode (CompilationMode name).")
+    cudagraph_mode: str = Field(description="CompilationConfig.cudagraph_mode (CUDAGraphMode "
+                                "name; NONE: nothing captured).")
+    capture_sizes: list[int] = Field(default_factory=list,
+                                     description="Batch sizes captured in CUDA graphs.")
+    async_scheduling: bool = Field(description="SchedulerConfig.async_scheduling.")
+    attention: list[str] = Field(default_factory=list,
+                                 description="The attention backends' names, in use order.")
+    runner_env: str | None = Field(
+        default=None, description="VLLM_USE_V2_MODEL_RUNNER as the process saw it (unset: "
+        "vLLM chose the runner).")
+    rank: int | None = Field(default=None, description="The worker's rank, when known.")
+
+    def describe(self) -> str:
+        sizes = self.capture_sizes
+        captured = "" if self.cudagraph_mode == "NONE" or not sizes else (
+            f" (sizes {sizes[0]}-{sizes[-1]}, {len(sizes)})" if len(sizes) > 3
+            else f" (sizes {', '.join(map(str, sizes))})")
+        forced = ""
+        if self.runner_env is not None:
+            forced = (f", forced by VLLM_USE_V2_MODEL_RUNNER={self.runner_env}: vLLM's "
+                      "default runner here may differ")
+        short = self.runner_class.rsplit(".", 1)[-1]
+        return (f"runner {self.runner} ({short}{forced}), {self.device}, compilation "
+                f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
+                f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
+                f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}")
+
+
+def features_of(run: RunSpec) -> dict[str, tuple[Unsupported, ...]]:
+    """What this launch runs inside vLLM's workers, each with the platforms it does not work
+    on: its swaps, a patch switched between passes, and the step timer."""
+    from harness.config.catalog import parse_implementation
+
+    out: dict[str, tuple[Unsupported, ...]] = {}
+    labels = [a.implementation for a in run.arms] if run.arms else [run.implementation]
+    for label in labels:
+        if not label or label.startswith(("patch:", "overlay:")):
+            continue
+        name, _ = parse_implementation(label)
+        out[f"the {name} swap"] = SWAPS[name].unsupported
+    if run.patch:
+        out[f"the patch {run.patch}"] = PATCH_SWITCHING
+    if run.step_times:
+        out["the step timer (where the speedup goes)"] = STEP_TIMER
+    return out
+
+
+def refusals(platform: Platform, run: RunSpec) -> list[str]:
+    """Why this launch cannot be measured on `platform` (empty: it can), one sentence per
+    feature that does not work there, with the ways out."""
+    switching = run.design == "one-engine" and len(run.arms) > 1
+    out = []
+    for feature, rules in features_of(run).items():
+        for rule in rules:
+            if rule.matches(platform.runner, platform.cudagraph_mode, switching):
+                where = (f"model runner {platform.runner}, CUDA graphs "
+                         f"{platform.cudagraph_mode}"
+                         + (", arms switched in one engine" if rule.switching else ""))
+                out.append(f"{feature} does not run on {where}: {rule.why}; ways out: "
+                           + "; or ".join(rule.ways_out()))
+    return out
+
+
+def describe_launches(platforms: dict[str, Platform | None]) -> str | None:
+    """One line for the table: the platform every launch shared, or each launch's where they
+    differ; None when no launch reported one (older runs, or a worker that died early)."""
+    known = {key: p for key, p in platforms.items() if p is not None}
+    if not known:
+        return None
+    texts = {key: p.model_copy(update={"rank": None}).describe() for key, p in known.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + \
+        " (the launches differ)"
