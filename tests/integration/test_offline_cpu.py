@@ -306,11 +306,12 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    """One run, five engines: the baseline; a configuration vLLM refuses at start (no
+    """One run, six engines: the baseline; a configuration vLLM refuses at start (no
     pre-flight check knows it); a variant's own patch by import path (Medusa proposes token
-    0 everywhere); a patch that raises when vLLM loads it; and the target without
-    speculation (the reference of the speedup rows and of where each speedup goes)."""
-    return _short_medusa(tmp_path_factory.mktemp("own-code"), "own-code", 1, {
+    0 everywhere); a patch that raises when vLLM loads it; a patch that kills the engine core
+    at the first request of pass 1; and the target without speculation (the reference of the
+    speedup rows and of where each speedup goes)."""
+    return _short_medusa(tmp_path_factory.mktemp("own-code"), "own-code", 2, {
         "baseline": {"baseline": True},
         "nospec": {"speculative_config": "none"},
         # A real engine failure that passes every pre-flight check: vLLM refuses a token
@@ -318,6 +319,9 @@ def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
         "broken": {"engine": {"max_num_batched_tokens": 4}},
         "zeros": {"patch": "tests.patches.medusa_zero_drafts:install"},
         "patch-raises": {"patch": "tests.patches.medusa_zero_drafts:broken"},
+        # 4 warm-up requests, then passes of 4: request 9 opens pass 1.
+        "dies": {"patch": "tests.patches.kill_engine_core:install",
+                 "env": {KILL_AT_ENV: "9"}},
     })
 
 
@@ -336,7 +340,7 @@ def test_broken_variant_is_recorded_while_the_other_completes(
         failing_and_patched: CliRun) -> None:
     run = failing_and_patched
     assert run.returncode == 1
-    assert "Traceback" not in run.stderr.split("specbench: [5/5]")[-1]
+    assert "Traceback" not in run.stderr.split("specbench: [6/6]")[-1]
     by_variant = {r.variant: r for r in run.results.runs}
     assert by_variant["baseline"].status == "ok"
     broken = by_variant["broken"]
@@ -401,24 +405,14 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
     assert rate.baseline > 20 and rate.candidate < 5
 
 
-def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(tmp_path: Path) -> None:
+def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(
+        failing_and_patched: CliRun) -> None:
     """A patch kills vLLM's engine core (os._exit(3)) at its first request of pass 1: the
     launch fails at once (vLLM 0.32's offline client alone would wait for the timeout),
     saying which process died, how, in which pass and where its log is, instead of vLLM's
-    'EngineDeadError: ... see stack trace (above)'; pass 0 is kept as data, and the baseline's
-    own engine completes."""
-    data = _scenario("cpu-medusa-proposer.yaml")
-    data.pop("precision")
-    # An engine per arm: 1 warm-up request, then passes of 2 requests; request 4 opens pass 1.
-    data.update(name="dies", design="launch-per-arm", repeats=2, warmup=1, timeout_s=120,
-                variants={"baseline": {"baseline": True},
-                          "dies": {"patch": "tests.patches.kill_engine_core:install",
-                                   "env": {KILL_AT_ENV: "4"}}})
-    data["workload"].update(num_prompts=2, max_tokens=8)
-    path = tmp_path / "dies.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = run_cli(path, tmp_path / "results", "dies")
-    assert run.returncode == int(ExitCode.RUN_FAILED), run.stderr[-3000:]
+    'EngineDeadError: ... see stack trace (above)'; pass 0 is kept as data, and the other
+    variants' engines complete."""
+    run = failing_and_patched
     by_variant = {r.variant: r for r in run.results.runs}
     assert by_variant["baseline"].status == "ok"
     launch = by_variant["dies"]
