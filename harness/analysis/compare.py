@@ -297,6 +297,9 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     comparison.setup = scenario.describe_setup()
     comparison.platform = describe_launches(
         {r.run_key: r.result.platform if r.result is not None else None for r in runs})
+    for line in dict.fromkeys(x for r in runs if r.result is not None
+                              for x in r.result.left_out):
+        comparison.warnings.append(f"left out on this platform: {line}")
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}

@@ -114,7 +114,8 @@ def clear(report_dir: Path) -> None:
 def check_launch(run: RunSpec, report_dir: Path) -> tuple[Platform | None, str | None]:
     """The platform the launch's vLLM processes reported, and why the launch must not be
     measured on it (None: it may). A launch whose features declare platforms they do not work
-    on is refused when no process reported one: it would be measured blind."""
+    on is refused when no process reported one: it would be measured blind. The optional
+    features it must run without there: `refusals(platform, run, refuse=False)`."""
     platforms = read_platforms(report_dir)
     platform = platforms[0] if platforms else None
     if platform is None:

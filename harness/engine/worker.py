@@ -38,6 +38,7 @@ from harness.config.workload import (
 from harness.engine import platform
 from harness.engine.schedule import measure_launch
 from harness.lifeline import guard_process_group
+from harness.wire.platform import refusals
 from harness.wire.protocol import (
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
@@ -350,6 +351,9 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         print(f"specbench: {refused}", file=sys.stderr)
         result.error = refused
         return result
+    if result.platform is not None:
+        result.left_out = refusals(result.platform, run, refuse=False)
+    step_timed = run.step_times and not any("step timer" in x for x in result.left_out)
     speculative = "speculative_config" in engine_args
     stage = "the warm-up"  # what the engine is doing, should its core process die
     watching = wake_on_engine_death(llm)
@@ -371,14 +375,14 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         warming = run.design == "one-engine" and result.warmup_blocks == 0
         stage = "the warm-up" if warming else f"pass {repeat}"
         before = read_counters(llm) if speculative else None
-        steps_before = read_step_times(llm) if run.step_times else None
+        steps_before = read_step_times(llm) if step_timed else None
         started = time.time()
         t = time.perf_counter()
         outputs = llm.generate(engine_prompts, sampling, use_tqdm=False)
         duration = time.perf_counter() - t
         timings.measure_s += duration
         after = read_counters(llm) if speculative else None
-        steps_after = read_step_times(llm) if run.step_times else None
+        steps_after = read_step_times(llm) if step_timed else None
         return PassRecord(
             repeat=repeat,
             started_unix=started,

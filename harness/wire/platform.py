@@ -74,14 +74,16 @@ def features_of(run: RunSpec) -> dict[str, tuple[Unsupported, ...]]:
     return out
 
 
-def refusals(platform: Platform, run: RunSpec) -> list[str]:
+def refusals(platform: Platform, run: RunSpec, refuse: bool = True) -> list[str]:
     """Why this launch cannot be measured on `platform` (empty: it can), one sentence per
-    feature that does not work there, with the ways out."""
+    feature that does not work there, with the ways out. `refuse=False`: the optional
+    features it runs without there instead (harness.config.platforms.Unsupported.refuse)."""
     switching = run.design == "one-engine" and len(run.arms) > 1
     out = []
     for feature, rules in features_of(run).items():
         for rule in rules:
-            if rule.matches(platform.runner, platform.cudagraph_mode, switching):
+            if rule.refuse == refuse and rule.matches(platform.runner, platform.cudagraph_mode,
+                                                      switching):
                 where = (f"model runner {platform.runner}, CUDA graphs "
                          f"{platform.cudagraph_mode}"
                          + (", arms switched in one engine" if rule.switching else ""))

@@ -33,8 +33,9 @@ harness.wire.manifest.Manifest.migrate when older files need it):
       WorkerResult.block_seed, the launch's draw. Optional: older files, whose odd blocks
       mirrored the even ones, read unchanged.
   10 - the platform: WorkerResult.platform (model runner, compilation and CUDA-graph modes,
-      async scheduling, attention backends, as vLLM's worker read them), and the manifest's
-      launch entries with it. Optional: older files read unchanged, without a platform.
+      async scheduling, attention backends, as vLLM's worker read them) and .left_out (the
+      optional parts the launch ran without there), and the manifest's launch entries with
+      the platform. Optional: older files read unchanged, without a platform.
 """
 
 from __future__ import annotations
@@ -240,6 +241,9 @@ class WorkerResult(Record):
     platform: Platform | None = Field(
         default=None, description="The platform vLLM's worker processes reported once the "
         "engine was built (rank 0's; the ranks agree, or the launch is refused).")
+    left_out: list[str] = Field(
+        default_factory=list, description="Optional parts this launch ran without on its "
+        "platform (the step timer under Model Runner V2), each with why and the ways out.")
 
 
 class RunRecord(Record):

@@ -1,8 +1,8 @@
 """The platform model (issue 33, item 3): read from vLLM's own config objects and model-runner
 classes, described in one line, and checked against what every swap, a switched patch and the
 step timer declare they do not run on. Every unsupported combination in the registry is built
-and refused, naming the feature, the reason and the ways out; the platform this CPU gives
-(V1, no CUDA graphs) refuses nothing."""
+and refused (the step timer, optional, left out instead), naming the feature, the reason and
+the ways out; the platform this CPU gives (V1, no CUDA graphs) refuses nothing."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from harness.config.swaps import SWAPS
 from harness.engine.platform import check_launch, clear, platform_of, read_platforms
 from harness.plan.plan import expand_plan
 from harness.wire.platform import Platform, describe_launches, features_of, refusals
-from harness.wire.spec import RunSpec
+from harness.wire.spec import ArmSpec, RunSpec
 from tests.conftest import SCENARIOS
 
 
@@ -101,16 +101,20 @@ def test_every_unsupported_combination_is_refused_with_the_reason_and_the_ways_o
     graphs = sorted(rule.graphs) if rule.graphs is not None else list(GRAPH_MODES)
     for runner in runners:
         for mode in graphs:
-            why = [w for w in refusals(_platform(runner, mode), launch)
+            platform = _platform(runner, mode)
+            why = [w for w in refusals(platform, launch, refuse=rule.refuse)
                    if w.startswith(feature)]
             assert len(why) == 1, (runner, mode, why)
+            # An optional part (the step timer) is left out, never a refusal, and vice versa.
+            assert not any(w.startswith(feature) for w in
+                           refusals(platform, launch, refuse=not rule.refuse))
             assert why[0].startswith(feature) and rule.why in why[0]
             assert f"model runner {runner}, CUDA graphs {mode}" in why[0]
             for way in rule.ways_out():
                 assert way in why[0]
     # Each ways out leaves the rule: the V1 runner, eager (no graphs), or one arm per launch.
     def refused(platform: Platform, run: RunSpec = launch) -> bool:
-        return any(w.startswith(feature) for w in refusals(platform, run))
+        return any(w.startswith(feature) for w in refusals(platform, run, rule.refuse))
 
     if rule.runner == "V2":
         assert not refused(_platform("V1", graphs[0]))
@@ -164,3 +168,15 @@ def test_launches_on_one_platform_print_it_once_and_differing_ones_each() -> Non
     assert describe_launches({"x.r0": None}) is None
     forced = a.model_copy(update={"runner_env": "0"}).describe()
     assert "forced by VLLM_USE_V2_MODEL_RUNNER=0" in forced
+
+
+def test_the_maverick_scenario_runs_under_model_runner_v2_with_cuda_graphs() -> None:
+    """Seed 002's shape on CUDA: vLLM's default there (V2, FULL_AND_PIECEWISE graphs) would
+    refuse the swap switched in one engine, so the scenario runs an engine per arm."""
+    v2 = _platform("V2", "FULL_AND_PIECEWISE")
+    for launch in _plan("gpu-llama4-maverick-eagle-tp8.yaml"):
+        assert launch.design == "launch-per-arm" and not refusals(v2, launch)
+        one = launch.model_copy(update={"design": "one-engine", "arms": [
+            ArmSpec(variant=v, baseline=v == "baseline", implementation=f"tp-argmax-reduction:{c}")
+            for v, c in (("baseline", "baseline"), ("local-argmax", "optimized"))]})
+        assert refusals(v2, one)
