@@ -116,6 +116,17 @@ def _looks_like_hub_id(name: str) -> bool:
             and not name.endswith("/"))
 
 
+def hub_cached_config(name: str) -> Path | None:
+    """config.json of Hub model `name` where the local Hugging Face cache already holds it
+    (HF_HUB_CACHE / HF_HOME honoured; nothing is downloaded), else None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(name, "config.json")
+    return Path(found) if isinstance(found, str) else None
+
+
 def resolve_path(name: str, base_dir: Path) -> Path:
     path = Path(name).expanduser()
     return path if path.is_absolute() else base_dir / path
@@ -123,22 +134,29 @@ def resolve_path(name: str, base_dir: Path) -> Path:
 
 def model_config(name: str, where: str, base_dir: Path, device: str,
                  target: bool) -> dict[str, Any] | None:
-    """The config.json of a model a launch will load (None: a hub id only a GPU machine
-    resolves). Refuses what vLLM could not load: no folder, no or unreadable config.json, no
-    weights, (a target) no architectures."""
+    """The config.json of a model a launch will load (None: a Hub id, on a GPU scenario, that
+    the local Hugging Face cache does not hold: vLLM resolves it at start-up). Refuses what
+    vLLM could not load: no folder, no or unreadable config.json, no weights (a folder), (a
+    target) no architectures."""
     if name in BUILTIN_CONFIGS:
         return BUILTIN_CONFIGS[name]
     path = resolve_path(name, base_dir)
-    if not path.is_dir():
-        if device == "cuda" and _looks_like_hub_id(name):
+    hub_config = None
+    if not path.is_dir() and device == "cuda" and _looks_like_hub_id(name):
+        # A Hub id: checked from the local cache where it is there (the weights may still be
+        # downloading, so only the config is read); otherwise vLLM resolves it at start-up
+        # (gated models need HF_TOKEN in the environment).
+        hub_config = hub_cached_config(name)
+        if hub_config is None:
             return None
+    if hub_config is None and not path.is_dir():
         import difflib
 
         close = difflib.get_close_matches(name, list(BUILTIN_MODELS), 3)
         known = f"did you mean {' or '.join(close)}?" if close else "specbench models lists them"
         raise ScenarioError(f"{where}: {name!r} is neither a built-in model ({known}) nor an "
                             f"existing folder (looked for {path})")
-    config = path / "config.json"
+    config = hub_config or path / "config.json"
     if not config.is_file():
         raise ScenarioError(f"{where}: {path} has no config.json, so it is not a model folder "
                             "vLLM can load")
@@ -148,7 +166,7 @@ def model_config(name: str, where: str, base_dir: Path, device: str,
         raise ScenarioError(f"{where}: {config} is not readable JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: {config} is not a JSON object")
-    if not any(any(path.glob(p)) for p in WEIGHT_PATTERNS):
+    if hub_config is None and not any(any(path.glob(p)) for p in WEIGHT_PATTERNS):
         raise ScenarioError(f"{where}: {path} has no weights ({', '.join(WEIGHT_PATTERNS)})")
     archs = data.get("architectures")
     if target and not (isinstance(archs, list) and archs and all(isinstance(a, str)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.errors import ScenarioError
 from testkit.bad_inputs import CASES, FILES
 from tests.conftest import ROOT
 
@@ -166,3 +167,32 @@ def test_the_gpus_a_run_may_use_are_those_cuda_visible_devices_leaves(
     from harness.env import visible_gpus
 
     assert [g["index"] for g in visible_gpus(GPUS, visible)] == expected
+
+
+def test_a_hub_model_in_the_local_cache_is_checked_before_any_engine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU scenario's Hub id is read from the local Hugging Face cache where it is there
+    (nothing downloaded): a draft whose vocabulary differs from the target's is refused in one
+    line. A Hub id the cache lacks is left to vLLM, as before."""
+    import huggingface_hub.constants
+
+    from harness.plan.preflight import model_config
+
+    hub = tmp_path / "hub"
+    for repo, config in (("org/target", {"architectures": ["LlamaForCausalLM"],
+                                         "vocab_size": 32000}),
+                         ("org/noarch", {"vocab_size": 32000})):
+        folder = hub / f"models--{repo.replace('/', '--')}"
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text("abc123")
+        snapshot = folder / "snapshots" / "abc123"
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    found = model_config("org/target", "model", tmp_path, "cuda", target=True)
+    assert found is not None and found["vocab_size"] == 32000
+    with pytest.raises(ScenarioError, match="names no architectures"):
+        model_config("org/noarch", "model", tmp_path, "cuda", target=True)
+    assert model_config("org/not-cached", "model", tmp_path, "cuda", target=True) is None
+    with pytest.raises(ScenarioError, match="neither a built-in model"):
+        model_config("org/target", "model", tmp_path, "cpu", target=True)
