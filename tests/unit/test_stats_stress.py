@@ -134,20 +134,27 @@ def test_a_periodic_disturbance_stays_noise(period: float) -> None:
     B A A B order (its arm contrast has an 8-pass period with odd harmonics): 13.2% and 52.9%
     A/A false positives at a 2% precision target before (the audit's 1000 trials). With each
     block's orientation drawn at random the disturbance enters every block with a random sign.
-    The full grid (periods 2-40 passes, amplitudes 0.5-2%) is benchmarks/
-    periodic_disturbance.py."""
+    The band [3%, 6.5%] is the benchmark's, at 1000 trials a period over periods 2-40
+    (benchmarks/periodic_disturbance.py: 4.4-6.2%, docs/statistics.md). 400 trials measure a
+    5% rate to +-2.2% (2 sd), so here the check is the binomial 99% region of a 5% rate at 400
+    trials, [2.2%, 7.8%]: it fails the old order's 13% and 53% at once, and does not fail an
+    in-band rate by chance (these seeds give 7.0% and 2.8% at 400 trials; the benchmark's
+    1000 trials, 5.1% and 5.1%)."""
     trials = 400
     precision = Precision(mde=0.02, budget_s=10**6)
     noise = Noise(sigma_p=0.03, period=period, period_amp=0.015)
     seed = 17 + int(3 * period)
     aa = rates(simulate(noise, 12, trials, seed=seed, precision=precision), 0.0)
-    plus = rates(simulate(replace(noise, effect=EFFECT), 12, trials, seed=seed,
-                          precision=precision), EFFECT)
     report(f"precision 2%, 1.5% sine of period {period:.3g} passes", trials, aa)
+    assert 0.022 <= aa[0] <= 0.078 and aa[1] >= 0.93 - 0.028
     # The effect shifts the candidate's level and nothing decided reads the level: the
-    # interval shifts with it (what the benchmark relies on to give coverage from its A/A).
-    assert plus[1] == 1 - aa[0]
-    assert 0.03 <= aa[0] <= 0.065 and plus[1] >= 0.93
+    # interval shifts with it, so coverage of +1% is 1 - the A/A rate of the same draws (what
+    # the benchmark relies on), checked on the first 100 draws, by count.
+    few = 100
+    aa_few = rates(simulate(noise, 12, few, seed=seed, precision=precision), 0.0)
+    plus = rates(simulate(replace(noise, effect=EFFECT), 12, few, seed=seed,
+                          precision=precision), EFFECT)
+    assert round(plus[1] * few) == few - round(aa_few[0] * few)
 
 
 def test_a_slow_warm_up_stays_in_band_in_a_precision_run() -> None:
