@@ -61,6 +61,9 @@ def run_variant_of(name: str, tmp: Path, run_id: str, **changes: Any) -> CliRun:
     return run_cli(path, tmp / "results", run_id)
 
 
+# Test engines that need not be compiled (torch.compile costs ~15 s an engine start here).
+EAGER = {"enforce_eager": True}
+
 # The demo as shipped, with a precision target it reaches at the first look: one engine, the
 # proposer switched between passes, a real precision stop, in about a minute.
 MEDUSA_PRECISION = {"mde": 0.5, "budget_s": 400}
@@ -74,8 +77,10 @@ def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
 
 @pytest.fixture(scope="session")
 def eagle_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    # Eager: the compiled EAGLE TP 2 engine is the serve test's (tests/integration/
+    # test_serve_cpu.py runs the shipped scenario as it is); compiling costs ~15 s a start.
     return run_variant_of("cpu-eagle-tp2-argmax.yaml", tmp_path_factory.mktemp("eagle"),
-                          "eagle", repeats=4, rounds=1)
+                          "eagle", repeats=4, rounds=1, engine=EAGER)
 
 
 def _scenario(name: str) -> dict[str, Any]:
@@ -515,7 +520,7 @@ def eagle_speedup(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     Spec-Bench fixture (12 prompts in 3 categories, loaded through vLLM's SpecBench too)."""
     tmp = tmp_path_factory.mktemp("eagle-speedup")
     data = _scenario("cpu-eagle-tp2-argmax.yaml")
-    data.update(name="eagle-speedup", rounds=1, repeats=2, warmup=4, variants={
+    data.update(name="eagle-speedup", rounds=1, repeats=2, warmup=4, engine=EAGER, variants={
         "eagle": {"baseline": True}, "nospec": {"speculative_config": "none"}})
     data["workload"] = {"kind": "spec_bench", "num_prompts": 12, "max_tokens": 16,
                         "path": str(ROOT / "tests/fixtures/datasets/spec_bench_question.jsonl")}

@@ -113,7 +113,7 @@ def test_a_change_off_the_scenarios_path_is_refused_before_measuring_naming_it(
 def test_eagle_argmax_branch_at_tp2_is_proven_on_both_ranks(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     run = shipped("cpu-eagle-tp2-overlay.yaml", tmp_path_factory.mktemp("ov-eagle"),
-                  "ov-eagle", repeats=2, warmup=4)
+                  "ov-eagle", repeats=2, warmup=4, engine={"enforce_eager": True})
     assert run.returncode == 0, run.stderr[-3000:]
     passes = overlay_reports(run)
     assert {arm for arm, _ in passes} == {"baseline", "local-argmax"}
