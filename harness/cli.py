@@ -441,14 +441,36 @@ def support(
         help="vLLM wheels (.whl) or folders holding vllm/, read as source (no import); none: "
         "the installed vLLM.", show_default=False)] = None,
     reasons: Annotated[int, typer.Option(min=1, help="Failures shown per cell.")] = 2,
+    scenario: Annotated[list[Path] | None, typer.Option(
+        "--scenario", help="Instead of the matrix: whether this scenario can run on each "
+        "version (the features it uses, its engine-argument keys, its swaps' versions); "
+        "repeat the option. Exit 1 when one cannot.", show_default=False)] = None,
 ) -> int:
     """Which specbench features each vLLM version supports: every vLLM internal specbench
     touches (harness/config/vllm_internals.py) looked up in its source, one row per feature."""
     from harness.plan import vllm_support as vs
 
     found = [vs.open_source(s) for s in sources] if sources else [vs.installed_source()]
-    print(vs.render_matrix([vs.check_source(s) for s in found], reasons))
-    return 0
+    if not scenario:
+        print(vs.render_matrix([vs.check_source(s) for s in found], reasons))
+        return 0
+    from harness.config.scenario import load_scenario
+    from harness.plan.plan import expand_plan
+
+    status = 0
+    for path in scenario:
+        spec = load_scenario(path)
+        plan = expand_plan(spec, scenario_file=path)
+        features, _ = vs.scenario_needs(spec, plan)
+        for source in found:
+            failures = vs.check_scenario(source, spec, plan)
+            mark = "✗" if failures else "✓"
+            print(f"{mark} {spec.name} on vLLM {source.version}: "
+                  + ("; ".join(f"{f}: {w[0]}" + (f" (+{len(w) - 1} more)" if len(w) > 1 else "")
+                               for f, w in failures.items())
+                     if failures else f"uses {', '.join(features)}"))
+            status = status or (1 if failures else 0)
+    return status
 
 
 @app.command()

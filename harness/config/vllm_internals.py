@@ -41,6 +41,9 @@ class Internal:
     kind: Literal["module", "class", "function", "method", "attribute"]
     params: tuple[str, ...] | None = None  # parameter names relied on (self excluded), None: any
     where: str = ""  # the specbench file(s) that use it, e.g. "harness/engine/steptimes.py"
+    # Other modules that define it in other vLLM versions (where specbench does not import it
+    # by module, e.g. a CLI flag's dataclass): found in any of them counts.
+    moved: tuple[str, ...] = ()
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
@@ -80,7 +83,9 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
         "planning/bisecting a variant's change misjudges where changed code runs (workers, "
         "engine core, compiled forward), so an overlay is allowed where it cannot switch",
     "built-in models":
-        "vLLM cannot load the built-in tiny Medusa/EAGLE drafts specbench builds",
+        "vLLM cannot load the built-in tiny EAGLE draft specbench builds",
+    "built-in Medusa model":
+        "vLLM cannot load the built-in tiny Medusa heads specbench builds",
 }
 
 _SWAP_MEDUSA = "harness/engine/swaps/medusa_proposer.py"
@@ -387,10 +392,11 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("serve", "vllm.entrypoints.openai.api_server", "", "module", where=_SERVE),
     Internal("serve", "vllm.entrypoints.launchers.api_server.entry", "main", "function", (),
              _SERVE),
+    # The server's --host and --port flags (0.33 moved FrontendArgs to entrypoints.common).
     Internal("serve", "vllm.entrypoints.launchers.cli_args", "FrontendArgs.host", "attribute",
-             where=_SERVE),
+             where=_SERVE, moved=("vllm.entrypoints.common.cli_args",)),
     Internal("serve", "vllm.entrypoints.launchers.cli_args", "FrontendArgs.port", "attribute",
-             where=_SERVE),
+             where=_SERVE, moved=("vllm.entrypoints.common.cli_args",)),
     Internal("serve", "vllm.engine.arg_utils", "EngineArgs.served_model_name", "attribute",
              where=_SERVE),
     # store_true flags without a --no- form (serve_worker.STORE_TRUE_ONLY).
@@ -520,7 +526,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("built-in models", "vllm.model_executor.models.registry",
              "_SPECULATIVE_DECODING_MODELS", "attribute",
              where="harness/engine/models.py, harness/config/catalog.py"),
-    Internal("built-in models", "vllm.model_executor.models.medusa", "Medusa", "class",
+    Internal("built-in Medusa model", "vllm.model_executor.models.medusa", "Medusa", "class",
              where="harness/engine/models.py, harness/engine/fit.py"),
     Internal("built-in models", "vllm.model_executor.models.llama_eagle",
              "EagleLlamaForCausalLM", "class",

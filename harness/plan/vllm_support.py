@@ -2,7 +2,9 @@
 entry of the registry (harness.config.vllm_internals) looked up with `ast` in a vLLM source
 tree -- the installed package, an unpacked checkout, or a wheel file read in place -- and each
 feature marked supported when all its entries are found as the registry describes them, or
-not, with the first reasons. `specbench support [SOURCE ...]` prints the matrix.
+not, with the first reasons. `specbench support [SOURCE ...]` prints the matrix;
+`--scenario FILE` checks what one scenario uses (its features, its own engine-argument keys,
+its swaps' declared versions) against each source.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ import re
 import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
+from harness.config.catalog import BUILTIN_CONFIGS
+from harness.config.scenario import Scenario
+from harness.config.swaps import SWAPS
 from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
 from harness.plan.builds import interpreter, probe
+from harness.wire.spec import Plan
 
 
 class Source(ABC):
@@ -186,7 +192,16 @@ def _missing(entry: Internal, have: list[str]) -> str | None:
 
 
 def check_entry(source: Source, entry: Internal) -> str | None:
-    """None when `entry` is in `source` as the registry says; else why not, in one line."""
+    """None when `entry` is in `source` as the registry says (in its module or one it moved
+    to); else why not, in one line (its own module's reason)."""
+    why = _check_in(source, entry)
+    for module in entry.moved if why is not None else ():
+        if _check_in(source, replace(entry, module=module)) is None:
+            return None
+    return why
+
+
+def _check_in(source: Source, entry: Internal) -> str | None:
     tree = source.tree(entry.module)
     if tree is None:
         return f"module {entry.module} is gone"
@@ -271,3 +286,77 @@ def render_matrix(supports: list[Support], reasons: int = 2) -> str:
             cells.append("✗ " + "; ".join(failed[:reasons]) + more)
         lines.append(f"| {feature} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# -- one scenario against a version --------------------------------------------------------------
+
+def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Internal]]:
+    """What a scenario's launches use of vLLM: the features (FEATURES keys) and, beyond the
+    registry, its own keys as internals: every engine argument (an EngineArgs field), every
+    speculative_config key (a SpeculativeConfig field) and compilation_config key (a
+    CompilationConfig field) its launches pass."""
+    runs = plan.runs
+    features = ["overlay plugin", "platform", "engine arguments"]
+    features.append("serve" if scenario.mode == "serve" else "offline engine")
+    if scenario.mode != "serve":
+        features += ["request records", "engine attributes"]
+    if any("speculative_config" in r.engine_args for r in runs):
+        features.append("spec-decode metrics")
+    if scenario.device == "cpu":
+        features.append("device environment")
+    labels = {a.implementation for r in runs for a in r.arms} | {r.implementation for r in runs}
+    features += sorted(f"swap {label.partition(':')[0]}" for label in labels
+                       if label and not label.startswith(("patch:", "overlay:")))
+    if any(r.step_times for r in runs):
+        features.append("step timer")
+    if scenario.workload.kind in ("spec_bench", "speed_bench"):
+        features.append("datasets")
+    if any(r.overlay is not None for r in runs):
+        features.append("change classifier")
+    models = {str(r.engine_args.get("model")) for r in runs} | {
+        str((r.engine_args.get("speculative_config") or {}).get("model")) for r in runs}
+    builtin = models & set(BUILTIN_CONFIGS)
+    if builtin:
+        features.append("built-in models")
+    if any(BUILTIN_CONFIGS[m].get("model_type") == "medusa" for m in builtin):
+        features.append("built-in Medusa model")
+    keys: list[Internal] = []
+    where = "the scenario"
+    for r in runs:
+        for key in r.engine_args:
+            keys.append(Internal("engine arguments", "vllm.engine.arg_utils",
+                                 f"EngineArgs.{key}", "attribute", where=where))
+        nested = (("speculative_config", "vllm.config.speculative", "SpeculativeConfig"),
+                  ("compilation_config", "vllm.config.compilation", "CompilationConfig"))
+        for arg, module, cls in nested:
+            value = r.engine_args.get(arg)
+            for key in value if isinstance(value, dict) else {}:
+                keys.append(Internal("engine arguments", module, f"{cls}.{key}", "attribute",
+                                     where=where))
+    return list(dict.fromkeys(features)), list(dict.fromkeys(keys))
+
+
+def check_scenario(source: Source, scenario: Scenario, plan: Plan) -> dict[str, list[str]]:
+    """Why `scenario` cannot run on the vLLM of `source`, by feature (empty: it can, as far
+    as its source shows): the registry's entries of every feature it uses, its own engine
+    argument keys, and each swap's declared vLLM versions."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    features, keys = scenario_needs(scenario, plan)
+    failures: dict[str, list[str]] = {}
+    for entry in [e for e in INTERNALS if e.feature in features] + keys:
+        why = check_entry(source, entry)
+        if why is not None:
+            failures.setdefault(entry.feature, []).append(why)
+    for feature in features:
+        if feature.startswith("swap "):
+            swap = SWAPS[feature.removeprefix("swap ")]
+            try:
+                fits = Version(source.version) in SpecifierSet(swap.vllm)
+            except InvalidVersion:
+                fits = True  # a source build without a version: its source decides
+            if not fits:
+                failures.setdefault(feature, []).append(
+                    f"the {swap.name} swap is written for vLLM {swap.vllm}")
+    return {f: list(dict.fromkeys(w)) for f, w in failures.items()}

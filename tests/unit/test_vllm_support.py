@@ -18,7 +18,7 @@ from harness.plan.vllm_support import (
     open_source,
     render_matrix,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SCENARIOS
 
 
 def test_the_installed_vllm_has_every_internal_specbench_touches() -> None:
@@ -118,3 +118,53 @@ def test_support_command(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert bad.returncode == 2
     assert bad.stderr.strip() == f"specbench: error: {tmp_path}: no vllm/ package in this folder"
+
+
+def test_a_scenario_is_checked_against_a_version_by_what_it_uses(tmp_path: Path) -> None:
+    """`support --scenario`: each shipped scenario runs on the installed vLLM; on a wheel
+    without Medusa whose FrontendArgs moved (as 0.33 did) the Medusa scenarios are refused for
+    the swap and the built-in Medusa head, with the swap's pinned versions, the EAGLE-only
+    ones (and serve) pass, and the 0.33 scenarios pass."""
+    from harness.config.scenario import load_scenario
+    from harness.plan.plan import expand_plan
+    from harness.plan.vllm_support import check_scenario, scenario_needs
+
+    here = installed_source()
+    assert isinstance(here, DirSource)
+    wheel = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    moved = {"vllm/entrypoints/launchers/cli_args.py": "vllm/entrypoints/common/cli_args.py"}
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm-9.9.9.dist-info/METADATA", "Name: vllm\nVersion: 9.9.9\n")
+        modules = {e.module for e in INTERNALS} | {"vllm.engine.arg_utils",
+                                                   "vllm.config.speculative",
+                                                   "vllm.config.compilation"}
+        for path in {m.replace(".", "/") for m in modules}:
+            for name in (f"{path}.py", f"{path}/__init__.py"):
+                text = here.read(name)
+                if text is not None and "medusa" not in path:
+                    z.writestr(moved.get(name, name), text)
+    later = open_source(str(wheel))
+    results = {}
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        scenario = load_scenario(path)
+        plan = expand_plan(scenario, scenario_file=path)
+        assert check_scenario(here, scenario, plan) == {}, path.name
+        results[path.stem] = check_scenario(later, scenario, plan)
+        features, keys = scenario_needs(scenario, plan)
+        assert "platform" in features and keys
+    medusa = results["cpu-medusa-proposer"]
+    assert set(medusa) == {"swap medusa-proposer", "built-in Medusa model"}
+    assert "the medusa-proposer swap is written for vLLM >=0.32,<0.33" in \
+        medusa["swap medusa-proposer"]
+    assert set(results["cpu-eagle-tp2-argmax-serve"]) == {"swap tp-argmax-reduction"}
+    assert results["cpu-eagle-tp2-overlay"] == {}
+    assert results["gpu-llama31-8b-eagle3-tp1"] == {}
+    assert results["gpu-llama4-maverick-eagle-tp8-v033"] == {}
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "support", str(wheel),
+                          "--scenario", str(SCENARIOS / "cpu-medusa-proposer.yaml"),
+                          "--scenario", str(SCENARIOS / "gpu-llama31-8b-eagle3-tp1.yaml")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("✗ cpu-medusa-proposer on vLLM 9.9.9: swap medusa-proposer: ")
+    assert lines[1].startswith("✓ gpu-llama31-8b-eagle3-tp1 on vLLM 9.9.9: uses ")
