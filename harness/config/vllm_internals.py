@@ -102,6 +102,13 @@ _CLASSIFY = "harness/plan/classify.py"
 _SOURCE = "harness/plan/vllm_source.py"
 _PLATFORM = "harness/engine/platform.py"
 
+def _attributes(feature: str, module: str, owner: str, names: tuple[str, ...],
+                where: str) -> tuple[Internal, ...]:
+    """Attributes of one class that one feature reads."""
+    return tuple(Internal(feature, module, f"{owner}.{name}", "attribute", where=where)
+                 for name in names)
+
+
 INTERNALS: tuple[Internal, ...] = (
     # --- swap medusa-proposer ----------------------------------------------------------------
     Internal("swap medusa-proposer", "vllm.v1.spec_decode.medusa", "MedusaProposer", "class",
@@ -214,27 +221,19 @@ INTERNALS: tuple[Internal, ...] = (
     # --- platform ----------------------------------------------------------------------------
     Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.initialize_from_config",
              "method", None, _PLATFORM),
-    Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.worker", "attribute",
-             where=_PLATFORM),
-    Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.global_rank",
-             "attribute", where=_PLATFORM),
-    Internal("platform", "vllm.config.compilation", "CompilationConfig.mode", "attribute",
-             where=_PLATFORM),
-    Internal("platform", "vllm.config.compilation", "CompilationConfig.cudagraph_mode",
-             "attribute", where=_PLATFORM),
-    Internal("platform", "vllm.config.compilation", "CompilationConfig.cudagraph_capture_sizes",
-             "attribute", where=_PLATFORM),
-    Internal("platform", "vllm.config.scheduler", "SchedulerConfig.async_scheduling",
-             "attribute", where=_PLATFORM),
+    *_attributes("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase",
+                 ("worker", "global_rank"), _PLATFORM),
+    *_attributes("platform", "vllm.config.compilation", "CompilationConfig",
+                 ("mode", "cudagraph_mode", "cudagraph_capture_sizes"), _PLATFORM),
+    *_attributes("platform", "vllm.config.scheduler", "SchedulerConfig",
+                 ("async_scheduling",), _PLATFORM),
     Internal("platform", "vllm.config.compilation", "CUDAGraphMode", "class",
              where="harness/config/platforms.py"),
     # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
     Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "class",
              where=_PLATFORM),
-    Internal("platform", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.attn_groups",
-             "attribute", where=_PLATFORM),
-    Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner.attn_groups",
-             "attribute", where=_PLATFORM),
+    *(Internal("platform", module, "GPUModelRunner.attn_groups", "attribute", where=_PLATFORM)
+      for module in ("vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.gpu.model_runner")),
 
     # --- spec-decode metrics -----------------------------------------------------------------
     Internal("spec-decode metrics", "vllm.entrypoints.llm", "LLM.get_metrics", "method", (),
