@@ -17,6 +17,7 @@ from harness.analysis.comparison import Comparison
 from harness.analysis.gate import GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path, write_json_atomic, write_text_atomic
+from harness.present import vllm_bench
 from harness.present.figures import html_report, markdown_links, write_figures
 from harness.present.tables import (
     render_gate_junit,
@@ -71,6 +72,10 @@ def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool =
     write_json_atomic(run.path / "summary.json", summary(run, analysis))
     write_parquet(run.path / "passes.parquet", run.passes)
     write_parquet(run.path / "requests.parquet", run.requests)
+    vllm_bench.write_results(
+        run, analysis if isinstance(analysis, Comparison) else None,
+        [(c.id, c.comparison) for c in sweep.cells] if sweep is not None else [],
+        write_json_atomic)
     if sweep is not None:
         write_parquet(run.path / "sweep.parquet", sweep.frame())
     pngs: list[Path] = []
