@@ -101,8 +101,16 @@ def run(
         "--pin", help="--executor ray: node keeps every launch of one comparison (a sweep "
         "cell, or the run) on one node, so hardware cannot confound the A/B.")] = "none",
     max_cells: MaxCellsOpt = None,
+    no_wait: Annotated[bool, typer.Option(
+        "--no-wait", help="Refuse (exit 9) instead of waiting while another specbench run "
+        "holds this machine.")] = False,
+    shared_machine: Annotated[bool, typer.Option(
+        "--shared-machine", help="Run beside other benchmarks: take no machine lock (the "
+        "table says so).")] = False,
 ) -> int:
-    """Run every variant of SCENARIO on real vLLM and print the comparison table."""
+    """Run every variant of SCENARIO on real vLLM and print the comparison table. One
+    benchmark at a time per machine: while another specbench run holds it, this one waits
+    and says for whom."""
     from harness.config.sweep import MAX_CELLS
     from harness.execute.local import LocalExecutor
     from harness.execute.progress import LaunchView
@@ -124,7 +132,8 @@ def run(
         finished = run_scenario(
             spec, path, base_dir, results_dir, chosen, _progress, run_id=run_id, clean=clean,
             resume=resume, gate=inconclusive.value if gate else None,
-            on_launches=lambda n: setattr(view, "total", n))
+            on_launches=lambda n: setattr(view, "total", n), wait=not no_wait,
+            shared_machine=shared_machine)
     finally:
         view.close()
     print(finished.text, end="")

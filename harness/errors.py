@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     PARITY = 6  # greedy outputs differ where the scenario expects them identical
     UNPROVEN = 7  # a launch or pass did not prove that its implementation ran in vLLM
     INCONCLUSIVE = 8  # a gated metric could not be decided (see --inconclusive)
+    BUSY = 9  # another benchmark holds the machine and --no-wait was given
     INTERRUPTED = 130
 
 

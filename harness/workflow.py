@@ -39,7 +39,21 @@ def analyze(run: Run, force: bool = False) -> Analysis:
     note = repeat_note(earlier_runs(run))
     if note:
         comparison.warnings.append(note)
+    comparison.machine = machine_note(run.manifest.machine)
     return comparison
+
+
+def machine_note(machine: dict[str, Any] | None) -> str | None:
+    """How the run used the machine, for the table (harness.machine): shared, or a wait."""
+    if not machine:
+        return None
+    if machine.get("shared"):
+        return ("shared (--shared-machine): no machine lock was taken, so another benchmark "
+                "may have run beside this one")
+    if machine.get("waited_for"):
+        return (f"waited {machine.get('waited_s', 0):.0f}s for {machine['waited_for']}, then "
+                "held the machine's lock (one benchmark at a time)")
+    return None
 
 
 def _run(run: Run | Path | str) -> Run:
@@ -215,7 +229,8 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
                  results_dir: Path, executor: Any, progress: Progress,
                  run_id: str | None = None, clean: bool = False, resume: Path | None = None,
                  gate: Inconclusive | None = None,
-                 on_launches: Callable[[int], Any] | None = None) -> Finished:
+                 on_launches: Callable[[int], Any] | None = None, wait: bool = True,
+                 shared_machine: bool = False) -> Finished:
     """Plan `spec`, run every launch through `executor`, load the Run once, analyse it once,
     write its files and (`gate`: with this policy for undecided metrics) judge it. The exit
     code: an interrupted or storage-failed run as the runner says; else a gate's verdict when
@@ -227,7 +242,8 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
     if on_launches is not None:
         on_launches(len(plan.runs))
     outcome = run_plan(plan, results_dir, executor, progress, run_id=run_id, clean=clean,
-                       resume=None if resume is None else resolve_run_dir(resume))
+                       resume=None if resume is None else resolve_run_dir(resume), wait=wait,
+                       shared_machine=shared_machine)
     run = load_run(outcome.run_dir, plan.scenario)
     try:
         analysis = analyze(run)

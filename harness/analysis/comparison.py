@@ -131,6 +131,8 @@ class Comparison:
     setup: str = ""
     # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
     platform: str | None = None
+    # How the run used the machine (shared, or a wait for another benchmark): workflow.
+    machine: str | None = None
     acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.

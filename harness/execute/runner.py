@@ -32,6 +32,7 @@ from harness.execute.local import (
     run_logs,
 )
 from harness.lifeline import kill_processes, pid_alive, session_processes
+from harness.machine import machine
 from harness.plan.preflight import preflight
 from harness.results.run import Run, load_run
 from harness.results.store import (
@@ -147,7 +148,8 @@ def _same_build(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
              progress: Progress = print, run_id: str | None = None,
-             clean: bool = False, resume: Path | None = None) -> RunOutcome:
+             clean: bool = False, resume: Path | None = None, wait: bool = True,
+             shared_machine: bool = False) -> RunOutcome:
     """Run every launch of `plan` through `executor` (default: local worker processes),
     storing results under results_root/<run-id>. The plan is the whole contract: every check
     runs on it, launch by launch, before anything starts.
@@ -156,6 +158,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     flight (its process group is killed), marks the run interrupted and keeps the rest. A
     results folder that stops taking writes (a full disk) stops the run with StorageError,
     the manifest saying so. `clean` stops leftover processes of dead runs found there.
+
+    One benchmark at a time: the machine's lock (harness.machine) is held from the run
+    folder's creation to the run's end; a run started meanwhile waits (`wait=False`: refuses,
+    before any folder exists); `shared_machine` takes no lock and the manifest says so.
     """
     started = time.perf_counter()
     scenario, base_dir = plan.scenario, Path(plan.base_dir)
@@ -246,6 +252,11 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         return note
 
     flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
+    stack = contextlib.ExitStack()
+    holding = stack.enter_context(machine(f"run {run_id} of {scenario.name}", wait,
+                                          shared_machine, progress))
+    manifest.machine = holding.to_dict()
+    started = time.perf_counter()  # a wait for the machine is not the run's (nor its budget's)
     try:
         run_dir.mkdir(parents=True, exist_ok=previous is not None)
         if previous is not None:
@@ -345,6 +356,8 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
             told = "its manifest could not be updated (the next run marks it abandoned)"
         raise StorageError(f"results folder {run_dir}: {why}; the run stopped with "
                            f"{len(manifest.runs)} launch(es) recorded, and {told}") from None
+    finally:
+        stack.close()  # the machine's lock, for the next benchmark
 
 
 def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:

@@ -99,6 +99,8 @@ class Manifest(Stored):
     runner_pid: int | None = None
     error: str | None = None
     resumed: list[dict[str, Any]] = Field(default_factory=list)  # each resume: when, from what
+    # How the run used the machine (harness.machine.Holding): its lock, or shared; waits.
+    machine: dict[str, Any] | None = None
 
     def __getitem__(self, key: str) -> Any:
         return self.model_dump(mode="json")[key]
