@@ -22,6 +22,7 @@ from harness.analysis.categories import (
     requests_per_category,
 )
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
+from harness.analysis.contention import machine_load
 from harness.analysis.metric_row import compare_metric
 from harness.analysis.parity import output_parity
 from harness.analysis.proof import ran_paths, unproven_passes
@@ -300,6 +301,9 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     for line in dict.fromkeys(x for r in runs if r.result is not None
                               for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")
+    load = machine_load(runs, scenario.baseline)
+    comparison.machine_load = load.line
+    comparison.warnings.extend(load.findings)
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}

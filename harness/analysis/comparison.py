@@ -133,6 +133,8 @@ class Comparison:
     platform: str | None = None
     # How the run used the machine (shared, or a wait for another benchmark): workflow.
     machine: str | None = None
+    # What else loaded the machine during the passes (analysis.contention), one line.
+    machine_load: str | None = None
     acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.

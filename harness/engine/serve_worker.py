@@ -29,7 +29,7 @@ import aiohttp
 
 from harness.config.scenario import ServeSettings
 from harness.config.workload import Prompt, workload_hash
-from harness.engine import platform
+from harness.engine import contention, platform
 from harness.engine.loadgen import (
     StreamedRequest,
     completion_payload,
@@ -331,6 +331,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             check_alive("the warm-up", streamed)
 
         measured = payloads(prompts, 0)
+        # The launch's own processes (the server inherits this worker's session).
+        session, own = contention.own_session(), frozenset({os.getppid()})
         whash = workload_hash(prompts)
 
         def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
@@ -338,8 +340,10 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             arrivals = (vllm_arrivals(len(measured), load, w.seed + repeat)
                         if load.request_rate is not None else None)
             started = time.time()
+            c0 = contention.sample(session, own)
             streamed, duration = asyncio.run(
                 run_requests(url, measured, concurrency, arrivals, timeout_s=timeout))
+            c1 = contention.sample(session, own)
             timings.measure_s += duration
             check_alive(f"pass {repeat}", streamed)
             after = counters() if speculative else None
@@ -353,6 +357,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 workload_hash=whash,
                 arm=arm,
                 block=block,
+                foreign_cpu=contention.foreign_share(c0, c1),
+                load1=contention.load_average(),
             )
 
         def switch(choice: str | None) -> list[list[dict[str, Any]]]:

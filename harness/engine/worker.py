@@ -35,7 +35,7 @@ from harness.config.workload import (
     workload_file,
     workload_hash,
 )
-from harness.engine import platform
+from harness.engine import contention, platform
 from harness.engine.schedule import measure_launch
 from harness.lifeline import guard_process_group
 from harness.wire.platform import refusals
@@ -358,6 +358,9 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     stage = "the warm-up"  # what the engine is doing, should its core process die
     watching = wake_on_engine_death(llm)
 
+    # The launch's own processes, for what else loads the machine during a pass: this worker's
+    # session (vLLM's processes inherit it) and the specbench process that started it.
+    session, own = contention.own_session(), frozenset({os.getppid()})
     engine_prompts = [to_engine_prompt(p) for p in prompts]
     sampling = [params(i) for i in range(len(prompts))]
     whash = workload_hash(prompts)
@@ -377,9 +380,11 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         before = read_counters(llm) if speculative else None
         steps_before = read_step_times(llm) if step_timed else None
         started = time.time()
+        c0 = contention.sample(session, own)
         t = time.perf_counter()
         outputs = llm.generate(engine_prompts, sampling, use_tqdm=False)
         duration = time.perf_counter() - t
+        c1 = contention.sample(session, own)
         timings.measure_s += duration
         after = read_counters(llm) if speculative else None
         steps_after = read_step_times(llm) if step_timed else None
@@ -393,6 +398,8 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             arm=arm,
             block=block,
             step_times=step_delta(steps_before, steps_after),
+            foreign_cpu=contention.foreign_share(c0, c1),
+            load1=contention.load_average(),
         )
 
     def switch(choice: str | None) -> list[list[dict[str, Any]]]:

@@ -301,8 +301,9 @@ def footnotes(comparison: Comparison) -> list[str]:
     if comparison.setup:
         notes.append(f"Setup: {comparison.setup}" + (
             f"; platform: {comparison.platform}" if comparison.platform else ""))
-    if comparison.machine:
-        notes.append(f"Machine: {comparison.machine}")
+    if comparison.machine or comparison.machine_load:
+        notes.append("Machine: " + "; ".join(x for x in (comparison.machine_load,
+                                                        comparison.machine) if x))
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
     if comparison.no_speculation is not None:

@@ -35,7 +35,8 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   10 - the platform: WorkerResult.platform (model runner, compilation and CUDA-graph modes,
       async scheduling, attention backends, as vLLM's worker read them) and .left_out (the
       optional parts the launch ran without there), and the manifest's launch entries with
-      the platform. Optional: older files read unchanged, without a platform.
+      the platform. PassRecord.foreign_cpu and .load1: what else loaded the machine during
+      the pass. Optional: older files read unchanged, without a platform.
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ class PassRecord(Record):
         default=None, description="one-engine design: what each vLLM process reported running "
         "during exactly this pass (None where no swap is switched)."
     )
+    foreign_cpu: float | None = Field(
+        default=None, description="The share of the machine's CPUs (0..1) that processes "
+        "other than the launch's own kept busy during the pass (/proc; "
+        "harness.engine.contention); None where it could not be read.")
+    load1: float | None = Field(
+        default=None, description="The 1-minute load average when the pass ended.")
     step_times: StepTimes | None = Field(
         default=None, description="Where the pass's engine steps spent their time (runs with a "
         "no-speculation arm; None otherwise).")

@@ -123,6 +123,17 @@ def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:
         "platform: runner V1 (CPUModelRunner), cpu" in medusa_run.stdout
 
 
+def test_each_pass_records_what_else_loaded_the_machine(medusa_run: CliRun) -> None:
+    """Contention per pass (issue 36): the share of the CPUs other processes used during each
+    measured pass, from /proc, and its summary on the table's Machine line."""
+    [record] = medusa_run.results.runs
+    assert record.result is not None
+    shares = [p.foreign_cpu for p in record.result.passes]
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in shares)
+    assert all(p.load1 is not None for p in record.result.passes)
+    assert "Machine: other processes used a median " in " ".join(medusa_run.stdout.split())
+
+
 def test_medusa_every_request_completed_with_max_tokens(medusa_run: CliRun) -> None:
     scenario = _scenario("cpu-medusa-proposer.yaml")
     requests = requests_frame(medusa_run.results.runs)
