@@ -251,6 +251,9 @@ def pass_row(p: PassRecord, slo: SLO | None = None) -> dict[str, object]:
         "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
         "request_throughput": n_ok / dur if dur > 0 else np.nan,
         "tokens_per_chunk": sum(chunks) / len(chunks) if chunks else np.nan,
+        # What else loaded the machine during the pass (share of its CPUs), and the load.
+        "foreign_cpu": p.foreign_cpu if p.foreign_cpu is not None else np.nan,
+        "load1": p.load1 if p.load1 is not None else np.nan,
     }
     for m in METRICS:
         if m.request_column is not None and m.stat is not None:
