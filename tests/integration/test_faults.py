@@ -86,7 +86,18 @@ def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subproce
                            "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=_fake_env(tmp_path))
     deadline = time.monotonic() + 120
-    while not (tmp_path / "stuck.r0.pids").exists():
+    manifest = tmp_path / "results" / "r" / "manifest.json"
+
+    def recorded() -> bool:
+        """The runner has written the worker into its manifest (what a later run reads to
+        find its leftovers): on a loaded machine that can come after the worker is up."""
+        try:
+            flying = json.loads(manifest.read_text()).get("in_flight") or {}
+        except (OSError, ValueError):
+            return False
+        return flying.get("run_key") == "stuck.r0"
+
+    while not ((tmp_path / "stuck.r0.pids").exists() and recorded()):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
             raise AssertionError("the hanging worker never started")
