@@ -12,8 +12,9 @@ from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, machine_load
 from harness.engine.contention import foreign_share, sample
 from harness.wire.records import PassRecord, RunRecord, WorkerResult
 
-SPIN = "import time\nend = time.monotonic() + float(__import__('sys').argv[1])\n" \
-       "while time.monotonic() < end: pass\n"
+# Busy for argv[1] seconds, then idle but alive (a process's time leaves /proc with it).
+SPIN = ("import time\nend = time.monotonic() + float(__import__('sys').argv[1])\n"
+        "while time.monotonic() < end: pass\nprint('done', flush=True)\ntime.sleep(60)\n")
 
 
 def _share_while_spinning(own: bool, seconds: float = 1.5) -> float:
@@ -22,9 +23,13 @@ def _share_while_spinning(own: bool, seconds: float = 1.5) -> float:
     session = os.getsid(0)
     before = sample(session)
     proc = subprocess.Popen([sys.executable, "-c", SPIN, str(seconds)],
-                            start_new_session=not own)
-    proc.wait(timeout=60)
-    after = sample(session)
+                            start_new_session=not own, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        after = sample(session)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
     share = foreign_share(before, after)
     assert share is not None
     return share
