@@ -17,6 +17,8 @@ from harness.wire.records import RunRecord
 
 # Above this median share of the machine's CPUs, other work is named as a finding.
 BUSY_SHARE = 0.10
+# ... or in part of the run: at least this share of the passes above BUSY_SHARE.
+PART_BUSY = 0.10
 # An arm-aligned disturbance: the arms' per-block difference in foreign share, at this level
 # (paired t over blocks; Welch over passes without blocks), and at least this large.
 ALIGNED_P = 0.01
@@ -51,11 +53,19 @@ def machine_load(runs: list[RunRecord], baseline: str) -> Load:
     line = (f"other processes used a median {100 * median:.1f}% of the machine's CPUs during "
             f"the {len(rows)} measured passes{worst}")
     findings = []
+    busy = int(np.sum(shares > BUSY_SHARE))
     if median > BUSY_SHARE:
         findings.append(f"the machine was busy: other processes used a median "
                         f"{100 * median:.1f}% of its CPUs during the passes (above "
                         f"{100 * BUSY_SHARE:.0f}%): the interval carries their noise, and "
                         "a disturbance that varies with them may bias the delta")
+    elif busy >= max(2, PART_BUSY * len(rows)):
+        first = next(((key, block) for (key, block), values in blocks.items()
+                      if float(np.mean(values)) > BUSY_SHARE), None)
+        since = f", from block {first[1]} of {first[0]} on" if first else ""
+        findings.append(f"the machine was busy in part of the run: other processes used more "
+                        f"than {100 * BUSY_SHARE:.0f}% of its CPUs in {busy} of {len(rows)} "
+                        f"passes{since}: those passes carry their noise")
     arms = sorted({x[0] for x in rows})
     for arm in [a for a in arms if a != baseline]:
         found = _aligned(rows, baseline, arm)

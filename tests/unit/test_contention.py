@@ -81,3 +81,15 @@ def test_a_busy_machine_and_an_arm_aligned_disturbance_are_findings() -> None:
     small = machine_load([_record("x.r0", {"base": [0.010, 0.011, 0.010, 0.011],
                                            "opt": [0.015, 0.016, 0.015, 0.016]})], "base")
     assert ALIGNED_MIN > 0.005 and small.findings == []
+
+
+def test_contention_from_part_way_through_says_from_which_block() -> None:
+    """A hog started halfway (as on this machine: 0% before, ~48% of the CPUs after): the
+    median stays under the threshold, and the finding says from which block."""
+    quiet, loud = [0.0] * 6, [0.47, 0.49, 0.48, 0.46, 0.5]
+    load = machine_load([_record("x.r0", {"base": quiet + loud, "opt": quiet + loud})],
+                        "base")
+    [finding] = load.findings
+    assert finding.startswith("the machine was busy in part of the run: other processes "
+                              "used more than 10% of its CPUs in 10 of 22 passes, from block 6 "
+                              "of x.r0 on")
