@@ -4,9 +4,11 @@ machine and a disturbance that lines up with one arm, from real pass records."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, machine_load
 from harness.engine.contention import foreign_share, sample
@@ -16,31 +18,55 @@ from harness.wire.records import PassRecord, RunRecord, WorkerResult
 SPIN = ("import time\nend = time.monotonic() + float(__import__('sys').argv[1])\n"
         "while time.monotonic() < end: pass\nprint('done', flush=True)\ntime.sleep(60)\n")
 
+# Run as the leader of a session of its own (as the executors start a worker), so that what
+# the rest of the machine does (other tests' engines, another xdist worker) is foreign to it:
+# starts the spinner in its session or in a new one, samples around it, and prints the deltas.
+PROBE = """
+import json, os, subprocess, sys
+from harness.engine.contention import foreign_share, own_session, sample
+session = own_session()
+assert session is not None
+own = sys.argv[1] == "own"
+before = sample(session)
+proc = subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[3]],
+                        start_new_session=not own, stdout=subprocess.PIPE, text=True)
+try:
+    assert proc.stdout.readline().strip() == "done"
+    after = sample(session)
+    fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    spinner_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+finally:
+    proc.kill()
+    proc.wait(timeout=60)
+print(json.dumps({"own_s": after.own_s - before.own_s, "wall_s": after.at - before.at,
+                  "spinner_s": spinner_s, "share": foreign_share(before, after)}))
+"""
 
-def _share_while_spinning(own: bool, seconds: float = 1.5) -> float:
-    """The foreign share over `seconds` while one process spins: in this test's session (the
-    launch's own) or in a session of its own (another program)."""
-    session = os.getsid(0)
-    before = sample(session)
-    proc = subprocess.Popen([sys.executable, "-c", SPIN, str(seconds)],
-                            start_new_session=not own, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
-        after = sample(session)
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-    share = foreign_share(before, after)
-    assert share is not None
-    return share
+
+def _probe(own: bool, seconds: float = 1.0) -> dict[str, float]:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    out = subprocess.run([sys.executable, "-c", PROBE, "own" if own else "foreign", SPIN,
+                          str(seconds)], start_new_session=True, capture_output=True,
+                         text=True, env=env, timeout=120, check=True).stdout
+    return json.loads(out)
 
 
 def test_a_process_outside_the_launch_counts_and_one_inside_does_not() -> None:
+    """Judged by the spinner's own CPU time rather than against the machine's idle, so that
+    what else runs here (xdist's other worker, another test's engine) cannot decide it."""
     cpus = os.cpu_count() or 1
-    foreign = _share_while_spinning(own=False)
-    own = _share_while_spinning(own=True)
-    # One spinning process is one CPU of `cpus`; what else runs here moves both alike.
-    assert foreign - own >= 0.5 / cpus, (foreign, own)
+    tick = 2 / os.sysconf("SC_CLK_TCK")
+    inside = _probe(own=True)
+    assert inside["spinner_s"] > 0.1, inside
+    assert inside["own_s"] >= inside["spinner_s"] - tick, inside
+    outside = _probe(own=False)
+    assert outside["spinner_s"] > 0.1, outside
+    # Only the probe itself (asleep on a pipe) is its own: the spinner is not.
+    assert outside["own_s"] < 0.1 * outside["spinner_s"] + tick, outside
+    # ... and the spinner's time is in the foreign share (others can only add to it).
+    assert outside["share"] >= (outside["spinner_s"] - tick) / (outside["wall_s"] * cpus) - 0.01
     assert sample(None) is None and foreign_share(None, None) is None
 
 
