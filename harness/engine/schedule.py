@@ -139,18 +139,27 @@ def warmup_minimum(run: RunSpec) -> int:
 
 
 def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK_P,
-             confirm: int = 0) -> bool:
+             confirm: int = 0,
+             logs: dict[int, tuple[PassRecord, float | None]] | None = None) -> bool:
     """Whether no candidate's difference from the baseline is still settling over the
     blocks of `warm` (stats.warmup_still_settling on block differences of log output
-    throughput, its trend test at `p_value`, confirmed `confirm` blocks apart)."""
+    throughput, its trend test at `p_value`, confirmed `confirm` blocks apart). `logs`: each
+    pass's log throughput from earlier checks, by id (filled as it goes)."""
     base = next(a.variant for a in run.arms if a.baseline)
     by_block: dict[int, dict[str, list[float]]] = {}
     for p in warm:
-        value = pass_throughput(p)
-        if value > 0 and p.block is not None and p.arm is not None:
-            by_block.setdefault(p.block, {}).setdefault(p.arm, []).append(math.log(value))
+        held = logs.get(id(p)) if logs is not None else None
+        if held is None or held[0] is not p:
+            value = pass_throughput(p)
+            held = (p, math.log(value) if value > 0 else None)
+            if logs is not None:
+                logs[id(p)] = held
+        if held[1] is not None and p.block is not None and p.arm is not None:
+            by_block.setdefault(p.block, {}).setdefault(p.arm, []).append(held[1])
     for cand in (a.variant for a in run.arms if not a.baseline):
-        d = np.array([float(np.mean(arms[cand])) - float(np.mean(arms[base]))
+        # Plain means of a block's two or so passes: np.mean per block was most of a
+        # simulated precision run's warm-up check.
+        d = np.array([sum(arms[cand]) / len(arms[cand]) - sum(arms[base]) / len(arms[base])
                       for _, arms in sorted(by_block.items()) if cand in arms and base in arms])
         if warmup_still_settling(d, p_value, confirm):
             return False
@@ -211,10 +220,11 @@ def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None
     captures on its first calls) does not bias the delta. `block_seed`: block_arms's."""
     arms = {a.variant: a for a in run.arms}
     typical: list[float] = []
+    logs: dict[int, tuple[PassRecord, float | None]] = {}
     while True:
         if warmup.blocks >= warmup_minimum(run) and (
-                _settled(run, warmup.passes, PRECISION_WARMUP_P, PRECISION_WARMUP_CONFIRM)
-                if run.precision else _settled(run, warmup.passes)):
+                _settled(run, warmup.passes, PRECISION_WARMUP_P, PRECISION_WARMUP_CONFIRM, logs)
+                if run.precision else _settled(run, warmup.passes, logs=logs)):
             break
         if warmup.blocks >= WARMUP_MAX_BLOCKS:
             warmup.capped = True

@@ -172,15 +172,20 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
-def _stat(values: list[float], stat: str) -> float:
+def _stats(values: list[float], stats: list[str]) -> list[float]:
+    """`stats` ("mean", "median", "pNN") of the finite values, NaN for none; the
+    percentiles in one call (a pass's summaries were most of a precision look's time)."""
     finite = np.asarray([v for v in values if v == v], dtype=float)  # NaN != NaN
     if finite.size == 0:
-        return float("nan")
-    if stat == "mean":
-        return float(finite.mean())
-    if stat == "median":
-        return float(np.median(finite))
-    return float(np.percentile(finite, int(stat[1:])))
+        return [float("nan")] * len(stats)
+    qs = [int(s[1:]) for s in stats if s not in ("mean", "median")]
+    pct = iter(np.percentile(finite, qs).tolist() if qs else [])
+    return [float(finite.mean()) if s == "mean" else
+            float(np.median(finite)) if s == "median" else next(pct) for s in stats]
+
+
+def _stat(values: list[float], stat: str) -> float:
+    return _stats(values, [stat])[0]
 
 
 def meets_slo(r: RequestRecord, slo: SLO) -> bool:
@@ -193,6 +198,13 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
     return all(value <= objective for value, objective in (
         (r.ttft_s * 1000.0, slo.ttft_ms), (tpot, slo.tpot_ms), (r.e2el_s * 1000.0, slo.e2el_ms))
         if objective is not None)
+
+
+# The per-request metrics of METRICS by the request column they summarise.
+_BY_COLUMN: dict[str, list[MetricDef]] = {}
+for _m in METRICS:
+    if _m.request_column is not None and _m.stat is not None:
+        _BY_COLUMN.setdefault(_m.request_column, []).append(_m)
 
 
 # A pass's own row (what passes_frame computes from its requests), kept by whoever looks at a
@@ -255,9 +267,9 @@ def pass_row(p: PassRecord, slo: SLO | None = None) -> dict[str, object]:
         "foreign_cpu": p.foreign_cpu if p.foreign_cpu is not None else np.nan,
         "load1": p.load1 if p.load1 is not None else np.nan,
     }
-    for m in METRICS:
-        if m.request_column is not None and m.stat is not None:
-            row[m.key] = _stat(per_req[m.request_column], m.stat)
+    for column, metrics in _BY_COLUMN.items():
+        row.update(zip([m.key for m in metrics],
+                       _stats(per_req[column], [m.stat or "" for m in metrics]), strict=True))
     if slo is not None:
         good = sum(meets_slo(r, slo) for r in p.requests)
         row["goodput"] = good / dur if dur > 0 else np.nan
