@@ -34,6 +34,7 @@ from harness.env import COMPAT_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.results.metrics import (
     METRICS,
+    chosen_percentiles,
     passes_frame,
     position_metric,
     position_metrics,
@@ -206,6 +207,9 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
         return "ok" if has_ok else "failed"
 
     metrics = list(METRICS)
+    # The scenario's chosen latency percentiles (columns of the frame), after the seed rows'.
+    after = next(i for i, m in enumerate(metrics) if m.key == "p99_e2el_ms") + 1
+    metrics[after:after] = chosen_percentiles(passes.columns)
     metrics += [position_metric(col)
                 for col in (position_metrics(passes) if not passes.empty else [])]
     if only is not None:

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -21,6 +21,7 @@ from harness.config.catalog import (
     IMPLEMENTATION_METHODS,
     parse_implementation,
 )
+from harness.config.latency import parse_percentile_key, percentile_key
 from harness.config.sweep import MAX_CELLS, Sweep, cell_label, set_path
 from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
@@ -175,6 +176,39 @@ class SLO(StrictModel):
         return self
 
 
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2el"]  # config.latency.LATENCY_METRICS
+
+
+class LatencyPercentiles(StrictModel):
+    """Which latency percentiles the table and the vllm-bench files report, as `vllm bench
+    serve --metric-percentiles` and `--percentile-metrics` name them. The seed tables' rows
+    (mean, median and P99 of TTFT, TPOT and E2EL; mean ITL) are always there; these add to
+    them."""
+
+    percentiles: list[float] = Field(
+        default_factory=lambda: [50.0, 99.0], min_length=1,
+        description="Percentiles (0-100, exclusive) of each metric in percentile_metrics: 50 "
+        "is the median row; e.g. [50, 90, 99, 99.9].")
+    percentile_metrics: list[LatencyMetric] = Field(
+        default_factory=lambda: list(get_args(LatencyMetric)), min_length=1,
+        description="Latencies to give percentiles of: ttft, tpot, itl (every gap between "
+        "tokens of every request), e2el.")
+
+    @field_validator("percentiles")
+    @classmethod
+    def _in_range(cls, value: list[float]) -> list[float]:
+        for q in value:
+            if not 0 < q < 100:
+                raise ValueError(f"percentile {q!r} is not between 0 and 100 (exclusive)")
+        if len(set(value)) != len(value):
+            raise ValueError(f"percentiles repeat: {value}")
+        return value
+
+    def keys(self) -> list[str]:
+        """Every chosen row's metric key, metric by metric."""
+        return [percentile_key(m, q) for m in self.percentile_metrics for q in self.percentiles]
+
+
 class ServeSettings(StrictModel):
     """How serve mode loads its vLLM server (the arrival model of `vllm bench serve`)."""
 
@@ -273,7 +307,7 @@ class GateSpec(StrictModel):
     @classmethod
     def _known_metrics(cls, value: dict[str, float]) -> dict[str, float]:
         for key, tolerance in value.items():
-            if key not in GATEABLE_METRICS:
+            if key not in GATEABLE_METRICS and parse_percentile_key(key) is None:
                 raise ValueError(f"unknown metric {key!r} (known: {', '.join(GATEABLE_METRICS)})")
             if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 100):
                 raise ValueError(f"{key}: tolerance must be a number >= 0, got {tolerance!r}")
@@ -491,6 +525,10 @@ class Scenario(StrictModel):
         "at Holm-adjusted 5% across them. Rows the same in every unit (acceptance under "
         "greedy decoding) are not tested. One of: " + ", ".join(PRIMARY_METRICS) + ".",
     )
+    metrics: LatencyPercentiles = Field(
+        default_factory=LatencyPercentiles, description="Latency percentiles to report, as "
+        "`vllm bench serve` names them (metrics.percentiles, metrics.percentile_metrics).",
+    )
     gates: GateSpec = Field(
         default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
         "`run --gate`); defaults suit a spec-decode change.",
@@ -561,9 +599,17 @@ class Scenario(StrictModel):
                         f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
                         f"implementation {variant.implementation} (which sets {forced!r})"
                     )
-        if self.primary_metric not in PRIMARY_METRICS:
+        chosen = self.metrics.keys()
+        if self.primary_metric not in PRIMARY_METRICS and self.primary_metric not in chosen:
             raise ValueError(f"primary_metric: unknown metric {self.primary_metric!r} (known: "
-                             f"{', '.join(PRIMARY_METRICS)})")
+                             f"{', '.join(PRIMARY_METRICS)}, and the latency percentiles "
+                             "chosen under metrics:)")
+        for key in self.gates.metrics:
+            pct = parse_percentile_key(key)
+            if pct is not None and key not in GATEABLE_METRICS and key not in chosen:
+                raise ValueError(
+                    f"gates.metrics.{key}: not reported; add {pct[1]:g} to "
+                    f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics")
         if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
             raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
         off = [n for n, v in self.variants.items() if not v.speculation]
@@ -727,6 +773,7 @@ DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"speculation": True}
 def scenario_hash(scenario: Scenario) -> str:
     """Stable hash of the validated scenario (key order and YAML formatting do not matter)."""
     data = scenario.model_dump(mode="json")
+    data.pop("metrics")  # which percentiles are reported, not what is measured
     for later in UNSET_FIELDS_OUTSIDE_HASH:
         if data.get(later) is None:
             data.pop(later, None)

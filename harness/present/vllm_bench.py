@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.config.latency import LATENCY_METRICS, p_word
 from harness.results.metrics import measured_passes
 
 if TYPE_CHECKING:
@@ -30,15 +31,11 @@ if TYPE_CHECKING:
     from harness.wire.records import PassRecord, RequestRecord
 
 # vllm bench serve's defaults for a generative model (--metric-percentiles 99;
-# --percentile-metrics ttft,tpot,itl), with E2EL added, as specbench's table has it.
+# --percentile-metrics ttft,tpot,itl), with E2EL added, as specbench's table has it. A run's
+# files use its scenario's metrics.percentiles and metrics.percentile_metrics instead.
 PERCENTILES: tuple[float, ...] = (99.0,)
-PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+PERCENTILE_METRICS: tuple[str, ...] = LATENCY_METRICS
 FOLDER = "vllm-bench"
-
-
-def _p_word(p: float) -> str:
-    """vLLM's key for a percentile: 99 -> '99', 99.9 -> '99.9'."""
-    return str(int(p)) if int(p) == p else str(p)
 
 
 def _stats(name: str, values_s: list[float | None], percentiles: tuple[float, ...]
@@ -48,7 +45,7 @@ def _stats(name: str, values_s: list[float | None], percentiles: tuple[float, ..
     data = np.asarray([v for v in values_s if v is not None and math.isfinite(v)], dtype=float)
     if data.size == 0:
         keys = [f"{stat}_{name}_ms" for stat in ("mean", "median", "std")] + [
-            f"p{_p_word(p)}_{name}_ms" for p in percentiles]
+            f"p{p_word(p)}_{name}_ms" for p in percentiles]
         return dict.fromkeys(keys)
     out: dict[str, float | None] = {
         f"mean_{name}_ms": float(data.mean()) * 1000.0,
@@ -56,7 +53,7 @@ def _stats(name: str, values_s: list[float | None], percentiles: tuple[float, ..
         f"std_{name}_ms": float(data.std()) * 1000.0,
     }
     for p in percentiles:
-        out[f"p{_p_word(p)}_{name}_ms"] = float(np.percentile(data, p)) * 1000.0
+        out[f"p{p_word(p)}_{name}_ms"] = float(np.percentile(data, p)) * 1000.0
     return out
 
 
@@ -166,10 +163,11 @@ def _rows(comparison: Comparison | None, arm: str) -> list[dict[str, Any]]:
 
 
 def run_results(run: Run, comparison: Comparison | None = None,
-                percentiles: tuple[float, ...] = PERCENTILES,
                 cell: str | None = None) -> dict[str, dict[str, Any]]:
     """Every arm's vllm-bench result dict (header, results, and "specbench"), by arm; of one
-    sweep cell's launches when `cell` names it."""
+    sweep cell's launches when `cell` names it; the percentiles the scenario chose."""
+    percentiles = tuple(run.scenario.metrics.percentiles)
+    metrics = tuple(run.scenario.metrics.percentile_metrics)
     by_arm: dict[str, list[PassRecord]] = {}
     launches: dict[str, set[str]] = {}
     records = [r for r in run.runs if cell is None or r.cell == cell]
@@ -179,7 +177,7 @@ def run_results(run: Run, comparison: Comparison | None = None,
         launches.setdefault(arm, set()).add(record.run_key)
     out = {}
     for arm, passes in by_arm.items():
-        out[arm] = {**_header(run, arm, passes), **arm_result(passes, percentiles),
+        out[arm] = {**_header(run, arm, passes), **arm_result(passes, percentiles, metrics),
                     "specbench": {
                         "run_id": run.run_id, "scenario": run.scenario.name, "arm": arm,
                         "cell": cell,

@@ -7,13 +7,16 @@ its unit, whether higher is better, and how a delta is expressed (relative % or 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
+from harness.config.latency import LABELS, LATENCY_METRICS, p_word, parse_percentile_key
+from harness.config.scenario import LatencyPercentiles
 from harness.wire.records import PassRecord, RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -29,7 +32,7 @@ class MetricDef:
     higher_is_better: bool
     delta: Literal["relative", "points"] = "relative"
     request_column: str | None = None  # per-request column it summarises, if any
-    stat: Literal["mean", "median", "p99", "p10", "p90"] | None = None
+    stat: str | None = None  # "mean", "median" or "pNN" (p99, p99.9)
     decimals: int = 2
     unit: str = ""  # of the value itself ("%" for a rate; a delta's unit comes from `delta`)
     # passes_frame columns of integer counts that fix the value: where they are the same in
@@ -104,11 +107,39 @@ def position_metric(key: str) -> MetricDef:
                      counts=(f"num_accepted_pos_{pos}", "num_drafts"))
 
 
+def percentile_metric(key: str) -> MetricDef | None:
+    """A latency percentile by vLLM's key (`p99.9_itl_ms`, `median_itl_ms`); None for any
+    other key."""
+    found = parse_percentile_key(key)
+    if found is None:
+        return None
+    name, q = found
+    stat = "median" if q == 50 else f"p{p_word(q)}"
+    return MetricDef(key, f"{stat.capitalize()} {LABELS[name]} (ms)", False,
+                     request_column=f"{name}_ms", stat=stat, unit="ms")
+
+
+_KEYS = frozenset(m.key for m in METRICS)
+
+
+def chosen_percentiles(keys: Iterable[str]) -> tuple[MetricDef, ...]:
+    """The latency percentiles among `keys` that METRICS does not already have (a scenario's
+    metrics.keys(), a frame's columns): TTFT's, TPOT's, ITL's, E2EL's, each by percentile."""
+    found = [(parse_percentile_key(k), k) for k in dict.fromkeys(keys) if k not in _KEYS]
+    ordered = sorted((LATENCY_METRICS.index(f[0]), f[1], k) for f, k in found if f is not None)
+    return tuple(m for *_, k in ordered if (m := percentile_metric(k)) is not None)
+
+
+# What a scenario that chooses nothing reports beyond METRICS (median and P99 ITL).
+DEFAULT_PERCENTILES = tuple(m.key for m in chosen_percentiles(LatencyPercentiles().keys()))
+
+
 def metric_def(key: str) -> MetricDef | None:
-    """The registry's entry for a metric key (a draft position's included); None if unknown."""
+    """The registry's entry for a metric key (a draft position's and a latency percentile's
+    included); None if unknown."""
     if key.startswith(POSITION_PREFIX) and key[len(POSITION_PREFIX):].isdigit():
         return position_metric(key)
-    return next((m for m in METRICS if m.key == key), None)
+    return next((m for m in METRICS if m.key == key), None) or percentile_metric(key)
 
 REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
                    "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
@@ -178,7 +209,7 @@ def _stats(values: list[float], stats: list[str]) -> list[float]:
     finite = np.asarray([v for v in values if v == v], dtype=float)  # NaN != NaN
     if finite.size == 0:
         return [float("nan")] * len(stats)
-    qs = [int(s[1:]) for s in stats if s not in ("mean", "median")]
+    qs = [float(s[1:]) for s in stats if s not in ("mean", "median")]
     pct = iter(np.percentile(finite, qs).tolist() if qs else [])
     return [float(finite.mean()) if s == "mean" else
             float(np.median(finite)) if s == "median" else next(pct) for s in stats]
@@ -200,11 +231,15 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
         if objective is not None)
 
 
-# The per-request metrics of METRICS by the request column they summarise.
-_BY_COLUMN: dict[str, list[MetricDef]] = {}
-for _m in METRICS:
-    if _m.request_column is not None and _m.stat is not None:
-        _BY_COLUMN.setdefault(_m.request_column, []).append(_m)
+@lru_cache(maxsize=16)
+def _by_column(percentiles: tuple[str, ...]) -> dict[str, list[MetricDef]]:
+    """The per-request metrics (METRICS' and the chosen percentiles') by the request column
+    they summarise."""
+    out: dict[str, list[MetricDef]] = {}
+    for m in (*METRICS, *chosen_percentiles(percentiles)):
+        if m.request_column is not None and m.stat is not None:
+            out.setdefault(m.request_column, []).append(m)
+    return out
 
 
 # A pass's own row (what passes_frame computes from its requests), kept by whoever looks at a
@@ -213,17 +248,20 @@ PassRows = dict[int, tuple[PassRecord, dict[str, object]]]
 
 
 def passes_frame(runs: list[RunRecord], slo: SLO | None = None,
-                 kept: PassRows | None = None) -> pd.DataFrame:
+                 kept: PassRows | None = None,
+                 percentiles: Iterable[str] = DEFAULT_PERCENTILES) -> pd.DataFrame:
     """One row per measured pass: every metric of METRICS plus counts and counters (goodput
-    and SLO attainment with `slo`). `kept`: rows of passes already summarised (a precision
+    and SLO attainment with `slo`), and the latency percentiles named in `percentiles` (a
+    scenario's metrics.keys()). `kept`: rows of passes already summarised (a precision
     run's looks: each look summarises only its new passes), filled as it goes."""
+    percentiles = tuple(percentiles)
     rows = []
     for run, p in measured_passes(runs):
         held = kept.get(id(p)) if kept is not None else None
         if held is not None and held[0] is p:
             own = held[1]
         else:
-            own = pass_row(p, slo)
+            own = pass_row(p, slo, percentiles)
             if kept is not None:
                 kept[id(p)] = (p, own)
         rows.append({
@@ -235,7 +273,8 @@ def passes_frame(runs: list[RunRecord], slo: SLO | None = None,
     return pd.DataFrame(rows)
 
 
-def pass_row(p: PassRecord, slo: SLO | None = None) -> dict[str, object]:
+def pass_row(p: PassRecord, slo: SLO | None = None,
+             percentiles: Iterable[str] = DEFAULT_PERCENTILES) -> dict[str, object]:
     """One pass's summary from its requests and counters: the row passes_frame gives it,
     less the launch's fields."""
     # Plain Python per pass: a DataFrame per pass made this the slowest step of a
@@ -267,7 +306,7 @@ def pass_row(p: PassRecord, slo: SLO | None = None) -> dict[str, object]:
         "foreign_cpu": p.foreign_cpu if p.foreign_cpu is not None else np.nan,
         "load1": p.load1 if p.load1 is not None else np.nan,
     }
-    for column, metrics in _BY_COLUMN.items():
+    for column, metrics in _by_column(tuple(percentiles)).items():
         row.update(zip([m.key for m in metrics],
                        _stats(per_req[column], [m.stat or "" for m in metrics]), strict=True))
     if slo is not None:

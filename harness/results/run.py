@@ -60,7 +60,8 @@ class Run:
         once per Run. Callers filter; none modifies it."""
         from harness.results.metrics import passes_frame
 
-        return passes_frame(self.runs, self.scenario.slo)
+        return passes_frame(self.runs, self.scenario.slo,
+                            percentiles=self.scenario.metrics.keys())
 
     @cached_property
     def requests(self) -> pd.DataFrame:
