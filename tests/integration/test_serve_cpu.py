@@ -10,6 +10,7 @@ while its server is starting.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -71,6 +72,7 @@ def serve_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     # Objectives every request meets here (goodput = request throughput) and one that TTFT
     # under concurrency misses for some (checked against the per-request records).
     data["slo"] = {"tpot_ms": 10_000, "ttft_ms": SLO_TTFT_MS}
+    data["metrics"] = {"percentiles": [50, 99, 99.9], "percentile_metrics": ["ttft", "itl"]}
     return _run_serve(tmp_path_factory.mktemp("serve"), data, "serve")
 
 
@@ -100,6 +102,13 @@ def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun, faults_run: CliRu
         baseline, candidate = line.split("|")[2:4]
         assert float(baseline) > 0 and float(candidate) > 0, line
     assert "Design: one-engine" in table
+    # The chosen latency percentiles (metrics:), each with its interval over the blocks, and
+    # the same percentiles in the vllm-bench files.
+    for label in ("Median ITL (ms)", "P99 ITL (ms)", "P99.9 ITL (ms)", "P99.9 TTFT (ms)"):
+        line = next(row for row in table.splitlines() if row.startswith(f"| {label} |"))
+        assert re.search(r"[-+]\d+\.\d+% \[[-+]\d+\.\d+, [-+]\d+\.\d+\]", line), line
+    arm = json.loads((serve_run.results.path / "vllm-bench" / "local-argmax.json").read_text())
+    assert arm["p99.9_itl_ms"] >= arm["p99_itl_ms"] >= arm["median_itl_ms"] > 0
     assert faults_run.returncode == 1, faults_run.stderr[-3000:]  # bad-config failed
     assert "Traceback" not in faults_run.stderr
     assert "FAILED bad-config" in faults_run.stdout
