@@ -302,6 +302,9 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     comparison.setup = scenario.describe_setup()
     comparison.platform = describe_launches(
         {r.run_key: r.result.platform if r.result is not None else None for r in runs})
+    told = sorted({r.result.prompts_as for r in runs
+                   if r.result is not None and r.result.prompts_as is not None})
+    comparison.prompts = "; ".join(told) if told else None
     for line in dict.fromkeys(x for r in runs if r.result is not None
                               for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")

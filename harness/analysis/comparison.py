@@ -131,6 +131,8 @@ class Comparison:
     setup: str = ""
     # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
     platform: str | None = None
+    # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.
+    prompts: str | None = None
     # How the run used the machine (shared, or a wait for another benchmark): workflow.
     machine: str | None = None
     # What else loaded the machine during the passes (analysis.contention), one line.

@@ -142,9 +142,23 @@ class Workload(StrictModel):
         default=0.0, ge=0.0, description="Sampling temperature; 0 is greedy (output parity)."
     )
     seed: int = Field(default=0, ge=0, description="Seed for prompts (and sampling).")
+    chat_template: bool = Field(
+        default=True, description="Text prompts from a file are rendered with the tokenizer's "
+        "chat template (one user message, generation prompt added), as `vllm bench serve` "
+        "does unless --skip-chat-template; false sends them raw. Token-id prompts are sent "
+        "as they are.")
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        default=None, description="Passed to the chat template (vllm bench's "
+        "chat_template_kwargs), e.g. {enable_thinking: false}.")
 
     @model_validator(mode="after")
     def _path_for_files(self) -> Workload:
+        if self.chat_template_kwargs is not None and (
+                self.kind == "random" or not self.chat_template):
+            raise ValueError("'chat_template_kwargs' needs text prompts from a file rendered "
+                             "with chat_template: true" + (
+                                 " (random prompts are token ids)" if self.kind == "random"
+                                 else ""))
         if self.kind != "random" and not self.path:
             raise ValueError(f"kind {self.kind!r} needs a 'path'")
         if self.kind == "random" and self.path:
@@ -765,7 +779,7 @@ UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 # The same for top-level fields at their defaults.
 DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput"}
 # The same for the workload's fields.
-UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories")
+UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories", "chat_template_kwargs")
 # The same for variants' fields, at their defaults.
 DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"speculation": True}
 
@@ -783,6 +797,8 @@ def scenario_hash(scenario: Scenario) -> str:
     for later in UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH:
         if (data.get("workload") or {}).get(later, "set") is None:
             data["workload"].pop(later)
+    if data["workload"]["kind"] == "random":  # token ids: no template applies
+        data["workload"].pop("chat_template")
     for variant in (data.get("variants") or {}).values():
         for key, default in DEFAULT_VARIANT_FIELDS_OUTSIDE_HASH.items():
             if variant.get(key) == default:

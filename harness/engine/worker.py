@@ -35,7 +35,7 @@ from harness.config.workload import (
     workload_file,
     workload_hash,
 )
-from harness.engine import contention, platform
+from harness.engine import chat, contention, platform
 from harness.engine.schedule import measure_launch
 from harness.lifeline import guard_process_group
 from harness.wire.platform import refusals
@@ -308,6 +308,7 @@ def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None, result:
     vocab = model_vocab_size(model_path) if model_path.is_dir() else None
     check_against_vllm(run.workload, base_dir)
     prompts, categories = load_workload(run.workload, base_dir, vocab)
+    prompts, result.prompts_as = chat.render(run.workload, engine_args, prompts)
     return (engine_args, prompts, warmup_prompts(run.workload, run.warmup, vocab, prompts),
             categories)
 

@@ -300,6 +300,7 @@ def footnotes(comparison: Comparison) -> list[str]:
                  f"{_units(comparison)}.")
     if comparison.setup:
         notes.append(f"Setup: {comparison.setup}" + (
+            f"; prompts: {comparison.prompts}" if comparison.prompts else "") + (
             f"; platform: {comparison.platform}" if comparison.platform else ""))
     if comparison.machine or comparison.machine_load:
         notes.append("Machine: " + "; ".join(x for x in (comparison.machine_load,

@@ -36,7 +36,8 @@ harness.wire.manifest.Manifest.migrate when older files need it):
       async scheduling, attention backends, as vLLM's worker read them) and .left_out (the
       optional parts the launch ran without there), and the manifest's launch entries with
       the platform. PassRecord.foreign_cpu and .load1: what else loaded the machine during
-      the pass. Optional: older files read unchanged, without a platform.
+      the pass. Optional: older files read unchanged, without a platform. WorkerResult
+      .prompts_as: whether text prompts were rendered with the chat template (optional).
 """
 
 from __future__ import annotations
@@ -251,6 +252,9 @@ class WorkerResult(Record):
     left_out: list[str] = Field(
         default_factory=list, description="Optional parts this launch ran without on its "
         "platform (the step timer under Model Runner V2), each with why and the ways out.")
+    prompts_as: str | None = Field(
+        default=None, description="How the prompts were sent: rendered with the tokenizer's "
+        "chat template, raw, or token ids (engine.chat); None in older files.")
 
 
 class RunRecord(Record):

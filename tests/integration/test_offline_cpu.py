@@ -554,6 +554,9 @@ def test_a_spec_bench_file_gets_a_per_category_table(eagle_speedup: CliRun) -> N
         for p in record.result.passes:
             assert [r.category for r in p.requests] == categories * 4
     comparison = compare_run(run.results)
+    # Text prompts from a file go through the tokenizer's chat template, as vllm bench's do.
+    assert comparison.prompts == "the tokenizer's chat template"
+    assert "; prompts: the tokenizer's chat template; " in run.stdout
     assert list(comparison.categories) == categories
     assert comparison.category_requests == dict.fromkeys(categories, 4)
     for results in comparison.categories.values():

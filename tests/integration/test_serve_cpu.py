@@ -102,6 +102,7 @@ def test_serve_run_prints_the_eagle_pr_rows(serve_run: CliRun, faults_run: CliRu
         baseline, candidate = line.split("|")[2:4]
         assert float(baseline) > 0 and float(candidate) > 0, line
     assert "Design: one-engine" in table
+    assert "; prompts: the tokenizer's chat template; " in table  # jsonl text, as chat
     # The chosen latency percentiles (metrics:), each with its interval over the blocks, and
     # the same percentiles in the vllm-bench files.
     for label in ("Median ITL (ms)", "P99 ITL (ms)", "P99.9 ITL (ms)", "P99.9 TTFT (ms)"):
