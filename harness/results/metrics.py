@@ -45,6 +45,16 @@ class MetricDef:
                                         f" {self.unit}" if self.unit else "")
 
 
+# The parts of a pass's time (PassRecord.step_times), per engine step or per pass.
+COMPONENT_METRICS: tuple[MetricDef, ...] = (
+    MetricDef("draft_ms_per_step", "Draft time per step (ms)", False, unit="ms", decimals=3),
+    MetricDef("forward_ms_per_step", "Verification forward per step (ms)", False, unit="ms",
+              decimals=3),
+    MetricDef("rest_ms_per_step", "Rest of the step (ms)", False, unit="ms", decimals=3),
+    MetricDef("outside_ms_per_pass", "Outside steps per pass (ms)", False, unit="ms"),
+    MetricDef("steps_per_pass", "Engine steps per pass", False, unit="steps", decimals=1),
+)
+
 # Per-request acceptance: every completed request's verify steps by accepted draft tokens.
 REQUEST_ACCEPTANCE = ("spec_histograms_digest",)
 
@@ -95,6 +105,10 @@ METRICS: tuple[MetricDef, ...] = (
     # Serve mode: how many tokens a streamed chunk carried (1 + accepted drafts per step,
     # unless the server merged steps); why ITL exceeds TPOT under speculation.
     MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True, unit="tokens"),
+    # Where a pass's time went, from the step timer in vLLM's worker (engine.steptimes; on in
+    # launches that time their steps): each arm's value with its interval on the design's
+    # unit. Draft time is the proposer's; an arm without speculation has none.
+    *COMPONENT_METRICS,
 )
 POSITION_PREFIX = "acceptance_pos_"
 
@@ -333,6 +347,13 @@ def pass_row(p: PassRecord, slo: SLO | None = None,
     if st is not None:  # a run with a no-speculation arm: where the steps' time went
         row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
                    draft_s=st.draft_s)
+        if st.steps > 0:
+            per = 1000.0 / st.steps
+            row.update(
+                draft_ms_per_step=st.draft_s * per if sd is not None else np.nan,
+                forward_ms_per_step=st.forward_s * per,
+                rest_ms_per_step=(st.step_s - st.forward_s - st.draft_s) * per,
+                outside_ms_per_pass=(dur - st.step_s) * 1000.0, steps_per_pass=st.steps)
     return row
 
 

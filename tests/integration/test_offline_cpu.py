@@ -494,6 +494,17 @@ def check_speedup_run(run: CliRun, arms: list[str], reference: str, k: int) -> N
     assert "1 (reference)" in row and row.count("×") == len(arms)
     acceptance = next(line for line in run.stdout.splitlines() if "Acceptance rate (%)" in line)
     assert "—" in acceptance
+    # Where each arm's time went, a row per part with each arm's value: draft time only where
+    # the arm speculates, and every part of a step positive.
+    for cand in (c for c in comparison.candidates if c.status == "ok"):
+        rows = {r.key: r for r in cand.rows}
+        for key in ("forward_ms_per_step", "rest_ms_per_step", "outside_ms_per_pass",
+                    "steps_per_pass"):
+            assert rows[key].baseline > 0 and rows[key].candidate > 0, (cand.name, key)
+        draft = rows["draft_ms_per_step"]
+        for arm, value in ((comparison.baseline, draft.baseline), (cand.name, draft.candidate)):
+            assert (value > 0) if arm != reference else math.isnan(value), (arm, value)
+    assert any("Draft time per step (ms)" in line for line in run.stdout.splitlines())
     for d in comparison.decompositions:
         assert d.k == k and d.reference == reference
         assert math.prod(f.value for f in d.factors) == pytest.approx(d.measured.value,
