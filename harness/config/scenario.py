@@ -547,6 +547,11 @@ class Scenario(StrictModel):
         default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
         "`run --gate`); defaults suit a spec-decode change.",
     )
+    step_times: bool | None = Field(
+        default=None, description="Time every engine step's parts in vLLM's worker (draft, "
+        "verification forward, the rest; engine.steptimes) and report them as rows per arm. "
+        "Default: on where a no-speculation arm needs them for the speedup decomposition. "
+        "Offline mode only (the server has no step timer).")
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -626,6 +631,12 @@ class Scenario(StrictModel):
                     f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics")
         if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
             raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
+        if self.step_times and self.mode == "serve":
+            raise ValueError("step_times: offline mode only (the server has no step timer)")
+        if self.step_times is False and self.mode == "offline" and any(
+                not v.speculation for v in self.variants.values()):
+            raise ValueError("step_times: false, but the no-speculation arm's speedup "
+                             "decomposition needs the step times")
         off = [n for n, v in self.variants.items() if not v.speculation]
         if len(off) > 1:
             raise ValueError(f"variants.{off[1]}.speculation: false: {off[0]} already runs "
@@ -725,6 +736,14 @@ class Scenario(StrictModel):
                 and v.speculation and self.variants[self.baseline].speculation)
 
     @property
+    def times_steps(self) -> bool:
+        """Whether the launches time their steps (step_times, or its default: with a
+        no-speculation arm, offline)."""
+        if self.step_times is not None:
+            return self.step_times
+        return self.no_speculation_arm is not None and self.mode == "offline"
+
+    @property
     def no_speculation_arm(self) -> str | None:
         """The variant that runs without speculation (the speedup's reference), or None."""
         return next((n for n, v in self.variants.items() if not v.speculation), None)
@@ -777,7 +796,8 @@ class Scenario(StrictModel):
 # so earlier runs stay the same comparison (history, --resume, repeats).
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 # The same for top-level fields at their defaults.
-DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput"}
+DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput",
+                                               "step_times": None}
 # The same for the workload's fields.
 UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories", "chat_template_kwargs")
 # The same for variants' fields, at their defaults.

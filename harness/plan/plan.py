@@ -88,6 +88,7 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
             python=_python(scenario, base, base_dir),
             patch=patch,
             overlay=overlay,
+            step_times=scenario.times_steps,
         ))
     return runs
 
@@ -163,8 +164,7 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
                 python=_python(scenario, name, base_dir),
                 patch=variant.patch,
                 overlay=overlay,
-                step_times=scenario.no_speculation_arm is not None
-                and scenario.mode == "offline",
+                step_times=scenario.times_steps,
             )
         )
     return runs

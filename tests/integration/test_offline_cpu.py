@@ -108,6 +108,24 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
     assert summary["comparison"]["candidates"][0]["name"] == "optimized"
 
 
+def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
+    """The demo times its steps (step_times: true): a row per part with an interval over the
+    blocks, the draft row among them (the proposer is where the change lives)."""
+    comparison = compare_run(medusa_run.results)
+    rows = {r.key: r for r in comparison.candidates[0].rows}
+    for key in ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step",
+                "outside_ms_per_pass", "steps_per_pass"):
+        e = rows[key].estimate
+        assert rows[key].baseline > 0 and rows[key].candidate > 0, key
+        if key == "steps_per_pass" and e.ci_low is None:
+            # Greedy and the same proposals: the same steps in every pass of both arms.
+            assert e.delta == 0 and rows[key].baseline == rows[key].candidate
+            continue
+        assert e.ci_low is not None and e.ci_high is not None and e.units >= 2, key
+    line = next(x for x in medusa_run.stdout.splitlines() if "Draft time per step (ms)" in x)
+    assert "[" in line, line
+
+
 def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:
     """The platform, read in vLLM's worker once the engine was built: in the record, in the
     manifest's launch entry, and on the table's Setup line (this CPU: V1, no CUDA graphs)."""
@@ -264,6 +282,9 @@ def test_eagle_tp2_runs_and_accepts(eagle_run: CliRun) -> None:
     assert (passes["num_accepted_tokens"] > 0).all()
     requests = requests_frame(eagle_run.results.runs)
     assert (requests["output_tokens"] == 32).all() and requests["error"].isna().all()
+    # step_times: true in the scenario: timed on TP rank 0, the drafter's part included.
+    assert (passes["steps_per_pass"] > 0).all() and (passes["draft_ms_per_step"] > 0).all()
+    assert (passes["forward_ms_per_step"] > 0).all()
 
 
 def test_eagle_tp2_per_request_acceptance_pools_to_the_counters(eagle_run: CliRun) -> None:
