@@ -138,8 +138,10 @@ def test_this_cpus_platform_refuses_nothing_shipped() -> None:
     for path in sorted(SCENARIOS.glob("cpu-*.yaml")):
         for launch in expand_plan(load_scenario(path), scenario_file=path).runs:
             assert not refusals(cpu, launch), (path.name, launch.run_key)
+    # The demo times its steps (step_times: true): the timer's rules are declared too.
     assert features_of(_plan("cpu-medusa-proposer.yaml")[0]) == {
-        "the medusa-proposer swap": SWAPS["medusa-proposer"].unsupported}
+        "the medusa-proposer swap": SWAPS["medusa-proposer"].unsupported,
+        "the step timer (where the speedup goes)": STEP_TIMER}
 
 
 def test_a_launch_is_refused_when_no_process_reported_its_platform(tmp_path: Path) -> None:
@@ -147,7 +149,7 @@ def test_a_launch_is_refused_when_no_process_reported_its_platform(tmp_path: Pat
     platform, why = check_launch(medusa, tmp_path)
     assert platform is None and why is not None and "no vLLM process reported" in why
     plain = medusa.model_copy(update={"arms": [], "implementation": None,
-                                      "design": "launch-per-arm"})
+                                      "design": "launch-per-arm", "step_times": False})
     assert check_launch(plain, tmp_path) == (None, None)  # nothing declared: recorded only
     # Ranks that disagree are refused; stale files of an earlier attempt are cleared.
     for rank, graphs in ((0, "NONE"), (1, "FULL")):

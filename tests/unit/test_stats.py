@@ -327,3 +327,25 @@ def test_cv_and_noise_flag() -> None:
     values = np.where(cand, 100.0, np.tile([90.0, 0, 0, 110.0], 2))
     est = arm_delta(values, cand, launch, launch, block, "relative", "one-engine")
     assert est.noisy and est.cv_candidate == 0.0
+
+
+def test_a_discrete_metric_off_in_one_block_is_not_called_exact() -> None:
+    """Steps per pass: 53 in every pass but one candidate pass of 52. The stall rule calls
+    that pass a stall; trimmed away, only zero differences were left, and the row read "same
+    in every unit" under arms of 53.0 and 52.975 (a real Medusa run in CI). The plain mean
+    keeps the difference, with an interval."""
+    blocks = 20
+    arm = np.tile([False, True, True, False], blocks)
+    values = np.full(arm.size, 53.0)
+    values[np.flatnonzero(arm)[7]] = 52.0
+    block = np.repeat(np.arange(blocks), 4)
+    zeros = np.zeros(arm.size, dtype=np.int64)
+    est = arm_delta(values, arm, zeros, zeros, block, "relative", "one-engine")
+    assert not est.known_exactly and est.delta < 0
+    assert est.ci_low is not None and est.ci_high is not None and est.ci_low < est.delta
+    assert not est.robust
+    assert any("plain mean" in f for f in est.findings)
+    # Equal in every pass, it stays known exactly.
+    same = arm_delta(np.full(arm.size, 53.0), arm, zeros, zeros, block, "relative",
+                     "one-engine")
+    assert same.known_exactly and same.ci_low is None
