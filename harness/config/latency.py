@@ -5,10 +5,12 @@ ttft,tpot,itl,e2el --metric-percentiles 50,90,99`): the key of a percentile is
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
-LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
-LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
-_KEY = re.compile(r"^(?:median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2el"]
+LATENCY_METRICS: tuple[LatencyMetric, ...] = get_args(LatencyMetric)
+LABELS: dict[str, str] = {m: m.upper() for m in LATENCY_METRICS}
+_KEY = re.compile(rf"^(?:median|p(\d+(?:\.\d+)?))_({'|'.join(LATENCY_METRICS)})_ms$")
 
 
 def p_word(q: float) -> str:

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -21,7 +21,12 @@ from harness.config.catalog import (
     IMPLEMENTATION_METHODS,
     parse_implementation,
 )
-from harness.config.latency import parse_percentile_key, percentile_key
+from harness.config.latency import (
+    LATENCY_METRICS,
+    LatencyMetric,
+    parse_percentile_key,
+    percentile_key,
+)
 from harness.config.sweep import MAX_CELLS, Sweep, cell_label, set_path
 from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
@@ -190,9 +195,6 @@ class SLO(StrictModel):
         return self
 
 
-LatencyMetric = Literal["ttft", "tpot", "itl", "e2el"]  # config.latency.LATENCY_METRICS
-
-
 class LatencyPercentiles(StrictModel):
     """Which latency percentiles the table and the vllm-bench files report, as `vllm bench
     serve --metric-percentiles` and `--percentile-metrics` name them. The seed tables' rows
@@ -204,7 +206,7 @@ class LatencyPercentiles(StrictModel):
         description="Percentiles (0-100, exclusive) of each metric in percentile_metrics: 50 "
         "is the median row; e.g. [50, 90, 99, 99.9].")
     percentile_metrics: list[LatencyMetric] = Field(
-        default_factory=lambda: list(get_args(LatencyMetric)), min_length=1,
+        default_factory=lambda: list(LATENCY_METRICS), min_length=1,
         description="Latencies to give percentiles of: ttft, tpot, itl (every gap between "
         "tokens of every request), e2el.")
 
@@ -633,8 +635,8 @@ class Scenario(StrictModel):
             raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
         if self.step_times and self.mode == "serve":
             raise ValueError("step_times: offline mode only (the server has no step timer)")
-        if self.step_times is False and self.mode == "offline" and any(
-                not v.speculation for v in self.variants.values()):
+        if self.step_times is False and self.mode == "offline" \
+                and self.no_speculation_arm is not None:
             raise ValueError("step_times: false, but the no-speculation arm's speedup "
                              "decomposition needs the step times")
         off = [n for n, v in self.variants.items() if not v.speculation]

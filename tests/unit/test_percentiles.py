@@ -12,8 +12,8 @@ import pytest
 
 from harness.analysis.compare import Arms, compare_records
 from harness.api import compare, load_run
-from harness.config.latency import LATENCY_METRICS
-from harness.config.scenario import LatencyMetric, parse_scenario, scenario_hash
+from harness.config.latency import LATENCY_METRICS, LatencyMetric
+from harness.config.scenario import parse_scenario, scenario_hash
 from harness.errors import ScenarioError
 from harness.present.vllm_bench import run_results
 from harness.results.metrics import DEFAULT_PERCENTILES, metric_def, passes_frame
