@@ -310,6 +310,7 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         comparison.warnings.append(f"left out on this platform: {line}")
     load = machine_load(runs, scenario.baseline)
     comparison.machine_load = load.line
+    comparison.contention = list(load.findings)
     comparison.warnings.extend(load.findings)
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)

@@ -137,6 +137,9 @@ class Comparison:
     machine: str | None = None
     # What else loaded the machine during the passes (analysis.contention), one line.
     machine_load: str | None = None
+    # Its findings (a busy machine, a disturbance lined up with an arm), also in warnings:
+    # the index keeps them, and `history` marks the run.
+    contention: list[str] = field(default_factory=list)
     acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.

@@ -89,17 +89,17 @@ def _aligned(rows: list[tuple[str, str, int | None, float]], baseline: str,
              if arm in v and baseline in v]
     if len(diffs) >= 3:
         d = np.array(diffs)
-        if float(d.std(ddof=1)) == 0.0:
-            return None
-        p = float(stats.ttest_1samp(d, 0.0).pvalue)
         diff = float(d.mean())
+        # The same difference in every block: as aligned as it gets (no t to compute).
+        p = 0.0 if float(d.std(ddof=1)) == 0.0 else float(stats.ttest_1samp(d, 0.0).pvalue)
     else:
         cand = np.array([x[3] for x in rows if x[0] == arm])
         base = np.array([x[3] for x in rows if x[0] == baseline])
-        if len(cand) < 2 or len(base) < 2 or (cand.std() == 0 and base.std() == 0):
+        if len(cand) < 2 or len(base) < 2:
             return None
-        p = float(stats.ttest_ind(cand, base, equal_var=False).pvalue)
         diff = float(cand.mean() - base.mean())
+        p = 0.0 if cand.std() == 0 and base.std() == 0 else float(
+            stats.ttest_ind(cand, base, equal_var=False).pvalue)
     if math.isnan(p) or p >= ALIGNED_P or abs(diff) < ALIGNED_MIN:
         return None
     return diff, p

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 from typing import Any
 
@@ -49,6 +50,20 @@ def _interval(row: Any) -> str:
     return f"{_pct(kind, row['delta'])} [{scale * low:+.2f}, {scale * high:+.2f}]"
 
 
+def machine_marks(row: Any) -> list[str]:
+    """A run's machine findings (index column machine_findings), each cut to its first
+    clause: "the machine was busy", "a disturbance lined up with opt", "shared machine ...".
+    """
+    raw = row.get("machine_findings") if hasattr(row, "get") else None
+    if not isinstance(raw, str) or not raw:
+        return []
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(x).split(":")[0].split(" (")[0] for x in found if x]
+
+
 def render_series(series: Series) -> list[str]:
     """One series as lines: a row per run, then its change points."""
     frame = series.frame
@@ -58,21 +73,35 @@ def render_series(series: Series) -> list[str]:
     width = max((len(str(r)) for r in frame["run_id"]), default=6)
     lines.append(f"  {'run':<{width}}  {'commit or date':<18} {'delta [95% CI]':<28} "
                  f"{'candidate':>12}  verdict")
+    busy: list[str] = []
     for i, row in frame.iterrows():
         mark = "▶ " if i in marks else "  "
         value = row["candidate_value"]
         shown = f"{value:.4g}" if value is not None and math.isfinite(value) else "—"
+        found = machine_marks(row)
+        if found:
+            busy.append(f"  ⚠ {row['run_id']}: {'; '.join(found)} (its table says more)")
         lines.append(f"{mark}{row['run_id']:<{width}}  {_when(row):<18} {_interval(row):<28} "
-                     f"{shown:>12}  {_verdict(row)}")
+                     f"{shown:>12}  {_verdict(row)}{'  ⚠' if found else ''}")
+    lines.extend(busy)
     lines.extend(_step_lines(series))
     return lines
+
+
+def _loaded(series: Series, step: Step) -> str:
+    """A note when the first run after a change point is marked (⚠): the step may be the
+    machine's, not the code's, until a run on a quiet machine says otherwise."""
+    if 0 <= step.index < len(series.frame) and machine_marks(series.frame.iloc[step.index]):
+        return "; ⚠ its first run had the machine loaded or shared: re-run it on a quiet machine"
+    return ""
 
 
 def _step_lines(series: Series) -> list[str]:
     kind = series.kind
     out = []
     if series.delta_steps:
-        out += [f"  change point (delta): {s.describe(kind)}" for s in series.delta_steps]
+        out += [f"  change point (delta): {s.describe(kind)}{_loaded(series, s)}"
+                for s in series.delta_steps]
     else:
         out.append("  no change point in the deltas")
     out += [f"  trend (delta): {d.describe(kind)}" for d in series.delta_drifts]
@@ -80,7 +109,7 @@ def _step_lines(series: Series) -> list[str]:
     value_kind = "relative" if kind == "relative" else kind
     if series.value_steps:
         out += [f"  change point ({what}): {s.describe(value_kind, series.definition)}"
-                for s in series.value_steps]
+                f"{_loaded(series, s)}" for s in series.value_steps]
     elif series.exact:
         out.append(f"  {what}: identical in every run (exact under greedy decoding)")
     elif series.value_detectable is not None and not series.value_drifts:
@@ -130,6 +159,10 @@ def series_figure(series: Series) -> Any:
     ax.errorbar(x, delta, yerr=err, fmt="o", color="#1f77b4", capsize=3, label="delta, 95% CI")
     ax.axhline(0, color="#888", linewidth=0.8)
     _mark(ax, series.delta_steps, "#d62728", "change point")
+    loaded = [i for i, (_, r) in enumerate(frame.iterrows()) if machine_marks(r)]
+    if loaded:
+        ax.scatter(x[loaded], delta[loaded], s=160, facecolors="none", edgecolors="#ff7f0e",
+                   linewidths=1.8, zorder=3, label="machine loaded or shared (⚠)")
     ax.set_ylabel(f"{series.candidate} vs baseline ({unit})")
     ax.set_title(f"{series.label}: delta per run", fontsize=10)
     ax = axes[1]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 INDEX_FILE = "index.duckdb"
 # Bump when the tables change: an index of another version is rebuilt from the folders.
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: runs.machine_findings
 SUMMARY = "summary.json"
 GATE = "gate.json"
 
@@ -64,6 +64,9 @@ RUN_COLUMNS: dict[str, str] = {
     "gate_verdict": "VARCHAR",
     # Same scenario, builds (overlaid changes included) and machine: repeats of one comparison.
     "comparison_key": "VARCHAR",
+    # JSON list: how the machine was shared or loaded during the passes (a run without the
+    # lock, the contention findings under its table); `history` marks such runs.
+    "machine_findings": "VARCHAR",
 }
 BUILD_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR", "variant": "VARCHAR", "vllm": "VARCHAR", "vllm_location": "VARCHAR",
@@ -122,6 +125,21 @@ def comparison_key(manifest: Manifest) -> str | None:
 def machine_of(manifest: Manifest) -> str | None:
     """The machine a run ran on, as the index keys it (the fingerprint's compat id)."""
     return compat_id(manifest.fingerprint) if manifest.fingerprint else None
+
+
+def machine_findings(manifest: Manifest, summary: dict[str, Any]) -> list[str]:
+    """What the run says about others on its machine: run without the lock
+    (--shared-machine), and the contention findings of its comparison and sweep cells."""
+    out = []
+    if (manifest.machine or {}).get("shared"):
+        out.append("shared machine (--shared-machine): no lock, another benchmark may have "
+                   "run beside it")
+    comparisons = [summary.get("comparison")] + [
+        c.get("comparison") for c in (summary.get("sweep") or {}).get("cells", [])]
+    for comparison in comparisons:
+        if isinstance(comparison, dict):
+            out.extend(str(x) for x in comparison.get("contention") or [])
+    return list(dict.fromkeys(out))
 
 
 def _commit(builds: dict[str, Any], baseline: str | None) -> str | None:
@@ -194,6 +212,7 @@ def read_folder(run_dir: Path,
         "vllm": fp.get("vllm"), "baseline": baseline, "commit": _commit(builds, baseline),
         "builds_json": json.dumps(builds, sort_keys=True), "gate_verdict": gate.get("verdict"),
         "comparison_key": comparison_key(manifest),
+        "machine_findings": json.dumps(machine_findings(manifest, summary)),
     }
     build_rows = []
     for variant, build in builds.items():
@@ -370,7 +389,7 @@ SELECT r.run_id, r.created, r.created_unix, r.status, r.scenario, r.scenario_has
        r.machine, r.vllm, r.commit, e.cell, e.candidate, e.baseline, e.metric, e.label, e.kind,
        e.higher_is_better, e.baseline_value, e.candidate_value, e.delta, e.ci_low, e.ci_high,
        e.se, e.df, e.mde, e.p_value, e.significant, e.improved, e.exact, e.units,
-       e.error_unit, e.note, e.gate, r.gate_verdict, r.folder
+       e.error_unit, e.note, e.gate, r.gate_verdict, r.machine_findings, r.folder
 FROM estimates e JOIN runs r USING (run_id)
 """
 

@@ -107,6 +107,14 @@ def test_a_busy_machine_and_an_arm_aligned_disturbance_are_findings() -> None:
     small = machine_load([_record("x.r0", {"base": [0.010, 0.011, 0.010, 0.011],
                                            "opt": [0.015, 0.016, 0.015, 0.016]})], "base")
     assert ALIGNED_MIN > 0.005 and small.findings == []
+    # The same difference in every block is as aligned as it gets (no spread: no t to
+    # compute); it was passed over as "no finding" before.
+    constant = machine_load([_record("x.r0", {"base": [0.01] * 4, "opt": [0.21] * 4})],
+                            "base")
+    assert any(f.startswith("a disturbance lined up with opt: other processes used 20.0 "
+                            "points more") and "(p=0)" in f for f in constant.findings)
+    same = machine_load([_record("x.r0", {"base": [0.05] * 4, "opt": [0.05] * 4})], "base")
+    assert same.findings == []
 
 
 def test_contention_from_part_way_through_says_from_which_block() -> None:

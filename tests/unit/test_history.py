@@ -244,3 +244,42 @@ def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() ->
                       r"-[0-9.]+% a run \[-[0-9.]+, -[0-9.]+\]", text)
     assert found is not None and -6.0 < float(found.group(1)) < -2.0, text
     assert " from r0" not in text  # no step "from <run> (<commit>)"
+
+
+def test_history_marks_runs_on_a_loaded_or_shared_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36: a run whose passes shared the CPUs with other work (its contention findings)
+    and a run without the machine lock (--shared-machine) are marked in `history`, named
+    under the series, and kept in the index; a quiet run is not marked."""
+    def run(name: str, created: float, foreign: float, shared: bool = False) -> None:
+        run_dir = tmp_path / name
+        Manifest.model_validate({
+            "run_id": name, "status": "complete", "created_unix": created,
+            "scenario_hash": "h1", "scenario": SCENARIO,
+            "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
+            "machine": {"lock": None if shared else "/tmp/x.lock", "shared": shared,
+                        "waited_s": 0.0, "waited_for": None},
+            "plan": {"design": "one-engine"}}).save(run_dir)
+        record = shared_launch(0, 20, 0.0, np.random.default_rng(int(created)), created)
+        assert record.result is not None
+        for p in record.result.passes:
+            p.foreign_cpu = foreign
+        save_run_record(run_dir, record)
+        write_report(run_dir, figures=False)
+
+    run("quiet", 100.0, 0.01)
+    run("busy", 200.0, 0.40)
+    run("shared", 300.0, 0.01, shared=True)
+    frame = history(tmp_path, metric="output_throughput").set_index("run_id")
+    found = {k: json.loads(v) for k, v in frame["machine_findings"].items()}
+    assert found["quiet"] == []
+    assert len(found["busy"]) == 1 and found["busy"][0].startswith("the machine was busy: ")
+    assert len(found["shared"]) == 1 and "--shared-machine" in found["shared"][0]
+    assert main(["history", "unit", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()
+            if line.strip().split(" ")[0] in ("quiet", "busy", "shared")}
+    assert not rows["quiet"].rstrip().endswith("⚠")
+    assert rows["busy"].rstrip().endswith("⚠") and rows["shared"].rstrip().endswith("⚠")
+    assert "  ⚠ busy: the machine was busy (its table says more)" in out
+    assert "  ⚠ shared: shared machine (its table says more)" in out
