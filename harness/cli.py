@@ -483,12 +483,23 @@ def support(
 
 
 @app.command()
-def doctor() -> int:
-    """What this machine can run: vLLM, torch, platform, devices, usable methods and swaps."""
-    from harness.doctor import doctor_lines
+def doctor(
+    sample: Annotated[float, typer.Option(
+        "--sample", min=0.1, max=60.0,
+        help="Seconds to watch the machine's processes for the load checks.")] = 1.0,
+) -> int:
+    """What this machine can run (vLLM, torch, platform, devices, usable methods and swaps),
+    and whether it is fit to benchmark on (CPU governor and boost, SMT, steal, other heavy
+    processes, load; GPU persistence, clocks, other processes), each check ok, warning or
+    unknown with the command that fixes it."""
+    from harness.doctor import doctor_lines, machine_checks
 
     for line in doctor_lines():
         print(line)
+    print("machine checks (as pyperf's `system` command checks; warnings make results noisier "
+          "or biased):")
+    for check in machine_checks(sample):
+        print(check.line())
     return 0
 
 

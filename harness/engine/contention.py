@@ -91,6 +91,64 @@ def foreign_share(before: Sample | None, after: Sample | None,
     return max(0.0, other / ((after.at - before.at) * cpus))
 
 
+def _comm(stat: str) -> str:
+    return stat[stat.index("(") + 1:stat.rindex(")")]
+
+
+def _per_process(ticks: float) -> dict[int, tuple[str, float]]:
+    """pid -> (command, user + system seconds) of every readable process now."""
+    out = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                pid, _, cpu = _process_s(stat, ticks)
+            except (OSError, ValueError, IndexError):
+                continue
+            out[pid] = (_comm(stat), cpu)
+    return out
+
+
+def _steal_s(ticks: float) -> float:
+    """Time the hypervisor ran other guests on this machine's CPUs (/proc/stat's steal)."""
+    fields = (PROC / "stat").read_text().splitlines()[0].split()[1:]
+    return int(fields[7]) / ticks if len(fields) > 7 else 0.0
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Who used the CPUs over a sampled interval: processes (pid, command, share of one
+    CPU), the machine's busy share of all its CPUs, and the hypervisor's steal share."""
+
+    interval_s: float
+    processes: list[tuple[int, str, float]]
+    machine_share: float
+    steal_share: float
+
+
+def busy_processes(interval_s: float = 1.0, exclude: frozenset[int] = frozenset()
+                   ) -> Busy | None:
+    """Sample /proc twice, `interval_s` apart (`specbench doctor`); None where /proc cannot
+    say. Processes are sorted by share, largest first; `exclude` (the caller) left out."""
+    import time
+
+    try:
+        ticks = _ticks()
+        t0, m0, s0, p0 = time.monotonic(), _machine_busy_s(ticks), _steal_s(ticks), \
+            _per_process(ticks)
+        time.sleep(interval_s)
+        t1, m1, s1, p1 = time.monotonic(), _machine_busy_s(ticks), _steal_s(ticks), \
+            _per_process(ticks)
+    except (OSError, ValueError, IndexError):
+        return None
+    wall = max(t1 - t0, 1e-9)
+    cpus = os.cpu_count() or 1
+    shares = [(pid, comm, (cpu - p0[pid][1]) / wall) for pid, (comm, cpu) in p1.items()
+              if pid in p0 and pid not in exclude]
+    return Busy(wall, sorted((x for x in shares if x[2] > 0), key=lambda x: -x[2]),
+                max(0.0, (m1 - m0) / (wall * cpus)), max(0.0, (s1 - s0) / (wall * cpus)))
+
+
 def load_average() -> float | None:
     try:
         return os.getloadavg()[0]
