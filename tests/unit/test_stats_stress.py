@@ -14,7 +14,9 @@ import pytest
 
 from harness.analysis.stats import PRECISION_MIN_BLOCKS
 from harness.config.scenario import Precision
-from testkit.simulate import Noise, rates, simulate
+from harness.wire.records import PassRecord
+from harness.wire.spec import ArmSpec
+from testkit.simulate import Launch, Noise, rates, simulate
 
 EFFECT = math.log(1.01)
 
@@ -22,6 +24,18 @@ EFFECT = math.log(1.01)
 def report(name: str, trials: int, found: tuple[float, float, float]) -> None:
     print(f"\n{name} ({trials} trials): significant {100 * found[0]:.1f}%, coverage "
           f"{100 * found[1]:.1f}%, median MDE {100 * found[2]:.2f}%")
+
+
+def test_simulated_passes_are_what_validation_would_make() -> None:
+    """The simulator builds its records without validation (for speed): each is the record
+    validating its fields gives, so the shipped code reads the same thing."""
+    launch = Launch(Noise(), np.random.default_rng(0))
+    for arm in (ArmSpec(variant="base", baseline=True, implementation=None),
+                ArmSpec(variant="opt", baseline=False, implementation=None)):
+        record = launch.measure(3, arm, 1)
+        again = PassRecord.model_validate(record.model_dump())
+        assert again == record and type(again.requests[0]) is type(record.requests[0])
+        assert record.model_fields_set >= {"repeat", "duration_s", "requests", "arm", "block"}
 
 
 @pytest.mark.parametrize("blocks", [40, 120])
