@@ -48,12 +48,15 @@ class Noise:
     period_amp: float = 0.0  # ... in passes, and its amplitude (log), at a random phase
 
 
-def shared_run(blocks: int, precision: Precision | None = None, seed: int = 0) -> RunSpec:
+def shared_run(blocks: int, precision: Precision | None = None, seed: int = 0,
+               step_times: bool | None = None) -> RunSpec:
     """The one-engine RunSpec of a two-arm scenario (arms 'base' and 'opt')."""
     data: dict[str, Any] = copy.deepcopy(MINIMAL)
     data["variants"] = {"base": {"baseline": True}, "opt": {}}  # nothing to switch or prove
     data["repeats"] = 2 * blocks
     data["workload"]["seed"] = seed
+    if step_times is not None:
+        data["step_times"] = step_times
     if precision is not None:
         data["precision"] = precision.model_dump()
     run = expand_plan(parse_scenario(data)).runs[0]
@@ -249,3 +252,90 @@ def detection(h: History, trials: int, seed: int, series: str = "delta") -> Dete
     return Detection(trials, found / trials, 100 * false / (trials * h.runs), quiet / trials,
                      float(np.median(sizes)) if sizes else math.nan, drifted / trials,
                      float(np.median(drifts)) if drifts else math.nan)
+
+
+@dataclass
+class Parts:
+    """A pass's time by part, each with its own noise (issue 35's component rows): per engine
+    step the drafter's time, the verification forward and the rest of the step, and per pass
+    the time outside the steps; `steps` steps a pass (greedy: the same in every pass). Each part
+    has AR(1) pass noise (log sd `sigma[part]`, `rho`) and the machine's slow drift; 1 in
+    `stall_every` passes stalls one part (drawn at random) by `stall_factor`. The candidate's
+    drafter is `draft_effect` (log) slower."""
+
+    steps: int = 53
+    ms: tuple[float, float, float, float] = (0.35, 1.1, 1.2, 60.0)  # draft, fwd, rest, out
+    sigma: tuple[float, float, float, float] = (0.04, 0.03, 0.03, 0.08)
+    rho: float = 0.5
+    drift: float = 0.02  # log change over 500 passes, every part alike
+    stall_every: int = 20
+    stall_factor: float = 1.4
+    draft_effect: float = 0.0
+
+
+class PartsLaunch:
+    """One simulated engine whose passes carry step times (PassRecord.step_times)."""
+
+    def __init__(self, parts: Parts, rng: np.random.Generator) -> None:
+        self.parts, self.rng = parts, rng
+        self.ar = np.zeros(4)
+        self.count = 0
+
+    def measure(self, _i: int, arm: ArmSpec, block: int) -> PassRecord:
+        from harness.wire.records import SpecDecodeCounters, StepTimes
+
+        p, rng = self.parts, self.rng
+        self.ar = p.rho * self.ar + rng.normal(0, 1, 4) * np.array(p.sigma)
+        logs = self.ar + p.drift * self.count / 500
+        if not arm.baseline:
+            logs[0] += p.draft_effect
+        if p.stall_every and rng.random() < 1 / p.stall_every:
+            logs[rng.integers(4)] += math.log(p.stall_factor)
+        self.count += 1
+        draft, fwd, rest, out = (m / 1000 * math.exp(x) for m, x in zip(p.ms, logs, strict=True))
+        step_s = p.steps * (draft + fwd + rest)
+        duration = step_s + out
+        times = StepTimes(steps=p.steps, step_s=step_s, forward_s=p.steps * fwd,
+                          draft_s=p.steps * draft)
+        reqs = [_copy(_REQUEST, e2el_s=duration)]
+        # Greedy: the same drafts and acceptance in every pass (a speculative arm's counters).
+        counters = SpecDecodeCounters(num_drafts=8 * p.steps, num_draft_tokens=24 * p.steps,
+                                      num_accepted_tokens=5 * p.steps,
+                                      accepted_per_pos=[3 * p.steps, p.steps, p.steps])
+        return _copy(_PASS, repeat=_i, started_unix=float(self.count), duration_s=duration,
+                     requests=reqs, arm=arm.variant, block=block, step_times=times,
+                     spec_decode=counters)
+
+
+def parts_trials(parts: Parts, blocks: int, trials: int, seed: int,
+                 precision: Precision | None = None) -> list[dict[str, DeltaEstimate | Any]]:
+    """`trials` launches through drive_shared_launch (checked warm-up; with `precision`, its
+    stopping rule), each read by the shipped code: passes_frame, the component rows
+    (compare_metric) and the attribution (analysis.attribution.attribute). Per trial: {row
+    key: its estimate, "attribution": ..., "blocks": blocks run, "stopped": why}."""
+    from harness.analysis.attribution import attribute
+    from harness.analysis.metric_row import compare_metric
+    from harness.results.metrics import COMPONENT_METRICS, passes_frame
+    from harness.wire.records import RunRecord, WorkerResult
+
+    run = shared_run(blocks, precision, step_times=True)
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    for trial in range(trials):
+        launch = PartsLaunch(parts, rng)
+        passes, stopped = drive_shared_launch(run, launch.measure, None, None, 1, None,
+                                              log=lambda _m: None, warmup=WarmUp(),
+                                              block_seed=seed * 100_003 + trial)
+        record = RunRecord(run_key="base+opt.r0", variant="base+opt", arms=["base", "opt"],
+                           round=0, order=0, status="ok", wall_s=1.0,
+                           result=WorkerResult(run_key="base+opt.r0", status="ok",
+                                               passes=passes))
+        frame = passes_frame([record])
+        found: dict[str, Any] = {}
+        for metric in COMPONENT_METRICS:
+            row = compare_metric(metric, frame, "base", "opt", "one-engine")
+            found[metric.key] = None if row is None else row.estimate
+        found["attribution"] = attribute(frame, "base", "opt", "one-engine")
+        found["blocks"], found["stopped"] = len(passes) // 4, stopped
+        out.append(found)
+    return out

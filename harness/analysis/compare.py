@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.attribution import attribute
 from harness.analysis.categories import (
     category_frame,
     compare_categories,
@@ -28,8 +29,10 @@ from harness.analysis.parity import output_parity
 from harness.analysis.proof import ran_paths, unproven_passes
 from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
+from harness.config.catalog import parse_implementation
 from harness.config.engine_args import engine_args_for
-from harness.config.scenario import Scenario
+from harness.config.scenario import PART_ROWS, Scenario, part_of_module
+from harness.config.swaps import SWAPS
 from harness.env import COMPAT_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ResultsError
 from harness.results.metrics import (
@@ -40,6 +43,7 @@ from harness.results.metrics import (
     position_metrics,
 )
 from harness.results.run import Run
+from harness.wire.overlay import OverlaySpec
 from harness.wire.platform import describe_launches
 from harness.wire.records import RunRecord
 from harness.wire.spec import RunSpec
@@ -258,6 +262,13 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
         comparison.categories = compare_categories(
             frame, baseline, [c.name for c in results if c.status == "ok"], design)
         comparison.category_requests = requests_per_category(frame)
+    if status(baseline) == "ok":
+        for cand in (c for c in results if c.status == "ok"):
+            split = attribute(passes, baseline, cand.name, design)
+            if split is not None:
+                comparison.attributions.append(split)
+                if split.finding:
+                    comparison.warnings.append(split.finding)
     if no_speculation is not None and status(no_speculation) == "ok":
         add_speedups(comparison, passes, no_speculation, {
             arm: k for arm, k in arms.draft_tokens.items() if status(arm) == "ok"}, design)
@@ -320,6 +331,7 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
             f"TP {scenario.tensor_parallel_size} in one launch: on this kind of machine the "
             "effect differed between TP 2 launches by more than one launch's interval shows "
             "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more")
+    mark_own_parts(comparison, scenario)  # compare_run adds what its overlay says
     return comparison
 
 
@@ -339,6 +351,34 @@ def add_speedups(comparison: Comparison, passes: pd.DataFrame, reference: str,
             comparison.decompositions.append(found)
 
 
+def mark_own_parts(comparison: Comparison, scenario: Scenario,
+                   overlay: OverlaySpec | None = None) -> None:
+    """Each candidate's own part (CandidateResult.own_part): the row of the part of the step
+    its change runs in, where that is known: its swap's declared part, or the part every
+    function its overlay replaces runs in (config.scenario.part_of_module). Marks only."""
+    for cand in comparison.candidates:
+        variant = scenario.variants.get(cand.name)
+        part: str | None = None
+        why: str | None = None
+        if variant is not None and variant.implementation:
+            name = parse_implementation(variant.implementation)[0]
+            swap = SWAPS.get(name)
+            if swap is not None and swap.part is not None:
+                part, why = swap.part, f"the swap {name} changes it"
+        arm = next((a for a in (overlay.arms if overlay else [])
+                    if a.variant == cand.name and a.change is not None), None)
+        if arm is not None:
+            modules = sorted({c.module for c in arm.code
+                              if c.kind == "function"})
+            parts = {part_of_module(m) for m in modules}
+            part, why = (parts.pop(), "its overlay's functions run there ("
+                         + ", ".join(modules) + ")") if len(parts) == 1 and None not in parts \
+                else (None, None)
+        row = PART_ROWS.get(part or "")
+        if row is not None and any(r.key == row for r in cand.rows):
+            cand.own_part, cand.own_part_why = row, why
+
+
 def compare_run(run: Run, force: bool = False,
                 records: list[RunRecord] | None = None) -> Comparison:
     """Compare the variants of one stored run, as its scenario declared them (a sweep: see
@@ -354,6 +394,7 @@ def compare_run(run: Run, force: bool = False,
                                   run.passes if records is None else None)
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
+    mark_own_parts(comparison, run.scenario, run.manifest.plan.overlay())
     if records is None and run.design == "one-engine":
         for cand in comparison.candidates:
             frame = running_estimate(run.passes, comparison.baseline, cand.name,

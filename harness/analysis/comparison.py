@@ -72,6 +72,10 @@ class CandidateResult:
     implementation: str | None = None
     ran: list[str] = field(default_factory=list)  # code paths the workers reported
     failures: list[str] = field(default_factory=list)
+    # The row of the part of the step the change lives in (its swap's part, or where its
+    # overlaid functions run), and why; the table marks it. None: not one known part.
+    own_part: str | None = None
+    own_part_why: str | None = None
 
 
 @dataclass
@@ -83,6 +87,22 @@ class Factor:
     value: float
     low: float | None
     high: float | None
+
+
+@dataclass
+class Attribution:
+    """Where a candidate's output-throughput delta comes from (harness.analysis.attribution):
+    each part's contribution to it (fractions; they add up to `measured` in every unit), with
+    95% intervals over the design's units."""
+
+    candidate: str
+    baseline: str
+    units: int
+    unit: str  # "blocks" or "rounds"
+    measured: Factor  # the mean of the per-unit deltas (the parts' sum)
+    parts: list[Factor]  # draft time, verification forward, rest of the step, outside, tokens
+    carrier: str | None  # the part with the largest significant contribution, if any
+    finding: str | None  # a significant share outside the timed steps
 
 
 @dataclass
@@ -158,6 +178,8 @@ class Comparison:
     no_speculation: str | None = None
     speedups: dict[str, DeltaEstimate] = field(default_factory=dict)
     decompositions: list[Decomposition] = field(default_factory=list)
+    # Where each candidate's delta comes from, from the step timer (step_times runs).
+    attributions: list[Attribution] = field(default_factory=list)
     # Prompts with categories (harness.analysis.categories): category -> one result per
     # candidate with its per-category rows, and the requests of each category in a pass.
     categories: dict[str, list[CandidateResult]] = field(default_factory=dict)

@@ -260,7 +260,14 @@ class Precision(StrictModel):
 
     mde: float | None = Field(
         default=None, gt=0, lt=1, description="until: mde: target minimum detectable "
-        "output-throughput effect (80% power, 5% two-sided) as a fraction: 0.01 = 1%.",
+        "effect on `metric` (output throughput by default; 80% power, 5% two-sided) as a "
+        "fraction: 0.01 = 1%.",
+    )
+    metric: str = Field(
+        default="output_throughput", description="until: mde: the row whose MDE reaches `mde`: "
+        "output_throughput, or where a change lives, a part of the step (draft_ms_per_step, "
+        "forward_ms_per_step, rest_ms_per_step, outside_ms_per_pass; needs step_times), or "
+        "another gateable row.",
     )
     until: Literal["mde", "gates"] = Field(
         default="mde", description="mde: until the output-throughput MDE reaches `mde`; "
@@ -275,10 +282,20 @@ class Precision(StrictModel):
         default=2000, ge=2, le=100_000, description="Never run more blocks than this.",
     )
 
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in PRECISION_METRICS:
+            raise ValueError(f"unknown metric {value!r} (known: {', '.join(PRECISION_METRICS)})")
+        return value
+
     @model_validator(mode="after")
     def _target(self) -> Precision:
         if self.until == "mde" and self.mde is None:
             raise ValueError("mde: needed with until: mde (or set until: gates)")
+        if self.until == "gates" and self.metric != "output_throughput":
+            raise ValueError("metric: until: gates targets every gated metric; set metric only "
+                             "with until: mde")
         return self
 
 
@@ -290,16 +307,46 @@ DEFAULT_GATE_METRICS: dict[str, float] = {
     "acceptance_rate": 1.0,
     "acceptance_pos_*": 2.0,
 }
+# The parts of a pass's time (harness.results.metrics.COMPONENT_METRICS), read from the step
+# timer: gateable and targetable by a precision run when the scenario times its steps.
+STEP_PART_METRICS = ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step",
+                     "outside_ms_per_pass", "steps_per_pass")
+# Which row times each part a change can live in.
+PART_ROWS = {"draft": "draft_ms_per_step", "forward": "forward_ms_per_step",
+             "rest": "rest_ms_per_step", "outside": "outside_ms_per_pass"}
+# vLLM modules of the drafter: its proposers, and the draft heads' and draft models' modules.
+_DRAFT_MODEL_WORDS = ("eagle", "medusa", "mtp", "speculator")
+
+
+def part_of_module(module: str) -> str | None:
+    """The part of the engine step a function of `module` runs in (a key of PART_ROWS), where
+    the module says: vLLM's proposers and draft models run in the drafter; the rejection
+    sampler in the rest of the step (after the verification forward). None: it could be any
+    (the model runner, a layer shared by target and drafter)."""
+    if module.startswith("vllm.v1.spec_decode."):
+        return "draft"
+    if module.startswith("vllm.model_executor.models.") and any(
+            word in module.rsplit(".", 1)[-1] for word in _DRAFT_MODEL_WORDS):
+        return "draft"
+    if module == "vllm.v1.sample.rejection_sampler":
+        return "rest"
+    return None
+
+
 # Metric keys a gate may name (globs allowed: acceptance_pos_* for every draft position).
 GATEABLE_METRICS = (
     "output_throughput", "total_throughput", "request_throughput", "acceptance_rate",
     "mean_acceptance_length", "mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms", "mean_e2el_ms",
     "median_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p99_ttft_ms", "median_e2el_ms",
-    "p99_e2el_ms", "tokens_per_chunk", "acceptance_pos_*",
+    "p99_e2el_ms", "tokens_per_chunk", "acceptance_pos_*", *STEP_PART_METRICS,
 )
 
+# Rows a precision run may target (until: mde): one row each, never a glob.
+PRECISION_METRICS = tuple(k for k in GATEABLE_METRICS if "*" not in k)
+
 # Metric keys a scenario may name as its primary metric (one row, never a glob).
-PRIMARY_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k), "goodput", "slo_attainment")
+PRIMARY_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k and k not in STEP_PART_METRICS),
+                   "goodput", "slo_attainment")
 
 
 class GateSpec(StrictModel):
@@ -633,6 +680,12 @@ class Scenario(StrictModel):
                     f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics")
         if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
             raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
+        parts = [k for k in self.gates.metrics if k in STEP_PART_METRICS]
+        if self.precision is not None and self.precision.metric in STEP_PART_METRICS:
+            parts.insert(0, f"precision.metric {self.precision.metric}")
+        if parts and not self.times_steps:
+            raise ValueError(f"step_times: {', '.join(parts)} is read from the step timer; set "
+                             "step_times: true (offline mode)")
         if self.step_times and self.mode == "serve":
             raise ValueError("step_times: offline mode only (the server has no step timer)")
         if self.step_times is False and self.mode == "offline" \
@@ -819,6 +872,8 @@ def scenario_hash(scenario: Scenario) -> str:
     for later in UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH:
         if (data.get("workload") or {}).get(later, "set") is None:
             data["workload"].pop(later)
+    if (data.get("precision") or {}).get("metric") == "output_throughput":
+        data["precision"].pop("metric")  # the default, added after hashes were stored
     if data["workload"]["kind"] == "random":  # token ids: no template applies
         data["workload"].pop("chat_template")
     for variant in (data.get("variants") or {}).values():
@@ -927,6 +982,8 @@ def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None
     current = data.get("precision") or {}
     if mde is None and until is None and not current:
         raise ScenarioError(f"{source}: --budget needs --mde (or precision: in the scenario)")
+    if until is not None:  # every gated metric is the target: no one row
+        current = {k: v for k, v in current.items() if k != "metric"}
     data["precision"] = {**current, **({"mde": mde} if mde is not None else {}),
                          **({"budget_s": budget_s} if budget_s is not None else {}),
                          **({"until": until} if until is not None else {})}

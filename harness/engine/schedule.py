@@ -77,7 +77,7 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                        result=WorkerResult(run_key=run.run_key, status="ok", passes=passes,
                                            worker_pid=harness_pid))
     if run.precision.until == "mde":
-        targets = {"output_throughput": run.precision.mde or 0.0}
+        targets = {run.precision.metric: run.precision.mde or 0.0}
     else:
         assert run.gates is not None
         targets = run.gates.metrics
@@ -87,6 +87,8 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                                  only=[*targets, "output_throughput"])
     open_items: list[str] = []
     worst: float | None = None
+    # The MDE the progress line shows: the targeted row's (until: mde), else throughput's.
+    shown_key = run.precision.metric if run.precision.until == "mde" else "output_throughput"
     for cand in comparison.candidates:
         for pattern, target in targets.items():
             rows = [r for r in cand.rows if fnmatchcase(r.key, pattern)]
@@ -96,7 +98,7 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                 est = row.estimate
                 if est.mde is None and est.known_exactly:
                     continue  # identical in every unit: nothing left to estimate
-                if row.key == "output_throughput" and est.mde is not None:
+                if row.key == shown_key and est.mde is not None:
                     worst = max(worst or 0.0, est.mde)
                 if est.mde is None or not precision_reached(est, target,
                                                              PRECISION_MIN_BLOCKS - 1):
@@ -104,8 +106,9 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                     open_items.append(f"{cand.name} {row.key}" + (
                         f" (df {est.df:.0f}; the stop needs {PRECISION_MIN_BLOCKS - 1})"
                         if short else ""))
-    shown = f"output-throughput MDE ±{100 * worst:.2f}%" if worst is not None else \
-        "output-throughput MDE not estimable yet"
+    what = "output-throughput" if shown_key == "output_throughput" else shown_key
+    shown = f"{what} MDE ±{100 * worst:.2f}%" if worst is not None else \
+        f"{what} MDE not estimable yet"
     if open_items:
         more = f"; not yet precise: {', '.join(open_items[:4])}" + (
             f" (+{len(open_items) - 4})" if len(open_items) > 4 else "")
@@ -278,7 +281,8 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
                     and block % PRECISION_LOOK_EVERY == 0:
                 reached, where = precision_status(run, passes, tp_size, harness_pid,
                                                   kept)
-                target = (f"MDE <= ±{100 * precision.mde:.2f}%"
+                target = (("" if precision.metric == "output_throughput" else
+                           f"{precision.metric} ") + f"MDE <= ±{100 * precision.mde:.2f}%"
                           if precision.until == "mde" and precision.mde is not None
                           else "every gated metric's MDE <= its tolerance")
                 log(f"specbench: look after {block} blocks: {where} (target: {target})")

@@ -30,8 +30,10 @@ def render_plan(scenario: Scenario, plan: Plan, stored: Run | None, from_run_giv
              f"{plan.baseline}, candidates {', '.join(plan.candidates)}",
              f"  {scenario.describe_setup()}"]
     precision = scenario.precision
+    row = "" if precision is None or precision.metric == "output_throughput" else \
+        f"{precision.metric} "
     target = ("" if precision is None else
-              f"; precision: MDE ±{100 * precision.mde:g}%" if precision.mde is not None
+              f"; precision: {row}MDE ±{100 * precision.mde:g}%" if precision.mde is not None
               and precision.until == "mde" else "; precision: until every gate can decide")
     lines.append(f"  design: {plan.design}{target}"
                  + (f" within {precision.budget_s:g} s" + (" per cell" if plan.cells else "")

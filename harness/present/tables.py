@@ -15,7 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
+from harness.analysis.comparison import (
+    Attribution,
+    CandidateResult,
+    Comparison,
+    Factor,
+    MetricRow,
+)
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
@@ -111,6 +117,26 @@ def speedup_note(comparison: Comparison) -> str:
             + (f"; {rounds[-1]} round(s)" if rounds else "") + ".")
 
 
+# Marks the row of the part of the step a candidate's change lives in (own_part).
+OWN_MARK = "†"
+
+
+def own_part_notes(comparison: Comparison) -> list[str]:
+    """'† optimized: Draft time per step (ms) is the part its change lives in ...'."""
+    out = []
+    for cand in comparison.candidates:
+        row = next((r for r in cand.rows if r.key == cand.own_part), None)
+        if row is None:
+            continue
+        primary = next((r.label for r in cand.rows if r.role == "primary"), None)
+        rule = (f"; the stars' rule is unchanged ({primary} stays the primary metric)"
+                if primary else "")
+        out.append(f"{OWN_MARK} {cand.name}: {row.label} is the part of the step its change "
+                   f"lives in ({cand.own_part_why}): its delta is the change at its own size, "
+                   f"{format_delta(row)}{rule}.")
+    return out
+
+
 def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """Header and rows shared by the terminal and Markdown tables."""
     header = ["Metric", comparison.baseline]
@@ -122,8 +148,9 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
             if (row.key, row.label) not in keys:
                 keys.append((row.key, row.label))
     rows = []
+    own = {c.own_part for c in comparison.candidates if c.own_part}
     for key, label in keys:
-        line = [label]
+        line = [f"{label} {OWN_MARK}" if key in own else label]
         base_value: float | None = None
         cells: list[str] = []
         for cand in comparison.candidates:
@@ -291,6 +318,26 @@ def star_rule(comparison: Comparison) -> str:
     return text + exact + speedup
 
 
+def _share(f: Factor) -> str:
+    if f.low is None or f.high is None:
+        return f"{100 * f.value:+.2f}%"
+    if f.low == f.high == f.value:
+        return f"{100 * f.value:+.2f}% (same in every unit)"
+    return f"{100 * f.value:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}]"
+
+
+def attribution_line(a: Attribution) -> str:
+    """'Where optimized's delta comes from ...': each part's share of the output-throughput
+    delta (harness.analysis.attribution), and the part that carries it."""
+    parts = ", ".join(f"{f.label} {_share(f)}" for f in a.parts)
+    carried = next((f.label for f in a.parts if f.key == a.carrier), None)
+    verdict = (f"carried by the {carried}" if carried else
+               "no part moved beyond its interval")
+    return (f"Where {a.candidate}'s delta comes from (step timer; each part's share of the "
+            f"output-throughput delta, {_share(a.measured)} as a plain mean over {a.units} "
+            f"{a.unit}; the parts add up to it): {parts}; {verdict}.")
+
+
 def footnotes(comparison: Comparison) -> list[str]:
     notes = ["Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
                                               sorted(comparison.passes_per_arm.items()))
@@ -309,6 +356,8 @@ def footnotes(comparison: Comparison) -> list[str]:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
     if comparison.no_speculation is not None:
         notes.append(speedup_note(comparison))
+    notes.extend(attribution_line(a) for a in comparison.attributions)
+    notes.extend(own_part_notes(comparison))
     if comparison.builds and len(set(comparison.builds.values())) == 1:
         notes.append(f"Build: {next(iter(comparison.builds.values()))}")
     else:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.config.latency import LABELS, LATENCY_METRICS, p_word, parse_percentile_key
-from harness.config.scenario import LatencyPercentiles
+from harness.config.scenario import STEP_PART_METRICS, LatencyPercentiles
 from harness.wire.records import PassRecord, RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ COMPONENT_METRICS: tuple[MetricDef, ...] = (
     MetricDef("outside_ms_per_pass", "Outside steps per pass (ms)", False, unit="ms"),
     MetricDef("steps_per_pass", "Engine steps per pass", False, unit="steps", decimals=1),
 )
+
+assert tuple(m.key for m in COMPONENT_METRICS) == STEP_PART_METRICS  # config's list of them
 
 # Per-request acceptance: every completed request's verify steps by accepted draft tokens.
 REQUEST_ACCEPTANCE = ("spec_histograms_digest",)

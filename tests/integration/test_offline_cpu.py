@@ -123,7 +123,19 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
             continue
         assert e.ci_low is not None and e.ci_high is not None and e.units >= 2, key
     line = next(x for x in medusa_run.stdout.splitlines() if "Draft time per step (ms)" in x)
-    assert "[" in line, line
+    assert "[" in line and "Draft time per step (ms) †" in line, line
+    # The swap's own part (the proposer: the drafter) is marked and named under the table.
+    [cand] = comparison.candidates
+    assert cand.own_part == "draft_ms_per_step"
+    assert "† optimized: Draft time per step (ms) is the part of the step its change lives in " \
+        "(the swap medusa-proposer changes it)" in medusa_run.stdout
+    # Where the delta comes from: the parts add up to the delta, each with its interval.
+    [split] = comparison.attributions
+    assert split.unit == "blocks" and split.units >= 20  # a precision run: 20 blocks at least
+    assert abs(sum(f.value for f in split.parts) - split.measured.value) < 1e-9
+    assert all(f.low is not None and f.high is not None for f in split.parts)
+    assert "Where optimized's delta comes from (step timer; each part's share of the " \
+        "output-throughput delta" in medusa_run.stdout
 
 
 def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:

@@ -30,6 +30,9 @@ class Swap:
     # The model runners and CUDA-graph modes its code does not work under (checked per launch
     # against the platform the engine reports: harness.wire.platform.refusals).
     unsupported: tuple[Unsupported, ...] = ()
+    # The part of the engine step its code runs in (a key of config.scenario.PART_ROWS): the
+    # table marks that row as the change's own. None: not one part.
+    part: str | None = None
 
 
 def _discover() -> dict[str, Swap]:

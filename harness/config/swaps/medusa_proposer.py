@@ -29,4 +29,5 @@ SWAP = Swap(
     # so any graph mode is fine under V1.
     unsupported=(Unsupported(runner="V2", why="it patches V1's MedusaProposer; Model Runner "
                              "V2 has no Medusa (vLLM falls back to V1 for it)"),),
+    part="draft",  # the proposer, timed as the drafter's work (propose_draft_token_ids)
 )

@@ -42,4 +42,5 @@ SWAP = Swap(
                              "(DraftModelSpeculator.sample_draft) inside the CUDA graph it "
                              "captures for draft decode: a switch between passes cannot "
                              "change what the graph replays"),),
+    part="draft",  # sampling the draft tokens, inside the drafter's propose
 )
