@@ -360,7 +360,10 @@ def mark_own_parts(comparison: Comparison, scenario: Scenario,
         variant = scenario.variants.get(cand.name)
         part: str | None = None
         why: str | None = None
-        if variant is not None and variant.implementation:
+        base = scenario.variants.get(comparison.baseline)
+        if variant is not None and variant.implementation and (
+                base is None or base.implementation != variant.implementation):
+            # (the same choice in both arms, an A/A, changes nothing)
             name = parse_implementation(variant.implementation)[0]
             swap = SWAPS.get(name)
             if swap is not None and swap.part is not None:

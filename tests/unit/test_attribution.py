@@ -253,6 +253,13 @@ def test_a_swaps_part_is_marked_as_the_changes_own_row(scenario_data: dict[str, 
                            "change at its own size, +5.")
     assert note.endswith("(Output throughput (tok/s) stays the primary metric).")
     assert [r.key for r in cand.rows if r.role == "primary"] == ["output_throughput"]
+    # An A/A of one choice changes nothing: no row is its change's own.
+    twins = _parts_comparison(scenario_data)
+    same = {"base": {"baseline": True, "implementation": "medusa-proposer:optimized"},
+            "opt": {"implementation": "medusa-proposer:optimized"}}
+    mark_own_parts(twins, parse_scenario({**scenario_data, "step_times": True,
+                                          "variants": same}))
+    assert twins.candidates[0].own_part is None
 
 
 def test_an_overlays_part_comes_from_where_its_functions_run(
