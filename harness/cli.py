@@ -107,6 +107,10 @@ def run(
     shared_machine: Annotated[bool, typer.Option(
         "--shared-machine", help="Run beside other benchmarks: take no machine lock (the "
         "table says so).")] = False,
+    profile: Annotated[bool, typer.Option(
+        "--profile", help="Profile each arm after its measured passes (the scenario's "
+        "profile:, else 2 passes per arm): torch profiler traces under the run's profiles/ "
+        "and a table of the ops whose self time differs most.")] = False,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table. One
     benchmark at a time per machine: while another specbench run holds it, this one waits
@@ -117,7 +121,7 @@ def run(
     from harness.workflow import run_scenario, scenario_to_run
 
     path, spec, base_dir = scenario_to_run(scenario, mde, budget, gate, max_cells or MAX_CELLS,
-                                           resume, run_id)
+                                           resume, run_id, profile)
     # The launch in flight: stage, passes, tok/s, ETA (out of the plan's launches).
     view = LaunchView(0)
     if executor == ExecutorKind.ray:

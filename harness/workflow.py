@@ -17,7 +17,13 @@ from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
 from harness.analysis.repeats import combined, repeat_note
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
-from harness.config.scenario import Scenario, load_scenario, parse_scenario, with_precision
+from harness.config.scenario import (
+    Scenario,
+    load_scenario,
+    parse_scenario,
+    with_precision,
+    with_profile,
+)
 from harness.errors import ExitCode, IncomparableError, ResultsError, SpecbenchError
 from harness.present.outputs import write_gate_files, write_outputs
 from harness.results.index import earlier_runs, index_run
@@ -164,11 +170,14 @@ def gate_and_write(run: Run | Path | str, inconclusive: Inconclusive = "inconclu
 
 def scenario_to_run(path: Path | None, mde: float | None, budget: float | None, gate: bool,
                     max_cells: int, resume: Path | None = None,
-                    run_id: str | None = None) -> tuple[Path | None, Scenario, Path | None]:
+                    run_id: str | None = None, profile: bool = False,
+                    ) -> tuple[Path | None, Scenario, Path | None]:
     """The scenario `specbench run` runs, with the precision the command line asks for: the
     file given, or (resume) the interrupted run's own. Returns the scenario file (if any), the
     scenario, and the folder its relative paths resolve against when not the file's."""
     if resume is not None:
+        if profile:
+            raise SpecbenchError("--resume continues a run as it was planned: drop --profile")
         return resumed_scenario(resume, path, run_id, mde, budget, max_cells)
     if path is None:
         raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
@@ -180,6 +189,8 @@ def scenario_to_run(path: Path | None, mde: float | None, budget: float | None, 
         # A gated precision run samples until every gate can decide, not to a fixed MDE.
         spec = with_precision(spec, mde, budget, str(path),
                               "gates" if gate and mde is None else None)
+    if profile:
+        spec = with_profile(spec, str(path))
     return path, spec, None
 
 

@@ -22,10 +22,11 @@ from harness.analysis.categories import (
     has_categories,
     requests_per_category,
 )
-from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
+from harness.analysis.comparison import CandidateResult, Comparison, MetricRow, ProfileTable
 from harness.analysis.contention import machine_load
 from harness.analysis.metric_row import compare_metric
 from harness.analysis.parity import output_parity
+from harness.analysis.profiles import arm_profiles, op_deltas
 from harness.analysis.proof import ran_paths, unproven_passes
 from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
@@ -45,6 +46,7 @@ from harness.results.metrics import (
 from harness.results.run import Run
 from harness.wire.overlay import OverlaySpec
 from harness.wire.platform import describe_launches
+from harness.wire.protocol import PROFILES_DIR
 from harness.wire.records import RunRecord
 from harness.wire.spec import RunSpec
 
@@ -382,6 +384,34 @@ def mark_own_parts(comparison: Comparison, scenario: Scenario,
             cand.own_part, cand.own_part_why = row, why
 
 
+def profile_tables(run: Run, comparison: Comparison, top: int) -> list[ProfileTable]:
+    """Per candidate, the ops whose self time per pass differs most from the baseline's, from
+    the run's traces (analysis.profiles), with each arm's profiled and measured pass times."""
+    found = arm_profiles(run.path, run.runs)
+    base = found.get(comparison.baseline)
+    if base is None:
+        return []
+    frame = run.passes
+    measured = ({str(k): float(v) for k, v in
+                 frame.groupby("variant")["duration_s"].median().items()}
+                if not frame.empty else {})
+    keys = sorted({r.run_key for r in run.runs if r.result and r.result.profiled})
+    out = []
+    for cand in comparison.candidates:
+        prof = found.get(cand.name)
+        if prof is None:
+            continue
+        arms = (comparison.baseline, cand.name)
+        out.append(ProfileTable(
+            candidate=cand.name, baseline=comparison.baseline,
+            passes={a: found[a].passes for a in arms},
+            pass_s={a: found[a].pass_s for a in arms},
+            measured_s={a: measured[a] for a in arms if a in measured},
+            traces=", ".join(f"{PROFILES_DIR}/{k}/" for k in keys),
+            rows=op_deltas(base, prof, top)))
+    return out
+
+
 def compare_run(run: Run, force: bool = False,
                 records: list[RunRecord] | None = None) -> Comparison:
     """Compare the variants of one stored run, as its scenario declared them (a sweep: see
@@ -398,6 +428,8 @@ def compare_run(run: Run, force: bool = False,
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
     mark_own_parts(comparison, run.scenario, run.manifest.plan.overlay())
+    if run.scenario.profile is not None and records is None:
+        comparison.profiles = profile_tables(run, comparison, run.scenario.profile.top)
     if records is None and run.design == "one-engine":
         for cand in comparison.candidates:
             frame = running_estimate(run.passes, comparison.baseline, cand.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.analysis.profiles import OpDelta
 from harness.analysis.stats import DeltaEstimate
 
 
@@ -87,6 +88,20 @@ class Factor:
     value: float
     low: float | None
     high: float | None
+
+
+@dataclass
+class ProfileTable:
+    """A profiled run (harness.analysis.profiles): the ops whose self time per pass differs
+    most between a candidate and the baseline, from passes profiled after the measured ones."""
+
+    candidate: str
+    baseline: str
+    passes: dict[str, int]  # arm -> profiled passes
+    pass_s: dict[str, float]  # arm -> mean wall time of a profiled pass
+    measured_s: dict[str, float]  # arm -> median wall time of a measured pass
+    traces: str  # where the trace files are, relative to the run folder
+    rows: list[OpDelta]
 
 
 @dataclass
@@ -180,6 +195,8 @@ class Comparison:
     decompositions: list[Decomposition] = field(default_factory=list)
     # Where each candidate's delta comes from, from the step timer (step_times runs).
     attributions: list[Attribution] = field(default_factory=list)
+    # Profiled runs: the ops whose self time differs most per candidate.
+    profiles: list[ProfileTable] = field(default_factory=list)
     # Prompts with categories (harness.analysis.categories): category -> one result per
     # candidate with its per-category rows, and the requests of each category in a pass.
     categories: dict[str, list[CandidateResult]] = field(default_factory=dict)

@@ -225,6 +225,16 @@ class LatencyPercentiles(StrictModel):
         return [percentile_key(m, q) for m in self.percentile_metrics for q in self.percentiles]
 
 
+class ProfileSpec(StrictModel):
+    """Profile each arm with vLLM's torch profiler hooks (LLM.start_profile / stop_profile),
+    after the measured passes: profiled passes are never measured passes."""
+
+    passes: int = Field(default=2, ge=1, le=10, description="Profiled passes per arm, after "
+                        "the measured ones (one-engine: alternated between the arms).")
+    top: int = Field(default=12, ge=1, le=200, description="Ops in the printed table: those "
+                     "whose self time per pass differs most between an arm and the baseline.")
+
+
 class ServeSettings(StrictModel):
     """How serve mode loads its vLLM server (the arrival model of `vllm bench serve`)."""
 
@@ -572,6 +582,11 @@ class Scenario(StrictModel):
         "implementation choice. launch-per-arm: each variant gets its own launches. auto: "
         "one-engine where possible.",
     )
+    profile: ProfileSpec | None = Field(
+        default=None, description="Profile each arm (torch profiler traces, Perfetto-viewable, "
+        "under the run's profiles/; a table of the ops whose self time differs most). Offline "
+        "mode. `run --profile` sets it.",
+    )
     precision: Precision | None = Field(
         default=None, description="Run until the output-throughput interval is this "
         "precise, within a time budget (one-engine design, one round).",
@@ -686,6 +701,9 @@ class Scenario(StrictModel):
         if parts and not self.times_steps:
             raise ValueError(f"step_times: {', '.join(parts)} is read from the step timer; set "
                              "step_times: true (offline mode)")
+        if self.profile is not None and self.mode == "serve":
+            raise ValueError("profile: offline mode only (the server's own /start_profile is "
+                             "not driven per arm)")
         if self.step_times and self.mode == "serve":
             raise ValueError("step_times: offline mode only (the server has no step timer)")
         if self.step_times is False and self.mode == "offline" \
@@ -853,6 +871,8 @@ UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 # The same for top-level fields at their defaults.
 DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput",
                                                "step_times": None}
+# Fields that change what is kept beside the measured passes, not what they measure.
+FIELDS_OUTSIDE_HASH = ("profile",)
 # The same for the workload's fields.
 UNSET_WORKLOAD_FIELDS_OUTSIDE_HASH = ("subset", "categories", "chat_template_kwargs")
 # The same for variants' fields, at their defaults.
@@ -863,6 +883,8 @@ def scenario_hash(scenario: Scenario) -> str:
     """Stable hash of the validated scenario (key order and YAML formatting do not matter)."""
     data = scenario.model_dump(mode="json")
     data.pop("metrics")  # which percentiles are reported, not what is measured
+    for key in FIELDS_OUTSIDE_HASH:
+        data.pop(key, None)
     for later in UNSET_FIELDS_OUTSIDE_HASH:
         if data.get(later) is None:
             data.pop(later, None)
@@ -990,6 +1012,15 @@ def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None
     if data["precision"] and data.get("rounds", 1) != 1 and not current:
         data["rounds"] = 1  # precision adds blocks to one engine instead of rounds
     return parse_scenario(data, f"{source} (with --mde/--budget)", max_cells=None)
+
+
+def with_profile(scenario: Scenario, source: str = "<scenario>") -> Scenario:
+    """The scenario with `profile:` at its defaults where it has none (`run --profile`)."""
+    if scenario.profile is not None:
+        return scenario
+    data = scenario.model_dump(mode="json")
+    data["profile"] = {}
+    return parse_scenario(data, f"{source} (with --profile)", max_cells=None)
 
 
 def load_scenario(path: str | Path, max_cells: int | None = MAX_CELLS) -> Scenario:

@@ -23,6 +23,9 @@ from harness.engine.swaps import INSTALLERS
 from harness.wire.protocol import IMPL_REPORT_DIR_ENV
 
 # A child of vLLM's "vllm" logger, so messages use vLLM's handler and process prefix.
+# What a hit observed: a mapping, or a callable giving it (read once per path and epoch).
+Details = dict[str, Any] | Callable[[], dict[str, Any]] | None
+
 logger = logging.getLogger("vllm.specbench.impls")
 
 PATH_INSTALL_ERROR = "install_error"  # the patch could not be installed in this process
@@ -126,10 +129,15 @@ class _Recorder:
         self.epochs = 0  # epochs ended: the first is the engine's start
         self.shadows: dict[str, str] = {}  # overlay: function -> what shadows it ("": nothing)
 
-    def hit(self, path: str, details: dict[str, Any] | None = None) -> None:
+    def hit(self, path: str, details: Details = None) -> None:
         self.calls += 1
         self.epoch_calls += 1
+        if details and (path not in self.epoch_paths or path not in self.paths):
+            # Details are read once per path and epoch: a callable is called only then, so
+            # describing what ran costs nothing on the other calls (the same in both arms).
+            details = details() if callable(details) else details
         if path not in self.epoch_paths and details:
+            assert isinstance(details, dict)
             self.epoch_details.update(details)
         self.epoch_paths[path] = self.epoch_paths.get(path, 0) + 1
         seen = self.paths.get(path)
@@ -150,6 +158,7 @@ class _Recorder:
                     self.first_path,
                 )
             if details:
+                assert isinstance(details, dict)
                 self.details.update(details)
             self.write()
         elif self.calls % REWRITE_EVERY == 0:
@@ -243,7 +252,9 @@ class _Context:
     def active(self) -> str:
         return _active[self.name]
 
-    def hit(self, path: str, details: dict[str, Any] | None = None) -> None:
+    def hit(self, path: str, details: Details = None) -> None:
+        """Report that `path` ran; `details` (a mapping, or a callable returning one: called
+        only for the first call of a path in an epoch) say what was observed."""
         self._recorder.hit(path, details)
 
     def claim(self, owner: str, fn: Any) -> bool:

@@ -42,6 +42,7 @@ from harness.wire.platform import refusals
 from harness.wire.protocol import (
     IMPL_REPORT_DIR_ENV,
     LOG_FILE_ENV,
+    PROFILE_DIR_ENV,
     SPAWNED_ENV,
     STEP_TIMES_RPC,
     SWITCH_RPC,
@@ -51,6 +52,7 @@ from harness.wire.protocol import (
 from harness.wire.records import (
     ImplReport,
     PassRecord,
+    ProfiledPass,
     RequestRecord,
     SpecDecodeCounters,
     StepTimes,
@@ -341,6 +343,13 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             seed=None if w.temperature == 0 else w.seed + i,
         )
 
+    profile_dir = os.environ.get(PROFILE_DIR_ENV) if run.profile_passes else None
+    if profile_dir:
+        # vLLM's own profiler hooks: a torch profiler in each worker process, started and
+        # stopped per profiled pass (LLM.start_profile / stop_profile), idle otherwise.
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
+        engine_args["profiler_config"] = {"profiler": "torch",
+                                          "torch_profiler_dir": profile_dir}
     t = time.perf_counter()
     platform.clear(report_dir)
     llm: Any = LLM(**engine_args)
@@ -415,6 +424,10 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             run, measure, warm_up if warm else None, switch, deadline_unix,
             int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result,
             lambda: read_impl_reports(report_dir))
+        if profile_dir:
+            stage = "a profiled pass"
+            result.profiled = profile_arms(run, llm, switch, engine_prompts, sampling,
+                                           lambda: read_impl_reports(report_dir))
     except EngineDeadError:
         traceback.print_exc()
         # The passes that finished are kept (as data) in a failed result.
@@ -433,6 +446,40 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     result.status = "ok"
     timings.finish_s = time.perf_counter() - t
     return result
+
+
+def profile_arms(run: RunSpec, llm: Any, switch: Callable[[str | None], Any],
+                 prompts: list[Any], sampling: list[Any],
+                 reports: Callable[[], list[ImplReport]]) -> list[ProfiledPass]:
+    """run.profile_passes passes per arm under vLLM's torch profiler, after the measured
+    ones: one-engine, the arms alternated (A B B A ...) and switched like a measured pass;
+    each pass's traces named '<arm>-<index>' (plus vLLM's rank suffix)."""
+    arms = [(a.variant, a.switch_to) for a in run.arms] if run.arms else [(run.variant, None)]
+    order: list[tuple[str, str | None]] = []
+    for i in range(run.profile_passes):
+        order += arms if i % 2 == 0 else arms[::-1]
+    seen: dict[str, int] = {}
+    out = []
+    for arm, choice in order:
+        index = seen.get(arm, 0)
+        seen[arm] = index + 1
+        prefix = f"{arm}-{index}".replace("+", "_")
+        if run.arms and choice is not None:
+            switch(choice)
+        llm.start_profile(profile_prefix=prefix)
+        t = time.perf_counter()
+        llm.generate(prompts, sampling, use_tqdm=False)
+        duration = time.perf_counter() - t
+        llm.stop_profile()
+        paths = sorted({p for r in _reports(switch(None)) for p in r.paths}) \
+            if run.arms and choice is not None else sorted({p for r in reports() for p in r.paths})
+        out.append(ProfiledPass(arm=arm, index=index, prefix=prefix, duration_s=duration,
+                                paths=paths))
+    return out
+
+
+def _reports(raw: Any) -> list[ImplReport]:
+    return [ImplReport.from_raw(data) for per_process in raw or [] for data in per_process or []]
 
 
 RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]

@@ -37,6 +37,8 @@ from harness.wire.protocol import (
     MODELS_BUILD_TIMEOUT_S,
     OVERLAY_ENV,
     PATCH_ENV,
+    PROFILE_DIR_ENV,
+    PROFILES_DIR,
     PROGRESS_ENV,
     SIGKILL_WAIT_S,
     SPAWNED_ENV,
@@ -292,7 +294,9 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
         write_json_atomic(overlay, run.overlay.model_dump(mode="json"))
     for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch),
                        (OVERLAY_ENV, str(overlay) if overlay else None),
-                       (STEP_TIMES_ENV, "1" if run.step_times else None)):
+                       (STEP_TIMES_ENV, "1" if run.step_times else None),
+                       (PROFILE_DIR_ENV, str(run_dir / PROFILES_DIR / run.run_key)
+                        if run.profile_passes else None)):
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value

@@ -326,6 +326,25 @@ def _share(f: Factor) -> str:
     return f"{100 * f.value:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}]"
 
 
+def profile_lines(comparison: Comparison) -> list[str]:
+    """A profiled run's op table per candidate, one line per op (analysis.profiles)."""
+    out = []
+    for t in comparison.profiles:
+        cost = ", ".join(f"{arm} {t.pass_s[arm] / t.measured_s[arm]:.1f}x"
+                         for arm in (t.baseline, t.candidate) if t.measured_s.get(arm))
+        out.append(
+            f"Profile ({t.candidate} vs {t.baseline}; torch profiler through vLLM's "
+            f"start_profile, {t.passes[t.candidate]} pass(es) per arm after the measured ones, "
+            f"never measured" + (f"; a profiled pass took {cost} a measured one's time" if cost
+                                 else "") + f"; traces: {t.traces}, Perfetto opens them): the "
+            "ops whose self time per pass differs most (one sample per pass: a ranking, not a "
+            "test):")
+        out.extend(f"  {r.delta_ms:+.3f} ms  {r.name} ({r.kind}: {r.baseline_ms:.3f} -> "
+                   f"{r.candidate_ms:.3f} ms a pass, {100 * r.share:.1f}% of "
+                   f"{t.candidate}'s)" for r in t.rows)
+    return out
+
+
 def attribution_line(a: Attribution) -> str:
     """'Where optimized's delta comes from ...': each part's share of the output-throughput
     delta (harness.analysis.attribution), and the part that carries it."""
@@ -358,6 +377,7 @@ def footnotes(comparison: Comparison) -> list[str]:
         notes.append(speedup_note(comparison))
     notes.extend(attribution_line(a) for a in comparison.attributions)
     notes.extend(own_part_notes(comparison))
+    notes.extend(profile_lines(comparison))
     if comparison.builds and len(set(comparison.builds.values())) == 1:
         notes.append(f"Build: {next(iter(comparison.builds.values()))}")
     else:

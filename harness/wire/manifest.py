@@ -131,7 +131,7 @@ class Manifest(Stored):
         # launch-per-arm); 3 -> 4 sweep cells (older runs are one cell); 4 -> 5 overlays and
         # the checked warm-up (older runs warmed once); 5 -> 6 RunRecord.arms (filled from the
         # record's variant); 6 -> 7 per-request acceptance; 7 -> 8 step times; 8 -> 9 each
-        # block's orientation seed.
+        # block's orientation seed; 9 -> 10 the platform and contention; 10 -> 11 profiles.
         return {**data, "schema_version": SCHEMA_VERSION}
 
     @classmethod

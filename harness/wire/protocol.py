@@ -24,6 +24,10 @@ SWITCH_RPC = "specbench_switch_epoch"
 SPAWNED_ENV = "SPECBENCH_SPAWNED_UNIX"
 # Runner <-> worker: the worker's own log, relative to the run folder, for its errors to name.
 LOG_FILE_ENV = "SPECBENCH_LOG_FILE"
+# Where a profiled launch's torch profiler traces go (RunSpec.profile_passes > 0): the run's
+# profiles/<run_key>/.
+PROFILE_DIR_ENV = "SPECBENCH_PROFILE_DIR"
+PROFILES_DIR = "profiles"
 STEP_TIMES_ENV = "SPECBENCH_STEP_TIMES"  # "1": time the model runner's steps (engine.steptimes)
 STEP_TIMES_RPC = "specbench_step_times"  # the worker-wrapper method that returns them
 

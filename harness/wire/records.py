@@ -38,6 +38,8 @@ harness.wire.manifest.Manifest.migrate when older files need it):
       the platform. PassRecord.foreign_cpu and .load1: what else loaded the machine during
       the pass. Optional: older files read unchanged, without a platform. WorkerResult
       .prompts_as: whether text prompts were rendered with the chat template (optional).
+  11 - profiles: WorkerResult.profiled, the passes profiled per arm after the measured ones
+      (their trace files under the run's profiles/). Optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -110,6 +112,17 @@ class StepTimes(Record):
     forward_s: float = Field(description="The target model's forward (with speculation, the "
                              "verification forward over k + 1 tokens per request).")
     draft_s: float = Field(description="The drafter's work (propose_draft_token_ids).")
+
+
+class ProfiledPass(Record):
+    """One pass run under vLLM's torch profiler, after the measured ones (never measured)."""
+
+    arm: str = Field(description="The arm active during the pass.")
+    index: int = Field(description="Its number among the arm's profiled passes.")
+    prefix: str = Field(description="The trace files' name prefix (LLM.start_profile).")
+    duration_s: float = Field(description="Its wall time, profiler on.")
+    paths: list[str] = Field(default_factory=list,
+                             description="The code paths vLLM's processes reported for it.")
 
 
 class ImplReport(Record):
@@ -252,6 +265,8 @@ class WorkerResult(Record):
     left_out: list[str] = Field(
         default_factory=list, description="Optional parts this launch ran without on its "
         "platform (the step timer under Model Runner V2), each with why and the ways out.")
+    profiled: list[ProfiledPass] = Field(
+        default_factory=list, description="Passes profiled per arm after the measured ones.")
     prompts_as: str | None = Field(
         default=None, description="How the prompts were sent: rendered with the tokenizer's "
         "chat template, raw, or token ids (engine.chat); None in older files.")

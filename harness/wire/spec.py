@@ -91,6 +91,9 @@ class RunSpec(StrictModel):
         default=False, description="Time the model runner's steps in vLLM's worker "
         "processes (the draft, the target's forward, the rest) per pass: where a speedup over "
         "the no-speculation arm goes (offline runs with such an arm).")
+    profile_passes: int = Field(
+        default=0, description="Passes per arm profiled with vLLM's torch profiler after the "
+        "measured ones (never measured); 0: none.")
     cell: str | None = Field(
         default=None, description="Sweeps: the cell this launch belongs to ('c03').")
     cell_values: dict[str, Any] = Field(

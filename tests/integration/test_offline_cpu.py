@@ -71,8 +71,10 @@ MEDUSA_PRECISION = {"mde": 0.5, "budget_s": 400}
 
 @pytest.fixture(scope="session")
 def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    # profile: one pass per arm under vLLM's torch profiler after the measured ones.
     return run_variant_of("cpu-medusa-proposer.yaml", tmp_path_factory.mktemp("medusa"),
-                          "medusa", precision=MEDUSA_PRECISION, repeats=2)
+                          "medusa", precision=MEDUSA_PRECISION, repeats=2,
+                          profile={"passes": 1, "top": 15})
 
 
 @pytest.fixture(scope="session")
@@ -136,6 +138,33 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
     assert all(f.low is not None and f.high is not None for f in split.parts)
     assert "Where optimized's delta comes from (step timer; each part's share of the " \
         "output-throughput delta" in medusa_run.stdout
+
+
+def test_medusa_arms_are_profiled_after_the_measured_passes(medusa_run: CliRun) -> None:
+    """profile: each arm's pass under vLLM's torch profiler (LLM.start_profile), after the
+    measured ones and never among them, its proof kept, its traces in the run folder; the
+    table of the ops whose self time moved most names the proposer's work."""
+    [launch] = medusa_run.results.runs
+    assert launch.result is not None
+    profiled = {p.arm: p for p in launch.result.profiled}
+    assert set(profiled) == {"baseline", "optimized"}
+    assert profiled["baseline"].paths == ["medusa.propose.tolist"]
+    assert profiled["optimized"].paths == ["medusa.propose.tensor"]
+    assert all(p.duration_s > 0 for p in profiled.values())
+    folder = medusa_run.results.path / "profiles" / launch.run_key
+    for arm in profiled:
+        assert list(folder.glob(f"{arm}-0_*.pt.trace.json*")), sorted(folder.iterdir())
+    comparison = compare_run(medusa_run.results)
+    [table] = comparison.profiles
+    assert table.passes == {"baseline": 1, "optimized": 1} and len(table.rows) == 15
+    assert all(table.pass_s[a] > 0 and table.measured_s[a] > 0 for a in table.passes)
+    out = medusa_run.stdout
+    assert "Profile (optimized vs baseline; torch profiler through vLLM's start_profile, 1 " \
+        "pass(es) per arm after the measured ones, never measured" in out
+    assert f"traces: profiles/{launch.run_key}/" in out
+    # The swap moves work between the proposer and the runner's copy of its drafts.
+    names = " ".join(r.name for r in table.rows)
+    assert any(word in names for word in ("propose", "draft_token", "argmax", "tolist")), names
 
 
 def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:

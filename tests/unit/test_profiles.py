@@ -1,0 +1,74 @@
+"""Profiles per arm (issue 34 item 3): torch profiler traces read back as self time per op
+(harness.analysis.profiles), the scenario's `profile:` and `run --profile`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.analysis.profiles import ArmProfile, op_deltas, read_trace, self_times
+from harness.config.scenario import parse_scenario, scenario_hash, with_profile
+from harness.errors import ScenarioError
+
+
+def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 7, "tid": tid}
+
+
+def test_self_time_is_duration_less_children_on_the_same_thread(tmp_path: Path) -> None:
+    events = [
+        _x("medusa.py(96): propose", 0, 100, "python_function"),
+        _x("aten::argmax", 10, 30),                    # child of propose
+        _x("aten::copy_", 15, 5),                      # child of argmax
+        _x("<built-in method tolist of Tensor object at 0x7f00ab>", 50, 20,
+           "python_function"),                         # child of propose
+        _x("<built-in method tolist of Tensor object at 0x7f11cd>", 120, 10,
+           "python_function"),                         # a sibling, same name once addressless
+        _x("shm_broadcast.py(830): acquire_read", 200, 500, "python_function"),  # a wait
+        _x("threading.py(331): wait", 0, 900, "python_function", tid=2),  # no op on thread 2
+        {"ph": "i", "name": "marker", "ts": 3, "pid": 7, "tid": 1},
+    ]
+    got = self_times(events)
+    assert got[("python_function", "medusa.py(96): propose")] == 50  # 100 - 30 - 20
+    assert got[("cpu_op", "aten::argmax")] == 25
+    assert got[("cpu_op", "aten::copy_")] == 5
+    assert got[("python_function", "<built-in method tolist of Tensor object>")] == 30
+    assert not any("wait" in name or "acquire_read" in name for _, name in got)
+    path = tmp_path / "a-0_rank0.1.pt.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    assert read_trace(path) == events
+
+
+def test_ops_are_ranked_by_how_much_their_self_time_moved() -> None:
+    base = ArmProfile("a", 2, {("cpu_op", "x"): 1000.0, ("cpu_op", "y"): 5000.0,
+                               ("python_function", "p"): 200.0}, 0.1)
+    cand = ArmProfile("b", 2, {("cpu_op", "x"): 1100.0, ("cpu_op", "y"): 2000.0,
+                               ("python_function", "q"): 900.0}, 0.1)
+    rows = op_deltas(base, cand, 3)
+    assert [(r.name, round(r.delta_ms, 3)) for r in rows] == [("y", -3.0), ("q", 0.9),
+                                                              ("p", -0.2)]
+    assert rows[1].share == pytest.approx(0.009)  # 0.9 ms of a 0.1 s pass
+
+
+def test_profile_is_offline_kept_outside_the_hash_and_set_by_the_flag(
+        scenario_data: dict[str, Any]) -> None:
+    plain = parse_scenario(scenario_data)
+    profiled = with_profile(plain)
+    assert profiled.profile is not None and profiled.profile.passes == 2
+    assert scenario_hash(plain) == scenario_hash(profiled)  # the measured passes are alike
+    assert with_profile(profiled) is profiled
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario({**scenario_data, "mode": "serve", "profile": {}}, "s.yaml")
+    assert "profile: offline mode only" in str(err.value)
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario({**scenario_data, "profile": {"passes": 0}}, "s.yaml")
+    assert "profile.passes" in str(err.value) and "\n" not in str(err.value)
+    from harness.plan.plan import expand_plan
+
+    assert {r.profile_passes for r in expand_plan(profiled).runs} == {2}
+    assert {r.profile_passes for r in expand_plan(plain).runs} == {0}
