@@ -30,7 +30,7 @@ KINDS = ("cpu_op", "python_function")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # Blocking waits (a worker idle until the engine core sends the next step, a thread parked):
 # time where nothing of the arm's runs, left out of the ranking.
-WAITS = re.compile(r": (wait|acquire_read|sleep|select|poll|recv\w*|_wait\w*)$")
+WAITS = re.compile(r": (wait|acquire_read|sleep|select|poll|recv\w*|_wait\w*)$|sched_yield")
 
 
 @dataclass
