@@ -52,7 +52,8 @@ MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
 SwitchFn = Callable[[str | None], list[list[dict[str, Any]]]]
 
 
-def _reports(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
+def reports_of(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
+    """A switch's reply (per process, its reports of the epoch) as ImplReports."""
     return [ImplReport.from_raw(data) for per_process in raw for data in per_process or []]
 
 
@@ -209,7 +210,7 @@ def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
             switch(arm.switch_to)
         record = measure(index + len(out), arm, block)
         if switch is not None:
-            record.impl_reports = _reports(switch(None))
+            record.impl_reports = reports_of(switch(None))
         out.append(record)
     return out
 
@@ -332,7 +333,7 @@ class _Recorded:
     def __call__(self, choice: str | None) -> list[list[dict[str, Any]]]:
         raw = self.switch(choice)
         if self.recording:
-            self.epochs.append(_reports(raw))
+            self.epochs.append(reports_of(raw))
         return raw
 
 

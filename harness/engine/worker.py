@@ -36,7 +36,7 @@ from harness.config.workload import (
     workload_hash,
 )
 from harness.engine import chat, contention, platform
-from harness.engine.schedule import measure_launch
+from harness.engine.schedule import measure_launch, reports_of
 from harness.lifeline import guard_process_group
 from harness.wire.platform import refusals
 from harness.wire.protocol import (
@@ -426,8 +426,14 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
             lambda: read_impl_reports(report_dir))
         if profile_dir:
             stage = "a profiled pass"
-            result.profiled = profile_arms(run, llm, switch, engine_prompts, sampling,
-                                           lambda: read_impl_reports(report_dir))
+            try:
+                result.profiled = profile_arms(run, llm, switch, engine_prompts, sampling,
+                                               lambda: read_impl_reports(report_dir))
+            except EngineDeadError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the measured passes stand without it
+                traceback.print_exc()
+                result.left_out.append(f"profile: {type(exc).__name__}: {exc}")
     except EngineDeadError:
         traceback.print_exc()
         # The passes that finished are kept (as data) in a failed result.
@@ -471,15 +477,11 @@ def profile_arms(run: RunSpec, llm: Any, switch: Callable[[str | None], Any],
         llm.generate(prompts, sampling, use_tqdm=False)
         duration = time.perf_counter() - t
         llm.stop_profile()
-        paths = sorted({p for r in _reports(switch(None)) for p in r.paths}) \
+        paths = sorted({p for r in reports_of(switch(None)) for p in r.paths}) \
             if run.arms and choice is not None else sorted({p for r in reports() for p in r.paths})
         out.append(ProfiledPass(arm=arm, index=index, prefix=prefix, duration_s=duration,
                                 paths=paths))
     return out
-
-
-def _reports(raw: Any) -> list[ImplReport]:
-    return [ImplReport.from_raw(data) for per_process in raw or [] for data in per_process or []]
 
 
 RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]

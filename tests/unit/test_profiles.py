@@ -73,3 +73,44 @@ def test_profile_is_offline_kept_outside_the_hash_and_set_by_the_flag(
 
     assert {r.profile_passes for r in expand_plan(profiled).runs} == {2}
     assert {r.profile_passes for r in expand_plan(plain).runs} == {0}
+
+
+def test_profiled_passes_alternate_the_arms_and_keep_their_proof(
+        scenario_data: dict[str, Any]) -> None:
+    """The worker's profile_arms (through a stand-in LLM: the seam vLLM's LLM fills): each arm
+    switched to before its pass, start/stop_profile around exactly that pass, A B B A order,
+    the switch's reports kept as the pass's proof."""
+    from harness.engine.worker import profile_arms
+    from harness.plan.plan import expand_plan
+
+    [run] = expand_plan(with_profile(parse_scenario(scenario_data))).runs
+    calls: list[str] = []
+
+    class LLM:
+        def start_profile(self, profile_prefix: str) -> None:
+            calls.append(f"start {profile_prefix}")
+
+        def stop_profile(self) -> None:
+            calls.append("stop")
+
+        def generate(self, *_: Any, **__: Any) -> None:
+            calls.append("generate")
+
+    active: list[str] = []
+
+    def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+        if choice is not None:
+            active.append(choice)
+            calls.append(f"switch {choice}")
+            return [[]]
+        path = {"medusa-proposer:baseline": "medusa.propose.tolist",
+                "medusa-proposer:optimized": "medusa.propose.tensor"}
+        return [[{"implementation": "medusa-proposer", "choice": active[-1], "pid": 1,
+                  "calls": 3, "path": path[active[-1]], "paths": {path[active[-1]]: 3}}]]
+
+    out = profile_arms(run, LLM(), switch, [], [], lambda: [])
+    assert [(p.arm, p.index, p.prefix) for p in out] == [
+        ("base", 0, "base-0"), ("opt", 0, "opt-0"), ("opt", 1, "opt-1"), ("base", 1, "base-1")]
+    assert calls[:4] == ["switch medusa-proposer:baseline", "start base-0", "generate", "stop"]
+    assert [p.paths for p in out] == [["medusa.propose.tolist"], ["medusa.propose.tensor"],
+                                      ["medusa.propose.tensor"], ["medusa.propose.tolist"]]
