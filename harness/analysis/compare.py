@@ -264,7 +264,7 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
         comparison.categories = compare_categories(
             frame, baseline, [c.name for c in results if c.status == "ok"], design)
         comparison.category_requests = requests_per_category(frame)
-    if status(baseline) == "ok":
+    if status(baseline) == "ok" and only is None:  # (a precision look reads its rows only)
         for cand in (c for c in results if c.status == "ok"):
             split = attribute(passes, baseline, cand.name, design)
             if split is not None:
