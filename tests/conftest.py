@@ -31,6 +31,15 @@ def scenario_data() -> dict[str, Any]:
     return copy.deepcopy(MINIMAL)
 
 
+_SESSION_START = [0.0]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    _SESSION_START[0] = time.time()
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Where the tier's real-engine time went: every launch record the session's runs left
     under its temporary folder, summed by phase (a launch's WorkerResult.timings), so that
@@ -50,10 +59,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        timings = ((record.get("result") or {}).get("timings") or {}) \
-            if isinstance(record, dict) else {}
-        if not isinstance(timings, dict) or "engine_start_s" not in timings:
-            continue  # a fake worker's or a failed start's record: no engine phases
+        result = (record.get("result") or {}) if isinstance(record, dict) else {}
+        timings = result.get("timings") or {}
+        passes = result.get("passes") or []
+        # Real vLLM engines started in this session: not a fake worker's record (no vLLM
+        # version), nor a stored fixture copied into a test's folder (its passes are older).
+        if not isinstance(timings, dict) or "engine_start_s" not in timings \
+                or "vllm" not in (result.get("engine_versions") or {}) \
+                or not any((p.get("started_unix") or 0) >= _SESSION_START[0] for p in passes):
+            continue
         launches += 1
         wall += float(record.get("wall_s") or 0.0)
         for key, value in timings.items():
@@ -62,7 +76,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         start = sums.get("startup_s", 0) + sums.get("import_s", 0) + sums.get(
             "engine_start_s", 0)
         terminalreporter.write_line(
-            f"engine launches: {launches}, {wall:.0f} s in all: start {start:.0f} s (Python, "
+            f"real engine launches that measured passes: {launches}, {wall:.0f} s in all: start {start:.0f} s (Python, "
             f"vLLM imports {sums.get('import_s', 0):.0f} s, engine and its processes "
             f"{sums.get('engine_start_s', 0):.0f} s), warm-up {sums.get('warmup_s', 0):.0f} s, "
             f"measured {sums.get('measure_s', 0):.0f} s, shutdown "
