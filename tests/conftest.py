@@ -76,7 +76,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         start = sums.get("startup_s", 0) + sums.get("import_s", 0) + sums.get(
             "engine_start_s", 0)
         terminalreporter.write_line(
-            f"real engine launches that measured passes: {launches}, {wall:.0f} s in all: start {start:.0f} s (Python, "
+            f"real engine launches that measured passes: {launches}, {wall:.0f} s in all: "
+            f"start {start:.0f} s (Python, "
             f"vLLM imports {sums.get('import_s', 0):.0f} s, engine and its processes "
             f"{sums.get('engine_start_s', 0):.0f} s), warm-up {sums.get('warmup_s', 0):.0f} s, "
             f"measured {sums.get('measure_s', 0):.0f} s, shutdown "
