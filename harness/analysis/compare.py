@@ -269,8 +269,6 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
             split = attribute(passes, baseline, cand.name, design)
             if split is not None:
                 comparison.attributions.append(split)
-                if split.finding:
-                    comparison.warnings.append(split.finding)
     if no_speculation is not None and status(no_speculation) == "ok":
         add_speedups(comparison, passes, no_speculation, {
             arm: k for arm, k in arms.draft_tokens.items() if status(arm) == "ok"}, design)

@@ -354,7 +354,8 @@ def attribution_line(a: Attribution) -> str:
                "no part moved beyond its interval")
     return (f"Where {a.candidate}'s delta comes from (step timer; each part's share of the "
             f"output-throughput delta, {_share(a.measured)} as a plain mean over {a.units} "
-            f"{a.unit}; the parts add up to it): {parts}; {verdict}.")
+            f"{a.unit}; the parts add up to it): {parts}; {verdict}."
+            + (f" Finding: {a.finding}." if a.finding else ""))
 
 
 def footnotes(comparison: Comparison) -> list[str]:

@@ -70,6 +70,9 @@ def test_a_cost_outside_the_steps_is_a_finding() -> None:
     found = attribute(_frame(30, 0.0, 0.004, np.random.default_rng(2)), "a", "b", "one-engine")
     assert found is not None and found.carrier == "outside"
     assert found.finding is not None and "outside the timed steps" in found.finding
+    # Said on the attribution line, not as a warning: a change that truly acts outside the
+    # steps (the Medusa swap's host copy, on a real run) is a result, not a fault of the run.
+    assert attribution_line(found).endswith(f" Finding: {found.finding}.")
 
 
 def test_no_change_names_no_part() -> None:
