@@ -12,6 +12,13 @@ TPOT (per request, excluding the first token), ITL (every inter-token gap pooled
 requests only) and E2EL, over the arm's measured requests of every launch. Written as
 run_dir/vllm-bench/<arm>.json (a sweep: vllm-bench/<cell>/<arm>.json) by `specbench run` and
 `specbench report`.
+
+Beside each, <arm>.pytorch.json holds the arm in the PyTorch OSS benchmark format that vLLM's
+perf dashboard reads: one record per latency statistic, as `vllm bench serve` writes it when
+SAVE_TO_PYTORCH_BENCHMARK_FORMAT is set (`save_to_pytorch_benchmark_format` and
+`convert_to_pytorch_benchmark_format` in vllm.benchmarks). Only the engine layer may import
+vLLM, so the records are built here in the same shape, and a test holds them equal to what
+vLLM's own converter makes of the same result and arguments.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.config.engine_args import engine_args_for
 from harness.config.latency import LATENCY_METRICS, p_word
 from harness.results.metrics import measured_passes
 
@@ -36,6 +44,12 @@ if TYPE_CHECKING:
 PERCENTILES: tuple[float, ...] = (99.0,)
 PERCENTILE_METRICS: tuple[str, ...] = LATENCY_METRICS
 FOLDER = "vllm-bench"
+# vllm bench serve's save_to_pytorch_benchmark_format: the statistics it records (those the
+# result has) and the raw lists it leaves out of every record's extra_info.
+PYTORCH_METRICS = ("median_ttft_ms", "mean_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+                   "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
+                   "median_itl_ms", "mean_itl_ms", "std_itl_ms", "p99_itl_ms")
+PYTORCH_IGNORED = ("ttfts", "itls", "generated_texts", "errors")
 
 
 def _stats(name: str, values_s: list[float | None], percentiles: tuple[float, ...]
@@ -188,6 +202,47 @@ def run_results(run: Run, comparison: Comparison | None = None,
     return out
 
 
+def bench_args(run: Run, arm: str) -> dict[str, Any]:
+    """The arguments a PyTorch-format record carries (`vars(args)` in vLLM): the arm's engine
+    arguments, the prompts and the file name, as `vllm bench serve` would have them."""
+    variant = arm if arm in run.scenario.variants else run.scenario.baseline
+    return {**engine_args_for(run.scenario, variant), "label": arm,
+            "num_prompts": run.scenario.workload.num_prompts,
+            "result_filename": f"{arm}.json"}
+
+
+def _use_compile(args: dict[str, Any], extra_info: dict[str, Any]) -> bool:
+    # vLLM's use_compile: off when the compilation mode is "0" or the file names "eager".
+    mode = extra_info.get("compilation_config.mode", "")
+    return not (mode == "0" or "eager" in str(args.get("result_filename", "")))
+
+
+def pytorch_records(args: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One arm's result as vLLM's convert_to_pytorch_benchmark_format makes it: a record per
+    statistic in PYTORCH_METRICS, the rest of the result (less the raw lists) as extra_info.
+    An eager engine (enforce_eager, or compilation mode 0) records use_compile false."""
+    extra = {k: v for k, v in result.items()
+             if k not in PYTORCH_METRICS and k not in PYTORCH_IGNORED}
+    compilation = args.get("compilation_config")
+    mode = compilation.get("mode", compilation.get("level")) \
+        if isinstance(compilation, dict) else None
+    if args.get("enforce_eager") or mode in (0, "0", "NONE"):
+        extra["compilation_config.mode"] = "0"
+    records = []
+    for name in (k for k in PYTORCH_METRICS if k in result):
+        records.append({
+            "benchmark": {"name": "vLLM benchmark", "extra_info": {
+                "args": args,
+                "compilation_config.mode": extra.get("compilation_config.mode", ""),
+                "optimization_level": extra.get("optimization_level",
+                                                args.get("optimization_level", "")),
+                "use_compile": _use_compile(args, extra)}},
+            "model": {"name": args["model"]},
+            "metric": {"name": name, "benchmark_values": [result[name]],
+                       "extra_info": extra}})
+    return records
+
+
 def write_results(run: Run, comparison: Comparison | None, sweep_cells: list[tuple[str, Any]],
                   write: Any) -> list[str]:
     """Write every arm's file with `write(path, data)`; returns the paths written, relative
@@ -200,5 +255,7 @@ def write_results(run: Run, comparison: Comparison | None, sweep_cells: list[tup
             path = f"{folder}/{arm}.json"
             (run.path / folder).mkdir(parents=True, exist_ok=True)
             write(run.path / path, data)
-            written.append(path)
+            pytorch = f"{folder}/{arm}.pytorch.json"
+            write(run.path / pytorch, pytorch_records(bench_args(run, arm), data))
+            written += [path, pytorch]
     return written

@@ -71,7 +71,8 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_arm_has_every_key_vllm_bench_saves(reported: Path) -> None:
-    files = sorted((reported / "vllm-bench").glob("*.json"))
+    files = sorted(f for f in (reported / "vllm-bench").glob("*.json")
+                   if not f.name.endswith(".pytorch.json"))
     run = load_run(reported)
     assert [f.stem for f in files] == sorted([run.scenario.baseline, *run.scenario.candidates])
     expected = _vllm_keys()
@@ -105,6 +106,49 @@ def test_vllms_own_reader_reads_it_and_the_figures_agree_with_the_table(
         assert mine["ci_low"] == throughput.estimate.ci_low
     base = json.loads((reported / "vllm-bench" / f"{run.scenario.baseline}.json").read_text())
     assert base["specbench"]["baseline"] and base["specbench"]["against_baseline"] == []
+
+
+def test_pytorch_format_is_what_vllms_own_converter_writes(
+        reported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each arm's <arm>.pytorch.json equals what vLLM's save_to_pytorch_benchmark_format
+    writes for the same result and arguments (specbench states an eager engine's compilation
+    mode in extra_info, where vLLM's extract_field looks first), so vLLM's dashboard reads it;
+    one record per statistic, its value the vllm-bench file's."""
+    import argparse
+
+    from vllm.benchmarks.serve import save_to_pytorch_benchmark_format
+
+    from harness.present.vllm_bench import bench_args, pytorch_records
+
+    monkeypatch.setenv("SAVE_TO_PYTORCH_BENCHMARK_FORMAT", "1")
+    run = load_run(reported)
+    for arm in [run.scenario.baseline, *run.scenario.candidates]:
+        data = json.loads((reported / "vllm-bench" / f"{arm}.json").read_text())
+        mine = json.loads((reported / "vllm-bench" / f"{arm}.pytorch.json").read_text())
+        args = bench_args(run, arm)
+        assert args["model"] == run.scenario.model and "enforce_eager" not in args
+        save_to_pytorch_benchmark_format(argparse.Namespace(**args), data,
+                                         str(tmp_path / f"{arm}.json"))
+        theirs = json.loads((tmp_path / f"{arm}.pytorch.json").read_text())
+        assert mine == theirs
+        # The same arm run eagerly: use_compile false, as vLLM reads the mode.
+        eager = pytorch_records({**args, "enforce_eager": True}, data)
+        save_to_pytorch_benchmark_format(
+            argparse.Namespace(**args, enforce_eager=True),
+            {**data, "compilation_config.mode": "0"}, str(tmp_path / "eager.json"))
+        assert json.loads(json.dumps(eager)) == json.loads(
+            (tmp_path / "eager.pytorch.json").read_text())
+        assert eager[0]["benchmark"]["extra_info"]["use_compile"] is False
+        assert [r["metric"]["name"] for r in mine] == [
+            k for k in ("median_ttft_ms", "mean_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+                        "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
+                        "median_itl_ms", "mean_itl_ms", "std_itl_ms", "p99_itl_ms")
+            if k in data]
+        assert len(mine) >= 8
+        assert all(r["metric"]["benchmark_values"] == [data[r["metric"]["name"]]]
+                   for r in mine)
+        assert mine[0]["benchmark"]["extra_info"]["use_compile"] is True
+        assert "itls" not in mine[0]["metric"]["extra_info"]
 
 
 def test_statistics_are_vllms_definitions() -> None:
