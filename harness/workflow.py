@@ -324,7 +324,8 @@ def show_history(results_root: Path, scenario: str | None = None,
     points in a line each. `html_to`: also write the page with the series figures there."""
     from harness.analysis.history import build_series
     from harness.atomic import write_text_atomic
-    from harness.present.history import history_html, render_history
+    from harness.present.history import render_history
+    from harness.present.page import history_page
     from harness.results.index import history
 
     name = scenario_name(scenario)
@@ -340,5 +341,5 @@ def show_history(results_root: Path, scenario: str | None = None,
                            f"{', '.join(sorted(set(frame['metric'])))})")
     text = render_history(shown, [s for s in every if s not in shown])
     if html_to is not None:
-        write_text_atomic(html_to, history_html(shown, text, name or str(results_root)))
+        write_text_atomic(html_to, history_page(shown, text, name or str(results_root)))
     return text, html_to

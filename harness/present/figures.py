@@ -1,5 +1,5 @@
-"""Figures of a stored run, from its raw records (matplotlib, no display needed), and the
-self-contained HTML page of `specbench report RUN --html`:
+"""Figures of a stored run, from its raw records (matplotlib, no display needed; the page's
+interactive versions are harness.present.interactive):
 
 - throughput per pass over time, one series per variant: drift and stalls made visible;
 - latency CDFs per variant: TTFT, TPOT and (serve mode) ITL per request;
@@ -14,9 +14,6 @@ Each is written as PNG and SVG under the run folder's figures/.
 
 from __future__ import annotations
 
-import base64
-import html
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from harness.analysis.breakeven import choose_scale
 from harness.analysis.comparison import Comparison
@@ -301,37 +297,6 @@ def markdown_links(pngs: list[Path], run_dir: Path) -> str:
     lines = ["", "## Figures", ""]
     lines += [f"![{p.stem}]({p.relative_to(run_dir).as_posix()})" for p in pngs]
     return "\n".join(lines) + "\n"
-
-
-def html_report(run: Run, table: str, pngs: list[Path]) -> str:
-    """One self-contained page: the comparison, the figures (embedded), the builds and the
-    fingerprint, the scenario."""
-    esc = html.escape
-    images = "\n".join(
-        f'<figure><img alt="{esc(p.stem)}" src="data:image/png;base64,'
-        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{esc(p.stem)}'
-        "</figcaption></figure>" for p in pngs)
-    manifest = run.manifest
-    sections = [
-        ("Comparison", f"<pre>{esc(table)}</pre>"),
-        ("Figures", images or "<p>No measured passes.</p>"),
-        ("Builds", f"<pre>{esc(json.dumps(manifest.builds, indent=1))}</pre>"
-         if manifest.builds else "<p>Not recorded (a run from before builds were "
-         "kept).</p>"),
-        ("Environment fingerprint",
-         f"<pre>{esc(json.dumps(manifest.fingerprint, indent=1))}</pre>"),
-        ("Scenario", f"<pre>{esc(yaml.safe_dump(manifest.scenario, sort_keys=False))}</pre>"),
-    ]
-    body = "\n".join(f"<h2>{esc(title)}</h2>\n{content}" for title, content in sections)
-    return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>specbench {esc(run.run_id)}</title><style>"
-        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-        "pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px;line-height:1.25}"
-        "img{max-width:100%;border:1px solid #ddd}figure{margin:1em 0}"
-        "figcaption{color:#555;font-size:12px}</style></head><body>\n"
-        f"<h1>{esc(str(manifest.scenario.get('name')))}: {esc(run.run_id)}</h1>\n"
-        f"<p>status: {esc(str(manifest.status))}</p>\n{body}\n</body></html>\n")
 
 
 # -- sweeps ----------------------------------------------------------------------------------

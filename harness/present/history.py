@@ -4,9 +4,6 @@ series figure (estimates with their intervals over runs, change points marked)."
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 import math
 from typing import Any
@@ -180,24 +177,3 @@ def series_figure(series: Series) -> Any:
         ax.grid(alpha=0.3)
     fig.suptitle(series.name, fontsize=11)
     return fig
-
-
-def history_html(series: list[Series], text: str, title: str) -> str:
-    """One self-contained page: the printed history, then each series' figure (embedded)."""
-    esc = html.escape
-    figures = []
-    for s in series:
-        buffer = io.BytesIO()
-        series_figure(s).savefig(buffer, format="png")
-        figures.append(f'<figure><img alt="{esc(s.name)}" src="data:image/png;base64,'
-                       f'{base64.b64encode(buffer.getvalue()).decode()}"><figcaption>'
-                       f"{esc(s.name)}</figcaption></figure>")
-    return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>specbench history: {esc(title)}</title><style>"
-        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-        "pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px;line-height:1.25}"
-        "img{max-width:100%;border:1px solid #ddd}figure{margin:1em 0}"
-        "figcaption{color:#555;font-size:12px}</style></head><body>\n"
-        f"<h1>History: {esc(title)}</h1>\n<h2>Series</h2>\n" + "\n".join(figures)
-        + f"\n<h2>Runs</h2>\n<pre>{esc(text)}</pre>\n</body></html>\n")

@@ -18,7 +18,8 @@ from harness.analysis.gate import GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path, write_json_atomic, write_text_atomic
 from harness.present import vllm_bench
-from harness.present.figures import html_report, markdown_links, write_figures
+from harness.present.figures import markdown_links, write_figures
+from harness.present.page import report_page
 from harness.present.tables import (
     render_gate_junit,
     render_gate_markdown,
@@ -88,10 +89,7 @@ def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool =
                   file=sys.stderr)
     write_text_atomic(run.path / "table.md", markdown + markdown_links(pngs, run.path))
     if html:
-        # A sweep's page shows every cell's own table under the sweep's.
-        page = text if sweep is None else text + "".join(
-            f"\nCell {c.id}: {c.label}\n" + render_terminal(c.comparison) for c in sweep.cells)
-        write_text_atomic(run.path / "report.html", html_report(run, page, pngs))
+        write_text_atomic(run.path / "report.html", report_page(run, analysis, pngs))
     return text
 
 
