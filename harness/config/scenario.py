@@ -614,8 +614,10 @@ class Scenario(StrictModel):
     step_times: bool | None = Field(
         default=None, description="Time every engine step's parts in vLLM's worker (draft, "
         "verification forward, the rest; engine.steptimes) and report them as rows per arm. "
-        "Default: on where a no-speculation arm needs them for the speedup decomposition. "
-        "Offline mode only (the server has no step timer).")
+        "Default: on in offline mode (it costs about 0.1% of an engine step: "
+        "benchmarks/step_timer_cost.py, docs/speedup.md), off in serve mode "
+        "(the server has no step timer). Where the platform has no timer (Model Runner V2) "
+        "the launch runs without it and the table says so.")
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -810,11 +812,10 @@ class Scenario(StrictModel):
 
     @property
     def times_steps(self) -> bool:
-        """Whether the launches time their steps (step_times, or its default: with a
-        no-speculation arm, offline)."""
+        """Whether the launches time their steps (step_times, or its default: offline)."""
         if self.step_times is not None:
             return self.step_times
-        return self.no_speculation_arm is not None and self.mode == "offline"
+        return self.mode == "offline"
 
     @property
     def no_speculation_arm(self) -> str | None:

@@ -129,10 +129,10 @@ def test_component_rows_and_parts_keep_their_rate_under_component_noise() -> Non
 @pytest.mark.parametrize(("change", "says"), [
     ({"precision": {"mde": 0.01, "metric": "draft_ms"}},
      "precision.metric: unknown metric 'draft_ms' (known: output_throughput"),
-    ({"precision": {"mde": 0.01, "metric": "draft_ms_per_step"}},
+    ({"precision": {"mde": 0.01, "metric": "draft_ms_per_step"}, "step_times": False},
      "step_times: precision.metric draft_ms_per_step is read from the step timer; set "
      "step_times: true"),
-    ({"gates": {"metrics": {"draft_ms_per_step": 0.05}}},
+    ({"gates": {"metrics": {"draft_ms_per_step": 0.05}}, "step_times": False},
      "step_times: draft_ms_per_step is read from the step timer"),
     ({"precision": {"until": "gates", "metric": "draft_ms_per_step"}, "step_times": True},
      "metric: until: gates targets every gated metric"),

@@ -294,11 +294,14 @@ def test_gate_flag_turns_a_precision_run_into_a_gated_one(scenario_data: dict[st
 
 def test_step_times_are_a_scenario_switch_that_one_engine_launches_follow(
         scenario_data: dict[str, Any]) -> None:
-    """step_times: true times the steps of every launch, one-engine ones included (issue 35:
-    rows per arm for the draft, the verification forward and the rest of a step)."""
-    assert not any(r.step_times for r in expand_plan(parse_scenario(scenario_data)).runs)
-    plan = expand_plan(parse_scenario({**scenario_data, "step_times": True}))
+    """Offline, the steps of every launch are timed by default, one-engine ones included
+    (issue 35: rows per arm for the draft, the verification forward and the rest of a step);
+    step_times: false turns the timer off."""
+    plan = expand_plan(parse_scenario(scenario_data))
     assert plan.design == "one-engine" and all(r.step_times for r in plan.runs)
+    off = expand_plan(parse_scenario({**scenario_data, "step_times": False}))
+    assert not any(r.step_times for r in off.runs)
+    assert not parse_scenario({**scenario_data, "mode": "serve"}).times_steps
     serve = {**scenario_data, "mode": "serve", "step_times": True}
     with pytest.raises(ScenarioError, match="step_times: offline mode only"):
         parse_scenario(serve)

@@ -143,9 +143,9 @@ def test_plan_text_without_a_stored_run_gives_the_bound(tmp_path: Path,
         f"  {scenario.describe_setup()}",
         "  design: launch-per-arm",
         f"    1. base.r0                  1 pass(es) x 4 prompts "
-        f"impl=medusa-proposer:baseline spec={spec}",
+        f"impl=medusa-proposer:baseline spec={spec} (steps timed)",
         f"    2. opt.r0                   1 pass(es) x 4 prompts "
-        f"impl=medusa-proposer:optimized spec={spec}",
+        f"impl=medusa-proposer:optimized spec={spec} (steps timed)",
         "  wall time: at most 20.5 min: 2 launches, each killed at its 600 s timeout "
         "(timeout_s, engine start included), + up to 15 s to stop each; plus, before the "
         "first launch, up to 30 min to build tiny-llama, tiny-llama-medusa where not yet "
