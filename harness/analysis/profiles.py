@@ -12,6 +12,11 @@ ran PyTorch ops; blocking waits (WAITS) are left out, and addresses in names ('.
 0x7f...') dropped, so that passes add up. Per arm: the mean over its
 profiled passes of the mean over ranks. One profiled pass is one sample: the table ranks ops,
 it does not test them.
+
+The ops that ran in one arm only come first: the change's own code (a swapped function is
+another file and line; an op one version calls and the other does not), which a single
+pass's noise in the big shared ops (a matmul's milliseconds) would otherwise push out of the
+table; then the ops whose self time moved most.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class OpDelta:
     baseline_ms: float
     candidate_ms: float
     share: float  # of the candidate's pass (its self time / the pass's wall time)
+    only: str | None = None  # the arm it ran in, where it ran in one arm only
 
     @property
     def delta_ms(self) -> float:
@@ -125,12 +131,15 @@ def arm_profiles(run_dir: Path, runs: list[RunRecord]) -> dict[str, ArmProfile]:
 
 
 def op_deltas(base: ArmProfile, cand: ArmProfile, top: int) -> list[OpDelta]:
-    """The `top` ops whose self time per pass differs most (absolute) between the arms."""
+    """The `top` ops: those that ran in one arm only, then those whose self time per pass
+    differs most (absolute) between the arms; each group by the size of its difference."""
     keys = set(base.self_us) | set(cand.self_us)
     rows = [OpDelta(name, kind, base.self_us.get((kind, name), 0.0) / 1000,
                     cand.self_us.get((kind, name), 0.0) / 1000,
                     cand.self_us.get((kind, name), 0.0) / 1e6 / cand.pass_s
-                    if cand.pass_s > 0 else 0.0)
+                    if cand.pass_s > 0 else 0.0,
+                    only=None if (kind, name) in base.self_us and (kind, name) in cand.self_us
+                    else base.arm if (kind, name) in base.self_us else cand.arm)
             for kind, name in keys]
-    rows.sort(key=lambda r: (-abs(r.delta_ms), r.name))
+    rows.sort(key=lambda r: (r.only is None, -abs(r.delta_ms), r.name))
     return rows[:top]

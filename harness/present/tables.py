@@ -337,11 +337,12 @@ def profile_lines(comparison: Comparison) -> list[str]:
             f"start_profile, {t.passes[t.candidate]} pass(es) per arm after the measured ones, "
             f"never measured" + (f"; a profiled pass took {cost} a measured one's time" if cost
                                  else "") + f"; traces: {t.traces}, Perfetto opens them): the "
-            "ops whose self time per pass differs most (one sample per pass: a ranking, not a "
-            "test):")
+            "ops that ran in one arm only, then those whose self time per pass differs most "
+            "(one sample per pass: a ranking, not a test):")
         out.extend(f"  {r.delta_ms:+.3f} ms  {r.name} ({r.kind}: {r.baseline_ms:.3f} -> "
                    f"{r.candidate_ms:.3f} ms a pass, {100 * r.share:.1f}% of "
-                   f"{t.candidate}'s)" for r in t.rows)
+                   f"{t.candidate}'s{f'; only in {r.only}' if r.only else ''})"
+                   for r in t.rows)
     return out
 
 

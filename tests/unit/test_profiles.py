@@ -51,9 +51,12 @@ def test_ops_are_ranked_by_how_much_their_self_time_moved() -> None:
     cand = ArmProfile("b", 2, {("cpu_op", "x"): 1100.0, ("cpu_op", "y"): 2000.0,
                                ("python_function", "q"): 900.0}, 0.1)
     rows = op_deltas(base, cand, 3)
-    assert [(r.name, round(r.delta_ms, 3)) for r in rows] == [("y", -3.0), ("q", 0.9),
-                                                              ("p", -0.2)]
-    assert rows[1].share == pytest.approx(0.009)  # 0.9 ms of a 0.1 s pass
+    # p and q ran in one arm only (the change's own code): first, however small; then the
+    # shared ops by how far their self time moved.
+    assert [(r.name, round(r.delta_ms, 3), r.only) for r in rows] == [
+        ("q", 0.9, "b"), ("p", -0.2, "a"), ("y", -3.0, None)]
+    assert rows[0].share == pytest.approx(0.009)  # 0.9 ms of a 0.1 s pass
+    assert [r.name for r in op_deltas(base, cand, 4)][3] == "x"
 
 
 def test_profile_is_offline_kept_outside_the_hash_and_set_by_the_flag(
