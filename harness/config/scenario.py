@@ -275,9 +275,11 @@ class Precision(StrictModel):
     )
     metric: str = Field(
         default="output_throughput", description="until: mde: the row whose MDE reaches `mde`: "
-        "output_throughput, or where a change lives, a part of the step (draft_ms_per_step, "
-        "forward_ms_per_step, rest_ms_per_step, outside_ms_per_pass; needs step_times), or "
-        "another gateable row.",
+        "output_throughput, or where a change lives, a part of the step (draft_ms_per_step; "
+        "draft_per_forward, the drafter's time over the verification forward's in the same "
+        "pass, which the machine's speed moves far less; forward_ms_per_step, "
+        "rest_ms_per_step, outside_ms_per_pass; needs the step timer), or another gateable "
+        "row.",
     )
     until: Literal["mde", "gates"] = Field(
         default="mde", description="mde: until the output-throughput MDE reaches `mde`; "
@@ -319,8 +321,8 @@ DEFAULT_GATE_METRICS: dict[str, float] = {
 }
 # The parts of a pass's time (harness.results.metrics.COMPONENT_METRICS), read from the step
 # timer: gateable and targetable by a precision run when the scenario times its steps.
-STEP_PART_METRICS = ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step",
-                     "outside_ms_per_pass", "steps_per_pass")
+STEP_PART_METRICS = ("draft_ms_per_step", "draft_per_forward", "forward_ms_per_step",
+                     "rest_ms_per_step", "outside_ms_per_pass", "steps_per_pass")
 # Which row times each part a change can live in.
 PART_ROWS = {"draft": "draft_ms_per_step", "forward": "forward_ms_per_step",
              "rest": "rest_ms_per_step", "outside": "outside_ms_per_pass"}

@@ -48,6 +48,11 @@ class MetricDef:
 # The parts of a pass's time (PassRecord.step_times), per engine step or per pass.
 COMPONENT_METRICS: tuple[MetricDef, ...] = (
     MetricDef("draft_ms_per_step", "Draft time per step (ms)", False, unit="ms", decimals=3),
+    # The drafter's time over the verification forward's, in the same pass: a machine that
+    # runs a whole pass slower moves both, so the ratio keeps the drafter's own change with a
+    # fraction of the noise (it reads a change of the forward too: its own row says whether
+    # that moved).
+    MetricDef("draft_per_forward", "Draft time per forward (ratio)", False, decimals=4),
     MetricDef("forward_ms_per_step", "Verification forward per step (ms)", False, unit="ms",
               decimals=3),
     MetricDef("rest_ms_per_step", "Rest of the step (ms)", False, unit="ms", decimals=3),
@@ -353,6 +358,8 @@ def pass_row(p: PassRecord, slo: SLO | None = None,
             per = 1000.0 / st.steps
             row.update(
                 draft_ms_per_step=st.draft_s * per if sd is not None else np.nan,
+                draft_per_forward=(st.draft_s / st.forward_s if sd is not None
+                                   and st.forward_s > 0 else np.nan),
                 forward_ms_per_step=st.forward_s * per,
                 rest_ms_per_step=(st.step_s - st.forward_s - st.draft_s) * per,
                 outside_ms_per_pass=(dur - st.step_s) * 1000.0, steps_per_pass=st.steps)

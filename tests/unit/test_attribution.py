@@ -299,3 +299,40 @@ def test_an_overlays_part_comes_from_where_its_functions_run(
         comparison = _parts_comparison(scenario_data)
         mark_own_parts(comparison, parse_scenario(plain), spec(*modules))
         assert comparison.candidates[0].own_part is None, modules
+
+
+def test_the_drafter_over_the_forward_leaves_out_what_moves_the_whole_pass() -> None:
+    """draft_per_forward: the drafter's time over the verification forward's in the same pass.
+    A pass the machine ran 30% slower moves both parts and so not their ratio; a drafter 20%
+    slower moves the ratio by 20%; an arm without speculation has none."""
+    from harness.results.metrics import pass_row
+    from harness.wire.records import PassRecord, RequestRecord, SpecDecodeCounters, StepTimes
+
+    sd = SpecDecodeCounters(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=10,
+                            accepted_per_pos=[5, 3, 2])
+    request = RequestRecord(index=0, prompt_tokens=4, output_tokens=20, ttft_s=0.1,
+                            e2el_s=1.0, finish_reason="length", output_token_ids=[])
+
+    def row(slow: float, drafter: float, spec: SpecDecodeCounters | None = sd) -> dict:
+        st = StepTimes(steps=50, step_s=0.15 * slow, forward_s=0.05 * slow,
+                       draft_s=0.015 * slow * drafter)
+        return pass_row(PassRecord(repeat=0, started_unix=0.0, duration_s=0.2 * slow,
+                                   workload_hash="w", spec_decode=spec, step_times=st,
+                                   requests=[request]))
+
+    assert row(1.0, 1.0)["draft_per_forward"] == pytest.approx(0.3)
+    assert row(1.3, 1.0)["draft_per_forward"] == pytest.approx(0.3)
+    assert row(1.3, 1.0)["draft_ms_per_step"] == pytest.approx(1.3 * 0.3)
+    assert row(1.0, 1.2)["draft_per_forward"] == pytest.approx(0.36)
+    assert math.isnan(row(1.0, 1.0, None)["draft_per_forward"])  # type: ignore[arg-type]
+
+
+def test_a_precision_run_on_the_drafter_over_the_forward_stops_there() -> None:
+    from harness.config.scenario import Precision
+    from testkit.simulate import Parts, parts_trials
+
+    [trial] = parts_trials(Parts(), 20, 1, seed=5, precision=Precision(
+        mde=0.03, metric="draft_per_forward", budget_s=1e9))
+    est = trial["draft_per_forward"]
+    assert trial["stopped"].startswith("target reached (draft_per_forward MDE <= ±3.00%)")
+    assert est.mde is not None and est.mde <= 0.03 and est.units == trial["blocks"]
