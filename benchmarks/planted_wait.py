@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import yaml
 from scipy import stats
 
@@ -44,9 +45,8 @@ def scenario(wait_us: float, blocks: int, threads_bind: str | None) -> dict:
     return data
 
 
-def additive_us(run_dir: Path) -> tuple[float, float, float, int]:
+def additive_us(passes: pd.DataFrame) -> tuple[float, float, float, int]:
     """Mean over blocks of (wait - baseline) draft time per step, µs, with its 95% t interval."""
-    passes = load_run(run_dir).passes
     by_block = passes.groupby(["block", "variant"])["draft_ms_per_step"].mean().unstack()
     diff = 1000.0 * (by_block["wait"] - by_block["baseline"]).dropna().to_numpy()
     n = diff.size
@@ -77,20 +77,21 @@ def main() -> int:
             return done.returncode
         line = next(x for x in done.stderr.splitlines() if x.startswith("specbench: results:"))
         run_dir = Path(line.split("results:", 1)[1].strip())
-    comparison = compare_run(load_run(run_dir))
+    run = load_run(run_dir)
+    comparison = compare_run(run)
     [cand] = comparison.candidates
+    env = run.scenario.env
     print(f"run {run_dir.name}: {comparison.design}, "
-          f"{load_run(run_dir).scenario.env.get('VLLM_CPU_OMP_THREADS_BIND', 'default')} "
-          "OpenMP binding")
+          f"{env.get('VLLM_CPU_OMP_THREADS_BIND', 'default')} OpenMP binding")
     for key in ROWS:
         row = next(r for r in cand.rows if r.key == key)
         e = row.estimate
         print(f"  {row.label}: {row.baseline:.4g} -> {row.candidate:.4g}, "
               f"{100 * e.delta:+.1f}% [{100 * e.ci_low:+.1f}, {100 * e.ci_high:+.1f}]")
-    mean, low, high, n = additive_us(run_dir)
+    mean, low, high, n = additive_us(run.passes)
     print(f"  added draft time per call (one call per step), mean of {n} block differences: "
           f"{mean:.1f} µs [{low:.1f}, {high:.1f}] (planted: the wait of "
-          f"{load_run(run_dir).scenario.env.get('SPECBENCH_PLANTED_WAIT_US', '50')} µs)")
+          f"{env.get('SPECBENCH_PLANTED_WAIT_US', '50')} µs)")
     return 0
 
 

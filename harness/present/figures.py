@@ -26,6 +26,7 @@ from harness.analysis.breakeven import choose_scale
 from harness.analysis.comparison import Comparison
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path
+from harness.results.metrics import position_metrics
 from harness.results.run import Run
 
 FIGURE_DIR = "figures"
@@ -44,16 +45,24 @@ def _variants(frame: pd.DataFrame, baseline: str) -> list[str]:
     return sorted(names, key=lambda v: (v != baseline, v))
 
 
+def per_pass_throughput(passes: pd.DataFrame) -> tuple[pd.Series, bool]:
+    """Each pass's output throughput, and whether the run is a sweep: then relative to its
+    cell's median (cells differ in level), so that drift across the run stays visible."""
+    sweep = "cell" in passes and bool(passes["cell"].notna().any())
+    values = passes["output_throughput"].astype(float)
+    if sweep:
+        values = values / passes.groupby("cell")["output_throughput"].transform("median")
+    return values, sweep
+
+
 def throughput_over_time(passes: pd.DataFrame, baseline: str, title: str) -> Any:
     """Output throughput of every pass against the time it started, one series per variant.
     In a sweep, each pass is shown relative to its cell's median (cells differ in level) and
     the cells' stretches of time are marked, so drift across the run stays visible."""
     fig, (ax,) = _figure(8, 3.6)
     start = float(passes["started_unix"].min())
-    sweep = "cell" in passes and passes["cell"].notna().any()
-    values = passes["output_throughput"].astype(float)
+    values, sweep = per_pass_throughput(passes)
     if sweep:
-        values = values / passes.groupby("cell")["output_throughput"].transform("median")
         for i, (cell, rows) in enumerate(passes.groupby("cell")):
             left = float(rows["started_unix"].min()) - start
             right = float((rows["started_unix"] + rows["duration_s"]).max()) - start
@@ -97,8 +106,7 @@ def latency_cdfs(requests: pd.DataFrame, baseline: str, title: str) -> Any | Non
 
 
 def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> Any | None:
-    columns = sorted((c for c in passes.columns if c.startswith("acceptance_pos_")),
-                     key=lambda c: int(c.rsplit("_", 1)[1]))
+    columns = position_metrics(passes)
     if not columns or passes[columns].isna().all().all():
         return None
     fig, (ax,) = _figure(7, 3.4)
@@ -146,19 +154,25 @@ def acceptance_per_request(requests: pd.DataFrame, baseline: str, title: str) ->
     return fig
 
 
-def forest_plot(comparison: Comparison, title: str) -> Any | None:
-    """Every candidate's delta on every metric with its 95% interval, relative metrics (%)
-    and acceptance (percentage points) in two panels; a delta known exactly is a diamond
-    with no bar, one with no interval a hollow circle."""
+def forest_panels(comparison: Comparison) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """The forest's panels: (delta kind, [(label, row)]) for relative metrics and for
+    acceptance (percentage points), each with rows; rows with no delta (acceptance against
+    the arm without speculation) left out."""
     panels: dict[str, list[tuple[str, Any]]] = {"relative": [], "points": []}
     several = len(comparison.candidates) > 1
     for cand in comparison.candidates:
         for row in cand.rows:
-            if not math.isfinite(row.estimate.delta):
-                continue  # no delta (acceptance against the arm without speculation)
-            label = f"{cand.name}: {row.label}" if several else row.label
-            panels[row.estimate.kind].append((label, row))
-    shown = [(kind, rows) for kind, rows in panels.items() if rows]
+            if math.isfinite(row.estimate.delta):
+                panels[row.estimate.kind].append(
+                    (f"{cand.name}: {row.label}" if several else row.label, row))
+    return [(kind, rows) for kind, rows in panels.items() if rows]
+
+
+def forest_plot(comparison: Comparison, title: str) -> Any | None:
+    """Every candidate's delta on every metric with its 95% interval, relative metrics (%)
+    and acceptance (percentage points) in two panels; a delta known exactly is a diamond
+    with no bar, one with no interval a hollow circle."""
+    shown = forest_panels(comparison)
     if not shown:
         return None
     height = 1.2 + 0.28 * max(len(rows) for _, rows in shown)
@@ -404,8 +418,7 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
             ax.set(xlabel=f"{LATENCY_COLUMNS[column]} (ms)", ylim=(0, 1.02))
         else:
             mine = passes[passes["cell"] == cell.id]
-            columns = sorted((c for c in mine.columns if c.startswith("acceptance_pos_")
-                              and mine[c].notna().any()), key=lambda c: int(c.rsplit("_")[-1]))
+            columns = [c for c in position_metrics(mine) if mine[c].notna().any()]
             names = _variants(mine, base)
             width = 0.8 / max(1, len(names))
             x = np.arange(len(columns))

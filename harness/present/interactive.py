@@ -6,13 +6,13 @@ comparison; nothing here computes a statistic. plotly is imported only when a pa
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from harness.present.figures import _variants
+from harness.present.figures import _variants, forest_panels, per_pass_throughput
+from harness.results.metrics import position_metrics
 
 if TYPE_CHECKING:
     from harness.analysis.comparison import Comparison
@@ -44,10 +44,7 @@ def throughput(passes: pd.DataFrame, baseline: str, title: str) -> Any | None:
         return None
     go = _go()
     start = float(passes["started_unix"].min())
-    sweep = "cell" in passes and passes["cell"].notna().any()
-    values = passes["output_throughput"].astype(float)
-    if sweep:
-        values = values / passes.groupby("cell")["output_throughput"].transform("median")
+    values, sweep = per_pass_throughput(passes)
     fig = go.Figure()
     for name in _variants(passes, baseline):
         mask = passes["variant"] == name
@@ -102,8 +99,7 @@ def _palette(i: int) -> str:
 
 def acceptance(passes: pd.DataFrame, baseline: str, title: str) -> Any | None:
     """Mean acceptance per draft position per arm (an arm without speculation has none)."""
-    columns = sorted((c for c in passes.columns if c.startswith("acceptance_pos_")),
-                     key=lambda c: int(c.rsplit("_", 1)[1]))
+    columns = position_metrics(passes)
     if not columns or passes[columns].isna().all().all():
         return None
     go = _go()
@@ -123,14 +119,7 @@ def acceptance(passes: pd.DataFrame, baseline: str, title: str) -> Any | None:
 def forest(comparison: Comparison, title: str) -> Any | None:
     """Every candidate's delta on every metric with its 95% interval: relative metrics (%) and
     acceptance (percentage points) in two panels; hover gives the interval, p and the test."""
-    panels: dict[str, list[tuple[str, Any]]] = {"relative": [], "points": []}
-    several = len(comparison.candidates) > 1
-    for cand in comparison.candidates:
-        for row in cand.rows:
-            if math.isfinite(row.estimate.delta):
-                panels[row.estimate.kind].append(
-                    (f"{cand.name}: {row.label}" if several else row.label, row))
-    shown = [(kind, rows) for kind, rows in panels.items() if rows]
+    shown = forest_panels(comparison)
     if not shown:
         return None
     from plotly.subplots import make_subplots

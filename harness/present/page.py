@@ -38,6 +38,7 @@ from harness.present.history import (
 from harness.present.speedup import render_terminal_decompositions
 from harness.present.tables import (
     CATEGORY_NOTE,
+    OWN_MARK,
     category_rows,
     footnotes,
     render_sweep_terminal,
@@ -116,7 +117,7 @@ def _delta_classes(comparison: Comparison, rows: list[list[str]]) -> dict[tuple[
         for row in cand.rows:
             by_label[(cand.name, row.label)] = row
     for i, line in enumerate(rows):
-        label = line[0].rstrip(" †")
+        label = line[0].removesuffix(f" {OWN_MARK}")
         for k, cand in enumerate(comparison.candidates):
             found = by_label.get((cand.name, label))
             if found is not None and found.star and found.improved is not None:
@@ -153,6 +154,12 @@ def _plotly(figures: dict[str, Any]) -> str:
     return "\n".join(divs)
 
 
+def _png(data: bytes, alt: str) -> str:
+    """An <img> with the PNG embedded (the page stays one file)."""
+    return (f'<img alt="{esc(alt)}" src="data:image/png;base64,'
+            f'{base64.b64encode(data).decode()}">')
+
+
 def _static(pngs: list[Path], run_dir: Path | None) -> str:
     if not pngs:
         return ""
@@ -161,8 +168,7 @@ def _static(pngs: list[Path], run_dir: Path | None) -> str:
         where = (p.relative_to(run_dir).as_posix() if run_dir is not None
                  and p.is_relative_to(run_dir) else p.name)
         svg = where[:-4] + ".svg"
-        items.append(f'<figure><img alt="{esc(p.stem)}" src="data:image/png;base64,'
-                     f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>'
+        items.append(f"<figure>{_png(p.read_bytes(), p.stem)}<figcaption>"
                      f"{esc(where)} · {esc(svg)}</figcaption></figure>")
     return ("<details><summary>Static figures (the PNG and SVG files beside this page, for "
             "PR comments)</summary>\n" + "\n".join(items) + "\n</details>")
@@ -171,9 +177,8 @@ def _static(pngs: list[Path], run_dir: Path | None) -> str:
 def _static_figure(fig: Any, name: str) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    return (f'<details><summary>Static figure (PNG)</summary><figure><img alt="{esc(name)}" '
-            f'src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
-            "</figure></details>")
+    return (f"<details><summary>Static figure (PNG)</summary><figure>"
+            f"{_png(buffer.getvalue(), name)}</figure></details>")
 
 
 def document(title: str, heading: str, sections: list[tuple[str, str]],
