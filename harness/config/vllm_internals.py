@@ -44,6 +44,9 @@ class Internal:
     # Other modules that define it in other vLLM versions (where specbench does not import it
     # by module, e.g. a CLI flag's dataclass): found in any of them counts.
     moved: tuple[str, ...] = ()
+    # The model runner the entry belongs to: "V1" or "V2" where a feature reaches each runner
+    # at its own points (the support matrix then has a row per runner), None: both.
+    runner: Literal["V1", "V2"] | None = None
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
@@ -103,9 +106,10 @@ _SOURCE = "harness/plan/vllm_source.py"
 _PLATFORM = "harness/engine/platform.py"
 
 def _attributes(feature: str, module: str, owner: str, names: tuple[str, ...],
-                where: str) -> tuple[Internal, ...]:
+                where: str, runner: Literal["V1", "V2"] | None = None) -> tuple[Internal, ...]:
     """Attributes of one class that one feature reads."""
-    return tuple(Internal(feature, module, f"{owner}.{name}", "attribute", where=where)
+    return tuple(Internal(feature, module, f"{owner}.{name}", "attribute", where=where,
+                          runner=runner)
                  for name in names)
 
 
@@ -132,13 +136,17 @@ INTERNALS: tuple[Internal, ...] = (
 
     # --- swap tp-argmax-reduction ------------------------------------------------------------
     Internal("swap tp-argmax-reduction", "vllm.v1.spec_decode.llm_base_proposer",
-             "SpecDecodeBaseProposer._sample_draft_tokens", "method", None, _SWAP_TP),
+             "SpecDecodeBaseProposer._sample_draft_tokens", "method", None, _SWAP_TP,
+             runner="V1"),
     Internal("swap tp-argmax-reduction", "vllm.v1.spec_decode.llm_base_proposer",
-             "SpecDecodeBaseProposer.use_local_argmax_reduction", "attribute", where=_SWAP_TP),
+             "SpecDecodeBaseProposer.use_local_argmax_reduction", "attribute", where=_SWAP_TP,
+             runner="V1"),
+    # V2 copies the flag into the speculator at init and reads it on every sample_draft.
     Internal("swap tp-argmax-reduction", "vllm.v1.worker.gpu.spec_decode.speculator",
-             "DraftModelSpeculator.sample_draft", "method", None, _SWAP_TP),
+             "DraftModelSpeculator.sample_draft", "method", None, _SWAP_TP, runner="V2"),
     Internal("swap tp-argmax-reduction", "vllm.v1.worker.gpu.spec_decode.speculator",
-             "DraftModelSpeculator.use_local_argmax_reduction", "attribute", where=_SWAP_TP),
+             "DraftModelSpeculator.use_local_argmax_reduction", "attribute", where=_SWAP_TP,
+             runner="V2"),
     Internal("swap tp-argmax-reduction", "vllm.model_executor.layers.logits_processor",
              "LogitsProcessor.get_top_tokens", "method", ("lm_head",),
              f"{_SWAP_TP}, {_CLASSIFY}"),
@@ -154,7 +162,7 @@ INTERNALS: tuple[Internal, ...] = (
              where=f"harness/config/swaps/tp_argmax_reduction.py, {_SWAP_TP}"),
     # EAGLE drafts through SpecDecodeBaseProposer._sample_draft_tokens (inherited).
     Internal("swap tp-argmax-reduction", "vllm.v1.spec_decode.eagle", "EagleProposer", "class",
-             where=_SWAP_TP),
+             where=_SWAP_TP, runner="V1"),
 
     # --- overlay plugin (plugin, swaps' installation, overlays, the arm switch) ---------------
     # The entry point group vLLM loads in its main, engine-core and worker processes
@@ -203,20 +211,33 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("overlay plugin", "vllm.model_executor.custom_op", "CustomOp.forward_oot",
              "method", None, f"{_OVERLAY}, {_CLASSIFY}"),
 
-    # --- step timer --------------------------------------------------------------------------
+    # --- step timer ----------------------------------------------------------------------------
+    # V1: the four timed methods (the CPU runner inherits them from GPUModelRunner).
+    *(Internal("step timer", "vllm.v1.worker.gpu_model_runner", f"GPUModelRunner.{name}",
+               "method", None, _STEPS, runner="V1")
+      for name in ("execute_model", "sample_tokens", "_model_forward",
+                   "propose_draft_token_ids")),
     Internal("step timer", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "class",
-             where=_STEPS),
-    Internal("step timer", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model",
-             "method", None, _STEPS),
-    Internal("step timer", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.sample_tokens",
-             "method", None, _STEPS),
-    Internal("step timer", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner._model_forward",
-             "method", None, _STEPS),
-    Internal("step timer", "vllm.v1.worker.gpu_model_runner",
-             "GPUModelRunner.propose_draft_token_ids", "method", None, _STEPS),
-    # The CPU runner inherits the four timed methods from GPUModelRunner.
+             where=_STEPS, runner="V1"),
     Internal("step timer", "vllm.v1.worker.cpu_model_runner", "CPUModelRunner", "class",
-             where=f"{_STEPS}, {_OVERLAY}"),
+             where=f"{_STEPS}, {_OVERLAY}", runner="V1"),
+    # V2: the step's two methods; the forward from the step timing collector's forward_start
+    # to the KV connector's finish_forward (inline in execute_model); the speculator's
+    # propose (and prepare_propose, 0.34's, where the class has it), found through the
+    # runner's speculator attribute.
+    *(Internal("step timer", "vllm.v1.worker.gpu.model_runner", f"GPUModelRunner.{name}",
+               "method", None, _STEPS, runner="V2")
+      for name in ("execute_model", "sample_tokens")),
+    *_attributes("step timer", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner",
+                 ("speculator", "step_timing", "kv_connector"), _STEPS, "V2"),
+    Internal("step timer", "vllm.v1.worker.gpu.async_utils", "StepTimingCollector.forward_start",
+             "method", (), _STEPS, runner="V2"),
+    Internal("step timer", "vllm.v1.worker.gpu.kv_connector", "KVConnector.finish_forward",
+             "method", (), _STEPS, runner="V2"),
+    Internal("step timer", "vllm.v1.worker.gpu.spec_decode.speculator", "BaseSpeculator.propose",
+             "method", None, _STEPS, runner="V2"),
+    Internal("step timer", "vllm.v1.worker.cpu.model_runner", "CPUModelRunner", "class",
+             where=_STEPS, runner="V2"),
 
     # --- platform ----------------------------------------------------------------------------
     Internal("platform", "vllm.v1.worker.worker_base", "WorkerWrapperBase.initialize_from_config",
@@ -231,9 +252,11 @@ INTERNALS: tuple[Internal, ...] = (
              where="harness/config/platforms.py"),
     # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
     Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "class",
-             where=_PLATFORM),
-    *(Internal("platform", module, "GPUModelRunner.attn_groups", "attribute", where=_PLATFORM)
-      for module in ("vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.gpu.model_runner")),
+             where=_PLATFORM, runner="V2"),
+    *(Internal("platform", module, "GPUModelRunner.attn_groups", "attribute", where=_PLATFORM,
+               runner=runner)
+      for module, runner in (("vllm.v1.worker.gpu_model_runner", "V1"),
+                             ("vllm.v1.worker.gpu.model_runner", "V2"))),
 
     # --- spec-decode metrics -----------------------------------------------------------------
     Internal("spec-decode metrics", "vllm.entrypoints.llm", "LLM.get_metrics", "method", (),

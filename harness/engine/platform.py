@@ -55,6 +55,7 @@ def platform_of(vllm_config: Any, model_runner: Any, device: str,
         attention=backends,
         runner_env=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
         rank=rank,
+        interpreted=os.environ.get("TRITON_INTERPRET", "") == "1",
     )
 
 

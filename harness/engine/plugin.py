@@ -34,6 +34,7 @@ def register() -> None:
     benchmark deserves). A valid one never raises: if vLLM's layout defeats the patch, the error
     is logged and left as a report with "error", and no report of a code path ever appears.
     """
+    _install_interpreter_fixes()
     patch = os.environ.get(PATCH_ENV, "").strip()
     if patch:
         _install_patch(patch)
@@ -75,6 +76,17 @@ def _install_swap(value: str) -> None:
         logger.exception("specbench: could not install %s:%s", name, choice)
         impls.write_install_error(name, choice, exc)
     _installed = (name, choice)
+
+
+def _install_interpreter_fixes() -> None:
+    """Triton's interpreter where it differs from a GPU (harness.engine.interpreter); only
+    with TRITON_INTERPRET=1 (Model Runner V2 on a CPU). A failure stops this process: a V2
+    engine without the fix dies later, inside a kernel, with less to go on."""
+    if os.environ.get("TRITON_INTERPRET", "") != "1":
+        return
+    from harness.engine import interpreter
+
+    interpreter.install()
 
 
 def _install_step_times() -> None:

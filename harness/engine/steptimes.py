@@ -1,28 +1,37 @@
 """Where a model-runner step's time goes, timed inside vLLM's worker processes.
 
-Installed by the plugin when SPECBENCH_STEP_TIMES=1 (a run with a no-speculation arm): it wraps
-four methods of vLLM 0.32's V1 GPUModelRunner (the CPU runner inherits them) and adds up, in
-this process, since it started:
+Installed by the plugin when SPECBENCH_STEP_TIMES=1: it wraps the model runner's methods and
+adds up, in this process, since it started:
 - steps and step_s: execute_model + sample_tokens, one engine step (prefill or decode);
-- forward_s: _model_forward, the target model's forward inside the step (with speculation,
-  the verification forward over k + 1 tokens per request);
-- draft_s: propose_draft_token_ids, the drafter's work inside the step.
+- forward_s: the target model's forward inside the step (with speculation, the verification
+  forward over k + 1 tokens per request);
+- draft_s: the drafter's work inside the step.
 The rest of a step (input preparation, logits, sampling or rejection, bookkeeping) is
 step_s - forward_s - draft_s. The worker reads the totals through collective_rpc before and
 after each measured pass (their difference is the pass's).
+
+The wrap points differ by runner (both from vLLM's source; harness.config.vllm_internals):
+- V1 (vllm/v1/worker/gpu_model_runner.py; the CPU runner inherits it): _model_forward is the
+  forward, propose_draft_token_ids the draft.
+- V2 (vllm/v1/worker/gpu/model_runner.py; vllm/v1/worker/cpu/model_runner.py subclasses it):
+  the forward is inline in execute_model, from step_timing.forward_start() to
+  kv_connector.finish_forward() (FULL replay, PIECEWISE or eager alike), so those two calls
+  start and stop it; the draft is the speculator's prepare_propose (0.34) and propose, whose
+  class is known once the runner has built it (wrapped at its first sample_tokens).
 
 How a call is timed depends on the device. On a CPU the host clock is the device's: each call
 is timed with perf_counter, nothing waits. On CUDA the host returns before the device's work
 ends, and synchronising around every call (8 times a step) would serialise what async
 scheduling overlaps, changing what is timed: instead a pair of CUDA events is recorded on the
 current stream around each call, without waiting, and the pairs are read (one wait for the
-last event) when the totals are asked for, between passes. Model Runner V2 has none of these
-methods: the platform check refuses the step timer there (harness.config.platforms).
+last event) when the totals are asked for, between passes. Nothing is recorded while a stream
+captures a CUDA graph (a capture run is not a step, and an event there would be baked in).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -48,6 +57,7 @@ class Clock:
     """Adds each timed call's duration to TOTALS."""
 
     def start(self) -> Any:
+        """A token for stop(); None: this call is not timed."""
         return time.perf_counter()
 
     def stop(self, started: Any, total: str) -> None:
@@ -61,11 +71,15 @@ class EventClock(Clock):
     """Device time between events recorded on the current stream around each call, read only
     when the totals are asked for (settle): no wait inside a step."""
 
-    def __init__(self, make_event: Callable[[], Event]) -> None:
+    def __init__(self, make_event: Callable[[], Event],
+                 capturing: Callable[[], bool] = lambda: False) -> None:
         self.make_event = make_event
+        self.capturing = capturing
         self.pending: list[tuple[Event, Event, str]] = []
 
     def start(self) -> Any:
+        if self.capturing():  # a graph capture is no step; its events would replay
+            return None
         event = self.make_event()
         event.record()
         return event
@@ -88,48 +102,148 @@ def _clock() -> Clock:
     import torch
 
     if torch.cuda.is_available():
-        return EventClock(lambda: torch.cuda.Event(enable_timing=True))
+        return EventClock(lambda: torch.cuda.Event(enable_timing=True),
+                          torch.cuda.is_current_stream_capturing)
     return Clock()
 
 
-def _timed(fn: Callable[..., Any], total: str, clock: Clock) -> Callable[..., Any]:
-    counts_step = fn.__name__ == "_model_forward"  # each step runs the target's forward once
-
+def _timed(fn: Callable[..., Any], total: str, clock: Clock,
+           counts_step: bool = False) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         started = clock.start()
         try:
             return fn(*args, **kwargs)
         finally:
-            clock.stop(started, total)
-            if counts_step:
-                TOTALS["steps"] += 1
+            if started is not None:
+                clock.stop(started, total)
+                if counts_step:  # each step runs the target's forward once
+                    TOTALS["steps"] += 1
     wrapper.__specbench_step_timer__ = True  # type: ignore[attr-defined]
     return wrapper
 
 
+def _wrapped(fn: Any) -> bool:
+    return bool(getattr(fn, "__specbench_step_timer__", False))
+
+
 def wrap(runner_class: type, clock: Clock) -> None:
-    """Wrap the runner class's timed methods (once: a wrapped one is left as it is)."""
+    """Wrap a V1 runner class's timed methods (once: a wrapped one is left as it is)."""
     for name, total in TIMED.items():
         fn = getattr(runner_class, name)
-        if not getattr(fn, "__specbench_step_timer__", False):
-            setattr(runner_class, name, _timed(fn, total, clock))
+        if not _wrapped(fn):
+            setattr(runner_class, name, _timed(fn, total, clock,
+                                               counts_step=name == "_model_forward"))
+
+
+# Model Runner V2: the methods that make the step, and the drafter's.
+V2_STEP = ("execute_model", "sample_tokens")
+V2_DRAFT = ("prepare_propose", "propose")
+_forward = threading.local()  # the forward's start, between forward_start and finish_forward
+
+
+def wrap_v2(runner_class: type, timing_class: type, connector_classes: tuple[type, ...],
+            clock: Clock) -> None:
+    """Wrap Model Runner V2: the step's two methods, the forward between the step timing
+    collector's forward_start and a KV connector's finish_forward, and (at the first
+    sample_tokens of a runner with a speculator) the speculator class's draft methods."""
+    for name in V2_STEP:
+        fn = getattr(runner_class, name)
+        if not _wrapped(fn):
+            setattr(runner_class, name, _timed(fn, "step_s", clock))
+    sample = getattr(runner_class, "sample_tokens")
+    if not getattr(sample, "__specbench_draft_hook__", False):
+        inner = sample
+
+        @functools.wraps(inner)
+        def sample_tokens(self: Any, *args: Any, **kwargs: Any) -> Any:
+            speculator = getattr(self, "speculator", None)
+            if speculator is not None:
+                wrap_speculator(type(speculator), clock)
+            return inner(self, *args, **kwargs)
+        sample_tokens.__specbench_draft_hook__ = True  # type: ignore[attr-defined]
+        sample_tokens.__specbench_step_timer__ = True  # type: ignore[attr-defined]
+        setattr(runner_class, "sample_tokens", sample_tokens)  # noqa: B010
+
+    start = timing_class.forward_start
+    if not _wrapped(start):
+        @functools.wraps(start)
+        def forward_start(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _forward.started = clock.start()
+            return start(self, *args, **kwargs)
+        forward_start.__specbench_step_timer__ = True  # type: ignore[attr-defined]
+        setattr(timing_class, "forward_start", forward_start)  # noqa: B010
+    for connector in connector_classes:
+        finish = connector.__dict__.get("finish_forward")
+        if finish is None or _wrapped(finish):
+            continue
+        setattr(connector, "finish_forward", _finisher(finish, clock))  # noqa: B010
+
+
+def _finisher(finish: Callable[..., Any], clock: Clock) -> Callable[..., Any]:
+    @functools.wraps(finish)
+    def finish_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return finish(self, *args, **kwargs)
+        finally:
+            started = getattr(_forward, "started", None)
+            _forward.started = None
+            if started is not None:
+                clock.stop(started, "forward_s")
+                TOTALS["steps"] += 1
+    finish_forward.__specbench_step_timer__ = True  # type: ignore[attr-defined]
+    return finish_forward
+
+
+def wrap_speculator(speculator_class: type, clock: Clock) -> None:
+    """A V2 speculator's draft methods, where its class has them (0.32: propose; 0.34 adds
+    prepare_propose); once per class."""
+    for name in V2_DRAFT:
+        fn = getattr(speculator_class, name, None)
+        if fn is not None and not _wrapped(fn):
+            setattr(speculator_class, name, _timed(fn, "draft_s", clock))
+
+
+def _install_v1(clock: Clock) -> str | None:
+    """V1's runner, where this vLLM has it (0.34 has none); why not, else None."""
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    except Exception as exc:  # absent (0.34) or unimportable here
+        return f"V1: {type(exc).__name__}: {exc}"
+    wrap(GPUModelRunner, clock)
+    return None
+
+
+def _install_v2(clock: Clock) -> str | None:
+    """Model Runner V2, where it imports (it needs Triton); why not, else None."""
+    try:
+        from vllm.v1.worker.gpu import kv_connector
+        from vllm.v1.worker.gpu.async_utils import StepTimingCollector
+        from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    except Exception as exc:  # no Triton (V1 on this CPU), or another layout
+        return f"V2: {type(exc).__name__}: {exc}"
+    connectors = tuple(c for c in vars(kv_connector).values()
+                       if isinstance(c, type) and "finish_forward" in c.__dict__)
+    wrap_v2(GPUModelRunner, StepTimingCollector, connectors, clock)
+    return None
 
 
 def install() -> None:
-    """Wrap the runner's methods (once per process) and add the read-out method to vLLM's
-    worker wrapper. Wraps whatever is there now, so a swap or overlay installed first keeps
-    its code and is timed too."""
+    """Wrap the runners' methods (once per process; V1 and V2 where each imports: the one
+    vLLM builds is timed) and add the read-out method to vLLM's worker wrapper. Wraps
+    whatever is there now, so a swap or overlay installed first keeps its code and is timed
+    too."""
     global _installed
     if _installed:
         return
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
     from harness.wire.protocol import STEP_TIMES_RPC
 
     clock = _clock()
-    wrap(GPUModelRunner, clock)
+    missing = [why for why in (_install_v1(clock), _install_v2(clock)) if why]
+    if len(missing) == 2:
+        raise RuntimeError("no model runner to time: " + "; ".join(missing))
 
     def step_times(self: Any) -> dict[str, float]:
         clock.settle()

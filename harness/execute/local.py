@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from harness.atomic import write_json_atomic
+from harness.config import interpreter
 from harness.config.catalog import BUILTIN_MODELS
 from harness.lifeline import die_with_parent, group_alive
 from harness.wire.progress import read_progress
@@ -102,11 +103,13 @@ class Executor(Protocol):
         ...
 
 
-def device_env(device: str, tp: int) -> dict[str, str]:
-    """Engine environment the device needs (measured facts in VLLM_ON_CPU.md): on the CPU,
-    one core group per TP rank."""
+def device_env(device: str, tp: int, runner: str = "auto") -> dict[str, str]:
+    """Engine environment the device and the model runner need (measured facts in
+    VLLM_ON_CPU.md): on the CPU, one core group per TP rank, and for Model Runner V2 Triton's
+    interpreter (harness.config.interpreter); elsewhere a forced runner's variable."""
     if device != "cpu":
-        return {}
+        return {} if runner == "auto" else {
+            "VLLM_USE_V2_MODEL_RUNNER": "1" if runner == "V2" else "0"}
     env = {
         "VLLM_TARGET_DEVICE": "cpu",
         "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -118,6 +121,8 @@ def device_env(device: str, tp: int) -> dict[str, str]:
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
             ",".join(str(c) for c in group) for group in groups
         )
+    if runner == "V2":
+        env.update(interpreter.launch_env())
     return env
 
 
@@ -286,7 +291,8 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     write_json_atomic(spec_path, WorkerSpec(
         run=run, base_dir=str(base_dir), deadline_unix=deadline_unix,
         models_cache=str(models_cache) if models_cache else None).model_dump(mode="json"))
-    env = {**os.environ, **device_env(run.device, run_tp(run)), **run.env, "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, **device_env(run.device, run_tp(run), run.model_runner),
+           **run.env, "PYTHONUNBUFFERED": "1",
            IMPL_REPORT_DIR_ENV: str(report_dir)}
     overlay = None
     if run.overlay is not None:  # read by the plugin in every vLLM process of the launch

@@ -89,6 +89,7 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
             patch=patch,
             overlay=overlay,
             step_times=scenario.times_steps,
+            model_runner=scenario.model_runner,
             profile_passes=scenario.profile.passes if scenario.profile else 0,
         ))
     return runs
@@ -166,6 +167,7 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
                 patch=variant.patch,
                 overlay=overlay,
                 step_times=scenario.times_steps,
+                model_runner=scenario.model_runner,
                 profile_passes=scenario.profile.passes if scenario.profile else 0,
             )
         )

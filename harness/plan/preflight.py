@@ -351,7 +351,30 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
             if not cell.values:
                 raise
             raise ScenarioError(f"sweep cell {cell.label}: {exc}") from None
+    _check_runners(plan, builds)
     prompts: dict[tuple[str, str], _Prompts] = {}
     for run in plan.runs:
         check_run(run, base_dir, prompts)
     return builds
+
+
+def _check_runners(plan: Plan, builds: dict[str, dict[str, Any]]) -> None:
+    """The runner each launch's vLLM will build, and what it refuses (harness.plan.runners),
+    read from each variant's build (without builds, as `plan` checks: the installed vLLM's,
+    where there is one)."""
+    from harness.plan.runners import check_runners
+    from harness.plan.vllm_support import DirSource, _file_version, installed_source
+
+    sources: dict[str, Any] = {}
+    for name in plan.scenario.variants:
+        location = (builds.get(name) or {}).get("vllm_location")
+        if location:
+            root = Path(location).parent
+            sources[name] = DirSource(root, builds[name].get("vllm") or _file_version(root))
+    if not builds:
+        try:
+            installed = installed_source()
+        except ScenarioError:
+            return  # no vLLM here: `plan` still plans
+        sources = dict.fromkeys(plan.scenario.variants, installed)
+    check_runners(plan.runs, sources, _who)

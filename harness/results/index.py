@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from harness.config.interpreter import interpreted
 from harness.env import compat_id
 from harness.errors import ResultsError
 from harness.wire.manifest import MANIFEST, Manifest
@@ -225,6 +226,9 @@ def read_folder(run_dir: Path,
             "change_kind": change.get("kind"), "change_path": change.get("path"),
             "change_sha256": change.get("sha256"), "change_commit": change.get("commit")})
     estimates: list[dict[str, Any]] = []
+    if interpreted(scenario.get("device"), scenario.get("model_runner")):
+        # V2 under Triton's interpreter: code paths, not performance; nothing for a series.
+        return {"runs": [run], "builds": build_rows, "estimates": estimates}
     if isinstance(summary.get("comparison"), dict):
         estimates.extend(_estimate_rows(run_id, summary["comparison"], None, gates))
     for cell in (summary.get("sweep") or {}).get("cells", []):

@@ -38,6 +38,10 @@ class Platform(BaseModel):
         default=None, description="VLLM_USE_V2_MODEL_RUNNER as the process saw it (unset: "
         "vLLM chose the runner).")
     rank: int | None = Field(default=None, description="The worker's rank, when known.")
+    interpreted: bool = Field(
+        default=False, description="Triton kernels ran in Triton's interpreter "
+        "(TRITON_INTERPRET=1: Model Runner V2 on a CPU): the code paths are V2's, the "
+        "timings are numpy's, never performance.")
 
     def describe(self) -> str:
         sizes = self.capture_sizes
@@ -49,7 +53,9 @@ class Platform(BaseModel):
             forced = (f", forced by VLLM_USE_V2_MODEL_RUNNER={self.runner_env}: vLLM's "
                       "default runner here may differ")
         short = self.runner_class.rsplit(".", 1)[-1]
-        return (f"runner {self.runner} ({short}{forced}), {self.device}, compilation "
+        interpreted = (", Triton kernels in Triton's interpreter (code paths only: timings "
+                       "are not performance)") if self.interpreted else ""
+        return (f"runner {self.runner} ({short}{forced}{interpreted}), {self.device}, compilation "
                 f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
                 f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
                 f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}")

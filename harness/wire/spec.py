@@ -87,6 +87,9 @@ class RunSpec(StrictModel):
     overlay: OverlaySpec | None = Field(
         default=None, description="Variants' own changes overlaid on vLLM's functions in "
         "this launch: every arm's version of each, switched like a swap.")
+    model_runner: Literal["auto", "V1", "V2"] = Field(
+        default="auto", description="The model runner asked of vLLM (auto: vLLM's choice); "
+        "V2 on device cpu runs under Triton's interpreter (harness.config.interpreter).")
     step_times: bool = Field(
         default=False, description="Time the model runner's steps in vLLM's worker "
         "processes (the draft, the target's forward, the rest) per pass: where a speedup over "

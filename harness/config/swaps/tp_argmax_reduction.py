@@ -8,7 +8,7 @@ argmax; _get_logits/_gather_logits: full logits)."""
 
 from __future__ import annotations
 
-from harness.config.platforms import GRAPHED, Unsupported
+from harness.config.platforms import FULL_GRAPHS, Unsupported
 from harness.config.swaps import Swap
 
 PATH_LOCAL_ARGMAX = "eagle.local_argmax"  # per-rank argmax, gather (max, index) pairs
@@ -35,12 +35,14 @@ SWAP = Swap(
             "optimized": {"use_local_argmax_reduction": True}},
     # V1 samples the draft in Python after the draft model's (possibly captured) forward
     # (SpecDecodeBaseProposer.propose -> _sample_draft_tokens), so any graph mode is fine
-    # there. V2 samples it inside the graph it captures for draft decode: each engine captures
-    # its own arm's path at start-up (launch-per-arm is fine), a switch between passes is not.
-    unsupported=(Unsupported(runner="V2", graphs=GRAPHED, switching=True,
+    # there. V2 samples it inside the FULL graph it captures for draft decode (PIECEWISE is
+    # not used for draft decodes: TargetDependentARSpeculator.init_cudagraph_manager), so under
+    # a FULL mode each engine captures its own arm's path at start-up (launch-per-arm is fine)
+    # and a switch between passes is not; eager and PIECEWISE run sample_draft every call.
+    unsupported=(Unsupported(runner="V2", graphs=FULL_GRAPHS, switching=True,
                              why="Model Runner V2 samples the draft "
-                             "(DraftModelSpeculator.sample_draft) inside the CUDA graph it "
-                             "captures for draft decode: a switch between passes cannot "
+                             "(DraftModelSpeculator.sample_draft) inside the FULL CUDA graph "
+                             "it captures for draft decode: a switch between passes cannot "
                              "change what the graph replays"),),
     part="draft",  # sampling the draft tokens, inside the drafter's propose
 )

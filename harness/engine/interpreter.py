@@ -1,0 +1,60 @@
+"""Where Triton's interpreter (TRITON_INTERPRET=1, Model Runner V2 on a CPU) differs from a GPU
+in a way vLLM's kernels reach, corrected in this process: the interpreter's, not vLLM's.
+
+- An argmax or argmin over a row that is all NaN. The interpreter reduces with numpy's
+  nanargmax/nanargmin, which raise ValueError there ("All-NaN slice encountered"); a GPU
+  returns an index. vLLM's Gumbel sampler (vllm/v1/worker/gpu/sample/gumbel.py,
+  `tl.max(logits, axis=0, return_indices=True)`) reduces the rows of padded tokens too, whose
+  logits come from buffers never written (torch.empty) and may hold NaN; their tokens are
+  thrown away, so the index does not matter, but the exception killed the engine at start-up.
+  Here such a row yields index 0 and a NaN value, as a GPU's reduction leaves an unspecified
+  index; rows with a number keep numpy's answer exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("vllm.specbench.interpreter")
+_installed = False
+
+
+def nan_safe(index_op: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy's nanargmax/nanargmin, returning 0 for rows that are all NaN instead of raising."""
+    import numpy as np
+
+    def reduce(data: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        data = np.asarray(data)
+        if not np.issubdtype(data.dtype, np.floating):
+            return index_op(data, axis=axis, keepdims=keepdims)
+        empty = np.isnan(data).all(axis=axis, keepdims=True)
+        if not empty.any():
+            return index_op(data, axis=axis, keepdims=keepdims)
+        filled = np.where(empty, 0, data)  # an all-NaN row: every entry ties, index 0
+        return index_op(filled, axis=axis, keepdims=keepdims)
+
+    reduce.__name__ = f"nan_safe_{getattr(index_op, '__name__', 'index')}"
+    return reduce
+
+
+def install() -> bool:
+    """Correct the interpreter in this process when it is in use (TRITON_INTERPRET=1)."""
+    global _installed
+    if _installed or os.environ.get("TRITON_INTERPRET", "") != "1":
+        return _installed
+    import numpy as np
+    from triton.runtime.interpreter import ReduceOps
+
+    original = ReduceOps.min_max
+    safe = {np.nanargmax: nan_safe(np.nanargmax), np.nanargmin: nan_safe(np.nanargmin)}
+
+    def min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+        return original(self, input, val_reduce_op, safe.get(idx_reduce_op, idx_reduce_op))
+
+    ReduceOps.min_max = min_max  # type: ignore[method-assign]
+    _installed = True
+    logger.info("specbench: Triton interpreter's argmax over all-NaN rows returns index 0")
+    return True
