@@ -32,6 +32,7 @@ from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
 from harness.config.catalog import parse_implementation
 from harness.config.engine_args import engine_args_for
+from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import PART_ROWS, Scenario, part_of_module
 from harness.config.swaps import SWAPS
 from harness.env import COMPAT_FIELDS, fingerprint_differences
@@ -45,7 +46,6 @@ from harness.results.metrics import (
 )
 from harness.results.run import Run
 from harness.wire.overlay import OverlaySpec
-from harness.config.interpreter import NOT_PERFORMANCE
 from harness.wire.platform import describe_launches
 from harness.wire.protocol import PROFILES_DIR
 from harness.wire.records import RunRecord

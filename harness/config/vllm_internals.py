@@ -253,10 +253,10 @@ INTERNALS: tuple[Internal, ...] = (
     # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
     Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "class",
              where=_PLATFORM, runner="V2"),
-    *(Internal("platform", module, "GPUModelRunner.attn_groups", "attribute", where=_PLATFORM,
-               runner=runner)
-      for module, runner in (("vllm.v1.worker.gpu_model_runner", "V1"),
-                             ("vllm.v1.worker.gpu.model_runner", "V2"))),
+    Internal("platform", "vllm.v1.worker.gpu_model_runner", "GPUModelRunner.attn_groups",
+             "attribute", where=_PLATFORM, runner="V1"),
+    Internal("platform", "vllm.v1.worker.gpu.model_runner", "GPUModelRunner.attn_groups",
+             "attribute", where=_PLATFORM, runner="V2"),
 
     # --- spec-decode metrics -----------------------------------------------------------------
     Internal("spec-decode metrics", "vllm.entrypoints.llm", "LLM.get_metrics", "method", (),

