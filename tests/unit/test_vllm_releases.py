@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from harness.config.scenario import load_scenario
+from harness.errors import ScenarioError
+from harness.plan.plan import expand_plan
 from harness.plan.runners import check_runner
 from harness.plan.vllm_support import (
     Source,
@@ -23,9 +26,6 @@ from harness.plan.vllm_support import (
     open_source,
     runner_facts,
 )
-from harness.config.scenario import load_scenario
-from harness.errors import ScenarioError
-from harness.plan.plan import expand_plan
 from tests.conftest import SCENARIOS
 
 RELEASES = ("0.33.0", "0.34.0")
