@@ -46,7 +46,7 @@ from harness.results.metrics import (
 )
 from harness.results.run import Run
 from harness.wire.overlay import OverlaySpec
-from harness.wire.platform import describe_launches
+from harness.wire.platform import describe_launches, kv_capacity_differs
 from harness.wire.protocol import PROFILES_DIR
 from harness.wire.records import RunRecord
 from harness.wire.spec import RunSpec
@@ -317,6 +317,10 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
     told = sorted({r.result.prompts_as for r in runs
                    if r.result is not None and r.result.prompts_as is not None})
     comparison.prompts = "; ".join(told) if told else None
+    kv = kv_capacity_differs({r.run_key: (r.variant, r.result.platform if r.result else None)
+                              for r in runs if len(r.arms) <= 1})
+    if kv is not None:
+        comparison.warnings.append(kv)
     if any(r.result.platform.interpreted for r in runs
            if r.result is not None and r.result.platform is not None):
         comparison.warnings.insert(0, NOT_PERFORMANCE + " (no gate or history reads them)")

@@ -31,12 +31,11 @@ from harness.config.sweep import MAX_CELLS, Sweep, cell_label, set_path
 from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
 
-# Speculative methods vLLM 0.32 accepts in speculative_config.method.
-DraftMethod = Literal[
-    "medusa", "eagle", "eagle3", "ngram", "draft_model", "mtp", "mlp_speculator", "suffix"
-]
-# Methods that need a draft model folder (ngram and suffix look at the prompt/output only).
-METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator"}
+# Methods that need a draft model folder, where known (ngram, ngram_gpu and suffix look at the
+# prompt and output only). Which methods exist is the installed vLLM's to say: pre-flight
+# checks draft.method against its SpeculativeConfig's own list (harness.plan.preflight).
+METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator",
+                            "dflash", "dspark"}
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _PATCH_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -45,7 +44,10 @@ _PATCH_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 class DraftSpec(StrictModel):
     """The speculative decoding method and its draft."""
 
-    method: DraftMethod = Field(description="speculative_config.method passed to vLLM.")
+    method: str = Field(
+        min_length=1, description="speculative_config.method passed to vLLM: one of the "
+        "installed vLLM's methods (`specbench doctor` lists them), checked before any engine "
+        "starts.")
     model: str | None = Field(
         default=None,
         description="Draft model: a built-in tiny model name, a local folder, or (GPU "
@@ -627,8 +629,8 @@ class Scenario(StrictModel):
         "verification forward, the rest; engine.steptimes) and report them as rows per arm. "
         "Default: on in offline mode (it costs about 0.1% of an engine step: "
         "benchmarks/step_timer_cost.py, docs/speedup.md), off in serve mode "
-        "(the server has no step timer). Where the platform has no timer (Model Runner V2) "
-        "the launch runs without it and the table says so.")
+        "(the server has no step timer). V1 and Model Runner V2 are timed each at their own "
+        "points (docs/model-runner-v2.md).")
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -753,6 +755,9 @@ class Scenario(StrictModel):
         at most by the choice of one implementation swap, switchable at run time."""
         base = self.variants[self.baseline]
         base_impl = parse_implementation(base.implementation)[0] if base.implementation else None
+        learns = self.learning_drafter
+        if learns is not None:
+            return learns
         changes = [n for n, v in self.variants.items() if v.change]
         swaps = [n for n, v in self.variants.items() if v.implementation or v.patch]
         if changes and swaps:
@@ -783,6 +788,25 @@ class Scenario(StrictModel):
                 return (f"variants.{name}.implementation differs from the baseline's in the "
                         "swap itself, not only its choice")
         return None
+
+    @property
+    def learning_drafter(self) -> str | None:
+        """Why the drafter learns across requests, so that in one engine each arm's passes
+        would teach the other arm's drafter (None: it does not). vLLM's suffix decoding keeps
+        a global cache of finished requests' outputs (SpeculativeConfig
+        suffix_decoding_max_cached_requests, 10000 by default) and drafts from it; 0 keeps
+        each request's own tree only."""
+        if self.draft is None or self.draft.method != "suffix":
+            return None
+        cached = self.draft.config.get("suffix_decoding_max_cached_requests")
+        if cached == 0:
+            return None
+        size = cached if cached is not None else "its default"
+        return ("draft.method: suffix drafts from a cache of finished requests (vLLM's "
+                f"suffix_decoding_max_cached_requests, {size}), "
+                "so in one engine each arm's passes would teach the other arm's drafter; set "
+                "draft.config.suffix_decoding_max_cached_requests: 0 (each request's own tree "
+                "only) or design: launch-per-arm")
 
     @property
     def has_changes(self) -> bool:

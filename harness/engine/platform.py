@@ -56,6 +56,7 @@ def platform_of(vllm_config: Any, model_runner: Any, device: str,
         runner_env=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
         rank=rank,
         interpreted=os.environ.get("TRITON_INTERPRET", "") == "1",
+        kv_blocks=getattr(getattr(vllm_config, "cache_config", None), "num_gpu_blocks", None),
     )
 
 

@@ -38,6 +38,10 @@ class Platform(BaseModel):
         default=None, description="VLLM_USE_V2_MODEL_RUNNER as the process saw it (unset: "
         "vLLM chose the runner).")
     rank: int | None = Field(default=None, description="The worker's rank, when known.")
+    kv_blocks: int | None = Field(
+        default=None, description="CacheConfig.num_gpu_blocks once the engine is built: the "
+        "KV cache's capacity in blocks (vLLM sizes it from free memory unless "
+        "num_gpu_blocks_override pins it, so arms in separate launches can differ).")
     interpreted: bool = Field(
         default=False, description="Triton kernels ran in Triton's interpreter "
         "(TRITON_INTERPRET=1: Model Runner V2 on a CPU): the code paths are V2's, the "
@@ -55,10 +59,11 @@ class Platform(BaseModel):
         short = self.runner_class.rsplit(".", 1)[-1]
         interpreted = (", Triton kernels in Triton's interpreter (code paths only: timings "
                        "are not performance)") if self.interpreted else ""
+        kv = f", KV cache {self.kv_blocks} blocks" if self.kv_blocks is not None else ""
         return (f"runner {self.runner} ({short}{forced}{interpreted}), {self.device}, compilation "
                 f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
                 f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
-                f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}")
+                f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}{kv}")
 
 
 def features_of(run: RunSpec) -> dict[str, tuple[Unsupported, ...]]:
@@ -96,6 +101,21 @@ def refusals(platform: Platform, run: RunSpec, refuse: bool = True) -> list[str]
                 out.append(f"{feature} does not run on {where}: {rule.why}; ways out: "
                            + "; or ".join(rule.ways_out()))
     return out
+
+
+def kv_capacity_differs(platforms: dict[str, tuple[str, Platform | None]]) -> str | None:
+    """A warning when launches of different arms got different KV capacity (launch key ->
+    (arm, platform)); None when they agree or did not say."""
+    blocks = {key: (arm, p.kv_blocks) for key, (arm, p) in platforms.items()
+              if p is not None and p.kv_blocks is not None}
+    if len({b for _, b in blocks.values()}) <= 1 or len({a for a, _ in blocks.values()}) <= 1:
+        return None
+    least = min(b for _, b in blocks.values() if b is not None)
+    return ("KV cache capacity differs between the arms' launches ("
+            + ", ".join(f"{key}: {b} blocks" for key, (_, b) in blocks.items())
+            + "): vLLM sized each from the memory free at its start, so the arms could hold "
+            "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
+            f"{least}}}")
 
 
 def describe_launches(platforms: dict[str, Platform | None]) -> str | None:

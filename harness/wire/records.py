@@ -264,7 +264,8 @@ class WorkerResult(Record):
         "engine was built (rank 0's; the ranks agree, or the launch is refused).")
     left_out: list[str] = Field(
         default_factory=list, description="Optional parts this launch ran without on its "
-        "platform (the step timer under Model Runner V2), each with why and the ways out.")
+        "platform (an optional feature a platform declares it lacks), each with why and the "
+        "ways out.")
     profiled: list[ProfiledPass] = Field(
         default_factory=list, description="Passes profiled per arm after the measured ones.")
     prompts_as: str | None = Field(

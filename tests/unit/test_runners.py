@@ -77,3 +77,54 @@ def test_gate_refuses_an_interpreted_run_before_any_engine_starts() -> None:
         "specbench: error: --gate: model_runner: V2 on device: cpu runs Model Runner V2 under "
         "Triton's interpreter (a CPU): these figures prove that V2's code paths ran; its "
         "timings are numpy's, not performance; no gate judges them (run it without --gate)"]
+
+
+def test_methods_come_from_the_installed_vllm(scenario_data: dict) -> None:  # type: ignore[type-arg]
+    """draft.method is checked against the installed vLLM's own list before any engine
+    starts: a typo is refused naming the field; ngram_gpu (V2's n-gram speculator), which
+    the list specbench once copied lacked, passes."""
+    from harness.config.scenario import parse_scenario
+    from harness.plan.preflight import check_engine_keys
+
+    scenario_data["variants"] = {"base": {"baseline": True}, "opt": {}}
+    scenario_data["draft"] = {"method": "medusa2", "model": "tiny-llama-medusa",
+                              "num_speculative_tokens": 2}
+    with pytest.raises(ScenarioError, match=r"^draft\.method: 'medusa2' is not a speculative "
+                       r"method of vLLM 0\.32\.0"):
+        check_engine_keys(parse_scenario(scenario_data))
+    scenario_data["draft"] = {"method": "ngram_gpu", "num_speculative_tokens": 2}
+    check_engine_keys(parse_scenario(scenario_data))
+
+
+def test_a_drafter_that_learns_across_requests_never_shares_an_engine(
+        scenario_data: dict) -> None:  # type: ignore[type-arg]
+    """Suffix decoding drafts from a cache of finished requests: in one engine each arm would
+    teach the other's drafter, so one-engine is refused unless the cache is off."""
+    from harness.config.scenario import parse_scenario
+
+    scenario_data["draft"] = {"method": "suffix", "num_speculative_tokens": 2}
+    scenario_data["variants"] = {"base": {"baseline": True}, "opt": {}}
+    learning = parse_scenario(scenario_data)
+    assert learning.resolved_design == "launch-per-arm"
+    assert "would teach the other arm's drafter" in str(learning.one_engine_blocker())
+    scenario_data["design"] = "one-engine"
+    with pytest.raises(ScenarioError, match="suffix_decoding_max_cached_requests: 0"):
+        parse_scenario(scenario_data)
+    scenario_data["draft"]["config"] = {"suffix_decoding_max_cached_requests": 0}
+    assert parse_scenario(scenario_data).resolved_design == "one-engine"
+
+
+def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
+    from harness.wire.platform import Platform, kv_capacity_differs
+
+    def p(blocks: int | None) -> Platform:
+        return Platform(runner="V2", runner_class="x.Runner", device="cuda",
+                        compilation_mode="NONE", cudagraph_mode="NONE",
+                        async_scheduling=False, kv_blocks=blocks)
+
+    assert kv_capacity_differs({"a.r0": ("a", p(100)), "b.r0": ("b", p(100))}) is None
+    assert kv_capacity_differs({"a.r0": ("a", p(90)), "a.r1": ("a", p(100))}) is None
+    line = kv_capacity_differs({"a.r0": ("a", p(120)), "b.r0": ("b", p(100))})
+    assert line is not None and "a.r0: 120 blocks, b.r0: 100 blocks" in line
+    assert line.endswith("engine: {num_gpu_blocks_override: 100}")
+    assert "KV cache 120 blocks" in p(120).describe()

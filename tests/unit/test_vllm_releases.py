@@ -23,10 +23,13 @@ from harness.plan.vllm_support import (
     Source,
     check_scenario,
     check_source,
+    installed_source,
     open_source,
+    row_label,
+    rows,
     runner_facts,
 )
-from tests.conftest import SCENARIOS
+from tests.conftest import ROOT, SCENARIOS
 
 RELEASES = ("0.33.0", "0.34.0")
 
@@ -151,3 +154,31 @@ def test_support_scenario_reads_the_runner_the_release_builds(source: Source) ->
     scenario = load_scenario(path)
     failures = check_scenario(source, scenario, expand_plan(scenario, scenario_file=path))
     assert "step timer" not in failures and "swap tp-argmax-reduction" not in failures
+
+
+def _readme_matrix() -> tuple[list[str], dict[str, list[str]]]:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("<!-- support-matrix -->")[1].split("<!-- /support-matrix -->")[0]
+    lines = [line for line in table.strip().splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")][1:]
+    cells = {}
+    for line in lines[2:]:
+        row = [c.strip() for c in line.strip("|").split("|")]
+        cells[row[0]] = row[1:]
+    return head, cells
+
+
+def test_the_readmes_matrix_is_what_the_source_says() -> None:
+    """Every row the registry has, and each cell's ✓ or ✗ as check_source finds it: the
+    installed 0.32 (whose every ✓ the tests here run) and the 0.33 and 0.34 wheels."""
+    head, cells = _readme_matrix()
+    assert head == ["vLLM 0.32.0", "vLLM 0.33.0", "vLLM 0.34.0"]
+    assert list(cells) == [row_label(f, r) for f, r in rows()]
+    supports = [check_source(installed_source()), *(check_source(release(v)) for v in RELEASES)]
+    for column, support in enumerate(supports):
+        assert support.version == head[column].removeprefix("vLLM ")
+        for label, row in cells.items():
+            ok = not support.failures[label]
+            evidence = "✓ T" if column == 0 else "✓ S"
+            assert row[column] == evidence if ok else row[column].startswith("✗"), (
+                support.version, label, row[column], support.failures[label])
