@@ -227,6 +227,32 @@ def _install_v2(clock: Clock) -> str | None:
     return None
 
 
+TIMER = "the step timer (where the speedup goes)"
+
+
+def check_parts(passes: list[Any], speculative: bool) -> str | None:
+    """Why a launch's step times cannot be trusted (None: they can): every pass's parts must
+    lie inside its steps (forward and draft positive and adding up to less than the step's own
+    time, the draft only where the launch speculates). A wrap point that moved in a vLLM
+    release these tests never ran (0.33, 0.34, CUDA graphs) shows here on the user's machine:
+    a forward that never starts adds nothing, a wrapped method that nests in another counts
+    twice. `passes`: records with .step_times (steps, step_s, forward_s, draft_s) or None."""
+    timed = [(p.repeat, p.step_times) for p in passes if p.step_times is not None]
+    for repeat, st in timed:
+        parts = st.forward_s + st.draft_s
+        why = ("no step" if st.steps <= 0 else "no forward" if st.forward_s <= 0
+               else "parts longer than the steps" if parts > st.step_s * 1.001
+               else "no draft time" if speculative and st.draft_s <= 0
+               else "draft time without speculation" if not speculative and st.draft_s > 0
+               else None)
+        if why is not None:
+            return (f"{TIMER}: its parts did not add up in pass {repeat} ({why}: {st.steps} "
+                    f"steps, step {st.step_s * 1e3:.2f} ms, forward {st.forward_s * 1e3:.2f} "
+                    f"ms, draft {st.draft_s * 1e3:.2f} ms), so this vLLM's wrap points are not "
+                    "where the timer expects them; its rows are left out of this launch")
+    return None
+
+
 def install() -> None:
     """Wrap the runners' methods (once per process; V1 and V2 where each imports: the one
     vLLM builds is timed) and add the read-out method to vLLM's worker wrapper. Wraps

@@ -35,7 +35,7 @@ from harness.config.workload import (
     workload_file,
     workload_hash,
 )
-from harness.engine import chat, contention, platform
+from harness.engine import chat, contention, platform, steptimes
 from harness.engine.schedule import measure_launch, reports_of
 from harness.lifeline import guard_process_group
 from harness.wire.platform import refusals
@@ -443,6 +443,12 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     finally:
         watching.set()
 
+    if step_timed:  # checked on this machine before any of its numbers are printed
+        bad = steptimes.check_parts(result.passes, speculative)
+        if bad is not None:
+            print(f"specbench: {bad}", file=sys.stderr)
+            result.left_out.append(bad)
+            result.passes = [p.model_copy(update={"step_times": None}) for p in result.passes]
     t = time.perf_counter()
     llm = None  # the closures above share this cell: drop the engine for them too
     gc.collect()

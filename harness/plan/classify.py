@@ -128,6 +128,9 @@ class Finding:
     what: str
     overlayable: bool
     reason: str = ""
+    # Set where the finding carries its own way out (the generic "a build per side" does not
+    # fit: code the runner never runs has no proof on a build either).
+    own_way_out: bool = False
 
     def line(self) -> str:
         return f"{self.file}: {self.what}" + (f" — {self.reason}" if self.reason else "")

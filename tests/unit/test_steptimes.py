@@ -167,3 +167,28 @@ def test_a_forward_without_its_start_and_a_capture_add_nothing() -> None:
     r.execute_model()
     clock.settle()
     assert TOTALS["steps"] == 1 and TOTALS["forward_s"] > 0
+
+
+def test_parts_that_do_not_add_up_drop_the_timer_with_the_reason() -> None:
+    """The self-check a launch runs on the user's machine before its step rows are printed:
+    a forward that never started (a V2 release whose forward_start moved), parts longer than
+    the steps (a wrapped method nested in another), a draft missing where the launch
+    speculates; consistent passes pass."""
+    from harness.engine.steptimes import check_parts
+    from harness.wire.records import StepTimes
+
+    def passes(*times: tuple[int, float, float, float]) -> list[Any]:
+        return [type("P", (), {"repeat": i, "step_times": StepTimes(
+            steps=n, step_s=s, forward_s=f, draft_s=d)})() for i, (n, s, f, d) in
+            enumerate(times)]
+
+    good = (10, 0.010, 0.004, 0.003)
+    assert check_parts(passes(good, good), speculative=True) is None
+    assert check_parts(passes((10, 0.010, 0.004, 0.0)), speculative=False) is None
+    no_forward = check_parts(passes(good, (10, 0.010, 0.0, 0.003)), speculative=True)
+    assert no_forward is not None and "in pass 1 (no forward" in no_forward
+    assert no_forward.endswith("its rows are left out of this launch")
+    nested = check_parts(passes((10, 0.010, 0.008, 0.004)), speculative=True)
+    assert nested is not None and "parts longer than the steps" in nested
+    missing = check_parts(passes((10, 0.010, 0.004, 0.0)), speculative=True)
+    assert missing is not None and "no draft time" in missing
