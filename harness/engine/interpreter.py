@@ -9,6 +9,13 @@ in a way vLLM's kernels reach, corrected in this process: the interpreter's, not
   thrown away, so the index does not matter, but the exception killed the engine at start-up.
   Here such a row yields index 0 and a NaN value, as a GPU's reduction leaves an unspecified
   index; rows with a number keep numpy's answer exactly.
+- A comparison's result type. The interpreter's binary_op gives a comparison (`num > 0`) numpy
+  booleans but the left operand's element type (int32), so a scalar comparison splat to a block
+  becomes int32 data, and a mask built from it (`(k < n) & (num > 0)`) is refused by the
+  interpreter's load ("mask has unsupported dtype"); on a GPU a comparison is i1. vLLM's V2
+  n-gram speculator (vllm/v1/worker/gpu/spec_decode/ngram/speculator.py,
+  _ngram_finalize_kernel) builds exactly such a mask. Here a result holding booleans is typed
+  int1, as Triton's own semantics type it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,23 @@ def nan_safe(index_op: Callable[..., Any]) -> Callable[..., Any]:
     return reduce
 
 
+def _type_comparisons_int1() -> None:
+    """InterpreterBuilder.binary_op: a result of numpy booleans is typed int1."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+
+    original = InterpreterBuilder.binary_op
+
+    def binary_op(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+        out = original(self, lhs, rhs, op)
+        if out.data.dtype == np.bool_ and out.dtype != tl.int1:
+            return TensorHandle(out.data, tl.int1)
+        return out
+
+    InterpreterBuilder.binary_op = binary_op
+
+
 def install() -> bool:
     """Correct the interpreter in this process when it is in use (TRITON_INTERPRET=1)."""
     global _installed
@@ -55,6 +79,8 @@ def install() -> bool:
         return original(self, input, val_reduce_op, safe.get(idx_reduce_op, idx_reduce_op))
 
     ReduceOps.min_max = min_max
+    _type_comparisons_int1()
     _installed = True
-    logger.info("specbench: Triton interpreter's argmax over all-NaN rows returns index 0")
+    logger.info("specbench: Triton interpreter corrected: argmax over all-NaN rows returns "
+                "index 0; comparisons are typed int1")
     return True

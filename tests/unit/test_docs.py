@@ -31,7 +31,7 @@ def test_the_readme_is_a_front_door() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 300, f"README.md has {len(lines)} lines; move detail to docs/"
     assert lines[3].startswith("bash scripts/setup.sh && .venv/bin/specbench run")
-    assert lines[4].startswith("bash scripts/setup.sh && bash scripts/test.sh")
+    assert lines[4].startswith("bash scripts/setup.sh --v2 && bash scripts/test.sh")
     recipe = next(i for i, line in enumerate(lines) if line.startswith("## A/B your own branch"))
     assert recipe < 100
 

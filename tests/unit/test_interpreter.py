@@ -1,7 +1,8 @@
-"""Triton's interpreter where it differs from a GPU (harness.engine.interpreter): an argmax over
-an all-NaN row, which vLLM's Gumbel sampler reaches on padded rows. numpy's nanargmax raises
-there; the fix returns index 0 for such rows and numpy's answer elsewhere. Checked on numpy,
-then on a real Triton kernel in the interpreter V2 runs under (scripts/setup.sh --v2)."""
+"""Triton's interpreter where it differs from a GPU (harness.engine.interpreter), each on a real
+Triton kernel in the interpreter V2 runs under (scripts/setup.sh --v2), without the fix and
+with it: an argmax over an all-NaN row (vLLM's Gumbel sampler, padded rows), where numpy's
+nanargmax raises; and a load masked by a scalar comparison (vLLM's V2 n-gram speculator),
+which the interpreter types int32 instead of int1 and then refuses."""
 
 from __future__ import annotations
 
@@ -41,23 +42,40 @@ def row_argmax(x_ptr, out_ptr, N: tl.constexpr):
     value, index = tl.max(values, axis=0, return_indices=True)
     tl.store(out_ptr + row, index)
 
-x = torch.tensor([[float("nan")] * 4, [1.0, 7.0, 3.0, 2.0]])
-out = torch.full((2,), -1, dtype=torch.int32)
-row_argmax[(2,)](x, out, N=4)
+@triton.jit
+def masked_by_a_comparison(x_ptr, n_ptr, out_ptr, K: tl.constexpr):
+    num = tl.load(n_ptr)
+    k = tl.arange(0, K).to(tl.int64)
+    values = tl.load(x_ptr + k, mask=(k < 3) & (num > 0), other=0)
+    tl.store(out_ptr + k, values)
+
+if sys.argv[1] == "argmax":
+    x = torch.tensor([[float("nan")] * 4, [1.0, 7.0, 3.0, 2.0]])
+    out = torch.full((2,), -1, dtype=torch.int32)
+    row_argmax[(2,)](x, out, N=4)
+else:
+    out = torch.zeros(4, dtype=torch.int64)
+    masked_by_a_comparison[(1,)](torch.arange(1, 5), torch.tensor([2], dtype=torch.int32),
+                                 out, K=4)
 print(out.tolist())
 """
 
 
+CASES = {"argmax": ("[0, 1]", "All-NaN slice encountered"),
+         "mask": ("[1, 2, 3, 0]", "mask has unsupported dtype")}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("fixed", [False, True])
-def test_the_interpreter_runs_an_argmax_over_nan_only_with_the_fix(fixed: bool) -> None:
+def test_the_interpreter_runs_the_kernel_only_with_the_fix(case: str, fixed: bool) -> None:
     assert setup.installed() is None, setup.installed()
     env = {**os.environ, **setup.launch_env(), "FIX": "1" if fixed else "0",
            "PYTHONPATH": os.pathsep.join([str(setup.site_dir()), str(ROOT)])}
-    out = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True,
-                         env=env, timeout=300, check=False)
+    out = subprocess.run([sys.executable, "-c", KERNEL, case], capture_output=True,
+                         text=True, env=env, timeout=300, check=False)
+    want, error = CASES[case]
     if fixed:
         assert out.returncode == 0, out.stderr[-3000:]
-        assert out.stdout.strip().splitlines()[-1] == "[0, 1]"
+        assert out.stdout.strip().splitlines()[-1] == want
     else:
-        assert out.returncode != 0 and "All-NaN slice encountered" in out.stderr, \
-            out.stderr[-3000:]
+        assert out.returncode != 0 and error in out.stderr, out.stderr[-3000:]
