@@ -30,6 +30,8 @@ FULL_GRAPHS = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
 # The ways out, by what a rule is about.
 RUNNER_WAY_OUT = ("model_runner: V1 (vLLM 0.32 and 0.33; 0.34 has no V1 runner; the table "
                   "then says vLLM's default runner differs)")
+V2_WAY_OUT = ("model_runner: V2 (vLLM's CUDA default; on a CPU after scripts/setup.sh --v2, "
+              "code paths only)")
 EAGER_WAY_OUT = ("engine_args: {enforce_eager: true} (no CUDA graphs: the table names the "
                  "launch eager)")
 PIECEWISE_WAY_OUT = ("engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the "
@@ -64,6 +66,8 @@ class Unsupported:
         out = []
         if self.runner == "V2":
             out.append(RUNNER_WAY_OUT)
+        if self.runner == "V1":
+            out.append(V2_WAY_OUT)
         if self.graphs is not None and "NONE" not in self.graphs:
             out.append(EAGER_WAY_OUT)
         if self.graphs is not None and "PIECEWISE" not in self.graphs:

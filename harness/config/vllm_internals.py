@@ -54,6 +54,9 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
         "the medusa-proposer swap cannot install or switch MedusaProposer.propose per pass",
     "swap tp-argmax-reduction":
         "the tp-argmax-reduction swap cannot set the flag per call or prove which argmax ran",
+    "swap v2-draft-handoff":
+        "the v2-draft-handoff swap cannot force V2's host copy of the drafts or prove where "
+        "they went",
     "overlay plugin":
         "vLLM's processes never load specbench's plugin, so no swap, overlay or step timer "
         "installs, and arms cannot switch between passes (collective_rpc) or be attributed",
@@ -93,6 +96,7 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
 
 _SWAP_MEDUSA = "harness/engine/swaps/medusa_proposer.py"
 _SWAP_TP = "harness/engine/swaps/tp_argmax_reduction.py"
+_SWAP_HANDOFF = "harness/engine/swaps/v2_draft_handoff.py"
 _PLUGIN = "harness/engine/plugin.py"
 _OVERLAY = "harness/engine/overlay.py"
 _STEPS = "harness/engine/steptimes.py"
@@ -163,6 +167,20 @@ INTERNALS: tuple[Internal, ...] = (
     # EAGLE drafts through SpecDecodeBaseProposer._sample_draft_tokens (inherited).
     Internal("swap tp-argmax-reduction", "vllm.v1.spec_decode.eagle", "EagleProposer", "class",
              where=_SWAP_TP, runner="V1"),
+
+    # --- swap v2-draft-handoff ----------------------------------------------------------------
+    # V2 keeps drafts on the device; set_draft_tokens copies them to the host only for
+    # structured outputs, get_draft_tokens hands the scheduler lists or placeholders.
+    Internal("swap v2-draft-handoff", "vllm.v1.worker.gpu.spec_decode.utils",
+             "DraftTokensHandler.set_draft_tokens", "method", ("input_batch", "draft_tokens"),
+             _SWAP_HANDOFF, runner="V2"),
+    Internal("swap v2-draft-handoff", "vllm.v1.worker.gpu.spec_decode.utils",
+             "DraftTokensHandler.get_draft_tokens", "method", (), _SWAP_HANDOFF, runner="V2"),
+    *_attributes("swap v2-draft-handoff", "vllm.v1.worker.gpu.spec_decode.utils",
+                 "DraftTokensHandler", ("req_ids", "num_draft_tokens", "draft_tokens_np"),
+                 _SWAP_HANDOFF, "V2"),
+    Internal("swap v2-draft-handoff", "vllm.v1.worker.gpu.input_batch", "InputBatch.req_ids",
+             "attribute", where=_SWAP_HANDOFF, runner="V2"),
 
     # --- overlay plugin (plugin, swaps' installation, overlays, the arm switch) ---------------
     # The entry point group vLLM loads in its main, engine-core and worker processes

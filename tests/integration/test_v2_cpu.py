@@ -34,6 +34,12 @@ def v2_overlay(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
                    tmp_path_factory.mktemp("v2overlay") / "results", "v2overlay")
 
 
+@pytest.fixture(scope="module")
+def v2_handoff(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    return run_cli(SCENARIOS / "cpu-v2-draft-handoff.yaml",
+                   tmp_path_factory.mktemp("v2handoff") / "results", "v2handoff")
+
+
 def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliRun) -> None:
     assert v2_run.returncode == 0, v2_run.stderr[-3000:]
     [record] = v2_run.results.runs
@@ -99,3 +105,19 @@ def test_a_diff_of_v2s_speculator_is_overlaid_and_proven_per_pass(v2_overlay: Cl
             "v2-draft-argmax.diff") in v2_overlay.stdout
     assert f"workers ran: overlay:branch -> {key}" in v2_overlay.stdout
     assert not compare_run(v2_overlay.results).unproven
+
+
+def test_seed_000s_mechanism_on_v2_is_switched_and_proven_per_pass(v2_handoff: CliRun) -> None:
+    """v2-draft-handoff: the baseline's passes copy every step's drafts to the host, the
+    candidate's keep them on the device (V2's placeholders), in one engine, outputs equal."""
+    assert v2_handoff.returncode == 0, v2_handoff.stderr[-3000:]
+    [record] = v2_handoff.results.runs
+    assert record.result is not None
+    want = {"host-copy": "v2.drafts.host_copy", "on-device": "v2.drafts.device"}
+    for p in record.result.passes:
+        assert p.impl_reports is not None and len(p.impl_reports) == 1, p.repeat
+        [rep] = p.impl_reports
+        assert p.arm is not None and set(rep.paths) == {want[p.arm]} and rep.matches_choice
+    comparison = compare_run(v2_handoff.results)
+    assert not comparison.unproven and not comparison.parity_violations
+    assert "workers ran: v2-draft-handoff:baseline -> v2.drafts.host_copy" in v2_handoff.stdout

@@ -76,8 +76,10 @@ def _cases() -> list[tuple[str, RunSpec, str, Unsupported]]:
     timed = next(r for r in _plan("cpu-medusa-speedup.yaml") if r.step_times)
     patched = medusa.model_copy(update={"patch": "mypkg.patches:install"})
     cases = []
+    handoff = _plan("cpu-v2-draft-handoff.yaml")[0]
     for launch, feature in ((medusa, "the medusa-proposer swap"),
-                            (eagle, "the tp-argmax-reduction swap")):
+                            (eagle, "the tp-argmax-reduction swap"),
+                            (handoff, "the v2-draft-handoff swap")):
         name = feature.split()[1]
         cases += [(feature, launch, name, rule) for rule in SWAPS[name].unsupported]
     cases += [("the step timer", timed, "step timer", rule) for rule in STEP_TIMER]
@@ -90,7 +92,7 @@ def test_every_swap_declares_where_it_does_not_run() -> None:
     assert {name for name, swap in SWAPS.items() if swap.unsupported} == set(SWAPS)
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(4))
 def test_every_unsupported_combination_is_refused_with_the_reason_and_the_ways_out(
         index: int) -> None:
     feature, launch, _, rule = _cases()[index]
@@ -116,8 +118,9 @@ def test_every_unsupported_combination_is_refused_with_the_reason_and_the_ways_o
     def refused(platform: Platform, run: RunSpec = launch) -> bool:
         return any(w.startswith(feature) for w in refusals(platform, run, rule.refuse))
 
-    if rule.runner == "V2":
-        assert not refused(_platform("V1", graphs[0]))
+    if rule.runner is not None:
+        other = "V1" if rule.runner == "V2" else "V2"
+        assert not refused(_platform(other, graphs[0]))
     if rule.graphs is not None:
         assert not refused(_platform(runners[0], "NONE"))
     if rule.graphs is not None and "PIECEWISE" not in rule.graphs:
@@ -128,7 +131,7 @@ def test_every_unsupported_combination_is_refused_with_the_reason_and_the_ways_o
 
 
 def test_the_cases_cover_every_declared_rule() -> None:
-    assert len(_cases()) == 3
+    assert len(_cases()) == 4
     assert STEP_TIMER == ()  # timed on V1 and V2 alike (harness.engine.steptimes)
     assert {rule for *_, rule in _cases()} == {
         *STEP_TIMER, *PATCH_SWITCHING, *(r for s in SWAPS.values() for r in s.unsupported)}
@@ -146,6 +149,8 @@ def test_this_cpus_platform_refuses_nothing_shipped(runner: str) -> None:
         scenario = load_scenario(path)
         if runner == "V2" and scenario.draft is not None and scenario.draft.method == "medusa":
             continue  # V2 has no Medusa (vLLM falls back to V1); its swap says so
+        if runner == "V1" and scenario.model_runner == "V2":
+            continue  # written for V2 (v2-draft-handoff patches V2's handler)
         for launch in expand_plan(scenario, scenario_file=path).runs:
             assert not refusals(cpu, launch), (path.name, launch.run_key)
             assert not refusals(cpu, launch, refuse=False), (path.name, launch.run_key)

@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 def test_registry_is_complete_and_agrees_with_vllm() -> None:
     data = description()
     methods = set(data["speculative_config"]["method"]["choices"])
-    assert set(SWAPS) == {"medusa-proposer", "tp-argmax-reduction"}
+    assert set(SWAPS) == {"medusa-proposer", "tp-argmax-reduction", "v2-draft-handoff"}
     for name, swap in SWAPS.items():
         assert set(swap.proves) == set(swap.choices) and all(swap.proves.values())
         assert set(swap.methods) <= methods
