@@ -906,7 +906,7 @@ class Scenario(StrictModel):
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 # The same for top-level fields at their defaults.
 DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput",
-                                               "step_times": None}
+                                               "step_times": None, "model_runner": "auto"}
 # Fields that change what is kept beside the measured passes, not what they measure.
 FIELDS_OUTSIDE_HASH = ("profile",)
 # The same for the workload's fields.

@@ -366,11 +366,14 @@ def _check_runners(plan: Plan, builds: dict[str, dict[str, Any]]) -> None:
     from harness.plan.vllm_support import DirSource, _file_version, installed_source
 
     sources: dict[str, Any] = {}
+    by_root: dict[Path, Any] = {}
     for name in plan.scenario.variants:
         location = (builds.get(name) or {}).get("vllm_location")
         if location:
             root = Path(location).parent
-            sources[name] = DirSource(root, builds[name].get("vllm") or _file_version(root))
+            if root not in by_root:
+                by_root[root] = DirSource(root, builds[name].get("vllm") or _file_version(root))
+            sources[name] = by_root[root]
     if not builds:
         try:
             installed = installed_source()

@@ -37,6 +37,11 @@ class Source(ABC):
     def read(self, path: str) -> str | None:
         """The file's text; None when this version has no such file."""
 
+    def has(self, module: str) -> bool:
+        """Whether this version has the module (its file is read, not parsed)."""
+        base = module.replace(".", "/")
+        return any(self.read(path) is not None for path in (f"{base}.py", f"{base}/__init__.py"))
+
     @cache  # noqa: B019 - one Source per check
     def tree(self, module: str) -> ast.Module | None:
         base = module.replace(".", "/")
@@ -351,16 +356,26 @@ def _methods_in(fn: ast.FunctionDef) -> list[str]:
     return found
 
 
+_FACTS: dict[tuple[str, str], RunnerFacts] = {}
+
+
 def runner_facts(source: Source) -> RunnerFacts:
+    """Cached per source (its label and version): every launch of a plan asks."""
+    key = (source.label, source.version)
+    if key not in _FACTS:
+        _FACTS[key] = _read_facts(source)
+    return _FACTS[key]
+
+
+def _read_facts(source: Source) -> RunnerFacts:
     """The runners a vLLM source tree has and the methods V2 refuses, from its files."""
     methods: list[str] = []
     tree = source.tree("vllm.config.vllm")
     for node in ast.walk(tree) if tree is not None else []:
         if isinstance(node, ast.FunctionDef) and node.name in UNSUPPORTED_FUNCTIONS:
             methods += _methods_in(node)
-    return RunnerFacts(version=source.version,
-                       has_v1=source.tree(V1_MODULE) is not None,
-                       has_v2=source.tree(V2_MODULE) is not None,
+    return RunnerFacts(version=source.version, has_v1=source.has(V1_MODULE),
+                       has_v2=source.has(V2_MODULE),
                        v2_unsupported_methods=tuple(dict.fromkeys(methods)))
 
 
