@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.config.platforms import RUNNER_WAY_OUT, V2_WAY_OUT
 from harness.config.scenario import Scenario
 from harness.errors import ScenarioError
 from harness.plan.classify import Classified, Finding, classify, engine_is_compiled
 from harness.plan.diffs import read_change
 from harness.plan.vllm_source import vllm_location
 from harness.plan.vllm_support import (
-    DirSource,
-    _file_version,
     other_runners_code,
     runner_facts,
     runner_for,
+    source_at,
 )
 from harness.wire.overlay import ArmOverlay, OverlaySpec
 
@@ -97,7 +97,7 @@ def other_runner_findings(classified: Classified, scenario: Scenario,
     """The changed functions in code only the other model runner runs: under the runner vLLM
     will build for this scenario they never run, so both arms would run the same code (an A/A
     reading "no change"). Refused with the runner that does run them."""
-    source = DirSource(root.parent, _file_version(root.parent))
+    source = source_at(root.parent)
     facts = runner_facts(source)
     method = scenario.draft.method if scenario.draft is not None else None
     runner, why = runner_for(scenario.device, scenario.model_runner, method, facts)
@@ -111,8 +111,7 @@ def other_runner_findings(classified: Classified, scenario: Scenario,
         other = other_runners_code(source, module, runner)
         if other is None:
             continue
-        way = ("model_runner: V1 (vLLM 0.32 and 0.33)" if other == "V1" and facts.has_v1
-               else f"model_runner: {other}" if other == "V1" else "model_runner: V2")
+        way = RUNNER_WAY_OUT if other == "V1" else V2_WAY_OUT  # the platforms' own
         v2_home = " (V2 drafts in vllm/v1/worker/gpu/spec_decode/)" if other == "V1" else ""
         out.append(Finding(
             module.replace(".", "/") + ".py", ", ".join(names), False,

@@ -363,17 +363,13 @@ def _check_runners(plan: Plan, builds: dict[str, dict[str, Any]]) -> None:
     read from each variant's build (without builds, as `plan` checks: the installed vLLM's,
     where there is one)."""
     from harness.plan.runners import check_runners
-    from harness.plan.vllm_support import DirSource, _file_version, installed_source
+    from harness.plan.vllm_support import installed_source, source_at
 
     sources: dict[str, Any] = {}
-    by_root: dict[Path, Any] = {}
     for name in plan.scenario.variants:
         location = (builds.get(name) or {}).get("vllm_location")
-        if location:
-            root = Path(location).parent
-            if root not in by_root:
-                by_root[root] = DirSource(root, builds[name].get("vllm") or _file_version(root))
-            sources[name] = by_root[root]
+        if location:  # runner facts are read once per source, however many variants
+            sources[name] = source_at(Path(location).parent, builds[name].get("vllm"))
     if not builds:
         try:
             installed = installed_source()

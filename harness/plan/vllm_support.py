@@ -88,8 +88,13 @@ def installed_source(python: str | None = None) -> Source:
     if not build.get("vllm_location"):
         raise ScenarioError(f"{interpreter(python)} has no vLLM: give a wheel or a source "
                             "folder")
-    root = Path(build["vllm_location"]).parent
-    return DirSource(root, build.get("vllm") or _file_version(root))
+    return source_at(Path(build["vllm_location"]).parent, build.get("vllm"))
+
+
+def source_at(root: Path, version: str | None = None) -> DirSource:
+    """The vLLM source under `root` (the folder holding vllm/), labelled `version` or, when
+    not given, the version its files say."""
+    return DirSource(root, version or _file_version(root))
 
 
 def _file_version(root: Path) -> str:
@@ -110,7 +115,7 @@ def open_source(given: str) -> Source:
             else path
         if not (root / "vllm" / "__init__.py").is_file():
             raise ScenarioError(f"{given}: no vllm/ package in this folder")
-        return DirSource(root, _file_version(root))
+        return source_at(root)
     raise ScenarioError(f"{given}: not a vLLM wheel (.whl) or a folder holding vllm/")
 
 
@@ -435,7 +440,9 @@ def _imports(tree: ast.Module, module: str) -> set[str]:
     return {m for m in found if m.startswith("vllm.")}
 
 
-@cache
+_REACHED: dict[tuple[str, str, str], frozenset[str]] = {}
+
+
 def _reached(source: Source, runner: str) -> frozenset[str]:
     areas = tuple(a for group in RUNNER_AREAS.values() for a in group)
     seen: set[str] = set()
@@ -458,8 +465,11 @@ def _reached(source: Source, runner: str) -> frozenset[str]:
 
 def reached_by(source: Source, runner: str) -> frozenset[str]:
     """The runners' own modules (RUNNER_AREAS) the runner imports, from its roots through
-    those modules only."""
-    return _reached(source, runner)
+    those modules only; cached per source (its label and version), as runner_facts."""
+    key = (source.label, source.version, runner)
+    if key not in _REACHED:
+        _REACHED[key] = _reached(source, runner)
+    return _REACHED[key]
 
 
 def other_runners_code(source: Source, module: str, runner: str) -> str | None:
