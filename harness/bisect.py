@@ -681,7 +681,7 @@ def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: 
     """good..bad as candidates, each commit's change against the release classified: an
     overlay where it can be one; a build (with `build_command`) where not; refused (one
     line, before any engine starts) when neither."""
-    from harness.plan.classify import classify, engine_is_compiled
+    from harness.plan.classify import classify, engine_graph_mode, engine_is_compiled
     from harness.plan.diffs import installed_version, read_diff
 
     shas = commit_range(repo, good, bad)
@@ -694,7 +694,8 @@ def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: 
         if cand.diff is None:
             continue
         change = read_diff(cand.diff, vllm_root)
-        classified = classify(change, vllm_root, compiled, scenario.device)
+        classified = classify(change, vllm_root, compiled, scenario.device,
+                              graphs=engine_graph_mode(scenario))
         if classified.overlayable:
             cands[i] = Candidate(cand.ref, cand.sha, cand.subject, cand.diff, None, True)
         elif build_command is None:

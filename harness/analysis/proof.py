@@ -48,7 +48,9 @@ def proof_problems(reports: list[ImplReport] | None, implementation: str | None,
 
 def _overlay_unreached(reports: list[ImplReport]) -> list[str]:
     """An overlay's functions that no vLLM process called: each is named, since a change
-    that never runs measures nothing."""
+    that never runs measures nothing. A function vLLM does not have (a change's new helper)
+    is owed only by the arms whose change defines it: an arm without it runs code that never
+    names it."""
     overlaid: list[str] = []
     for r in reports:
         listed = r.details.get("overlaid")
@@ -56,7 +58,17 @@ def _overlay_unreached(reports: list[ImplReport]) -> list[str]:
             overlaid += [str(k) for k in listed if str(k) not in overlaid]
     called = {key for r in reports for key, n in r.paths.items() if n}
     return [f"overlay ran 0 times: {key.partition(':')[2]} ({key.partition(':')[0]}): your "
-            "change is not on this scenario's path" for key in overlaid if key not in called]
+            "change is not on this scenario's path" for key in overlaid
+            if key not in called and _owed(key, reports)]
+
+
+def _owed(key: str, reports: list[ImplReport]) -> bool:
+    """Whether the arm these reports ran under must call `key` (see _overlay_unreached)."""
+    for r in reports:
+        arm_only = r.details.get("arm_only")
+        if isinstance(arm_only, dict) and key in arm_only:
+            return r.choice in arm_only[key]
+    return True
 
 
 def ran_paths(runs: list[RunRecord], variant: str) -> list[str]:

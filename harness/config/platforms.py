@@ -39,6 +39,19 @@ PIECEWISE_WAY_OUT = ("engine_args: {compilation_config: {cudagraph_mode: PIECEWI
 LAUNCH_WAY_OUT = "design: launch-per-arm (each arm's engine captures its own graphs)"
 
 
+def expected_graph_mode(device: str, engine_args: dict[str, object]) -> str:
+    """The CUDA-graph mode a launch will run under, as far as its arguments say: none on a CPU
+    or with enforce_eager; compilation_config.cudagraph_mode where it names one; else vLLM's
+    default, which captures (FULL_AND_PIECEWISE)."""
+    if device == "cpu" or engine_args.get("enforce_eager"):
+        return "NONE"
+    compilation = engine_args.get("compilation_config")
+    mode = compilation.get("cudagraph_mode") if isinstance(compilation, dict) else None
+    if isinstance(mode, str) and mode.upper() in GRAPH_MODES:
+        return mode.upper()
+    return "FULL_AND_PIECEWISE"
+
+
 @dataclass(frozen=True)
 class Unsupported:
     """A platform a feature does not work on: its runner (None: either), its CUDA-graph modes

@@ -311,7 +311,7 @@ def install_overlay(path: str) -> bool:
     _active.setdefault(OVERLAY, spec["active"])
     recorder = _Recorder(OVERLAY, spec["active"])
     facts = overlay.install(spec, recorder.hit, lambda: _active[OVERLAY])
-    recorder.static = {"overlaid": facts["overlaid"]}
+    recorder.static = {"overlaid": facts["overlaid"], "arm_only": facts["arm_only"]}
     _recorders[OVERLAY] = recorder
     logger.info("specbench: overlay of %d function(s) installed for arms %s (importers "
                 "rebound: %s)", len(facts["overlaid"]), ", ".join(_overlay_arms),

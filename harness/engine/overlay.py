@@ -22,6 +22,8 @@ from harness.wire.protocol import OVERLAY_TRACED
 
 # Set on every dispatcher, so a second install in the same process is a no-op.
 MARK = "__specbench_overlay__"
+# Set on the dispatcher of a function the installed vLLM does not have (a change's new helper).
+NEW_MARK = "__specbench_overlay_new__"
 
 
 def _flags(features: list[str]) -> int:
@@ -245,7 +247,9 @@ def install(spec: dict[str, Any], hit: Hit,
     constant, container or default argument that names a changed or new function holds its
     dispatcher, and one that names a new helper finds it."""
     if spec["functions"] and all(_installed(key) for key in spec["functions"]):
-        return {"overlaid": list(spec["functions"]), "rebound": {}}  # already, in this process
+        return {"overlaid": list(spec["functions"]), "rebound": {},
+                "arm_only": _arm_only(spec, {k for k in spec["functions"]
+                                             if not _new(k)})}  # already, in this process
     check = _graph_check()
     codes = {_key(c): c for arm in spec["arms"] for c in arm["code"] if c["kind"] == "function"}
     tables: dict[str, dict[str, Any]] = {}
@@ -266,6 +270,8 @@ def install(spec: dict[str, Any], hit: Hit,
         setattr(holder, name, dispatcher)
         if original is not None:
             installed[key] = original
+        else:
+            setattr(_function(dispatcher), NEW_MARK, True)
         if current is not None:
             rebound[key] = _rebind(_function(current), dispatcher)
     done_statements: set[tuple[str, str]] = set()
@@ -294,7 +300,25 @@ def install(spec: dict[str, Any], hit: Hit,
             table.setdefault(arm["variant"], fallback)
         if key not in installed:  # a new function: its name and docs from its first version
             functools.update_wrapper(_function(dispatchers[key]), fallback)
-    return {"overlaid": list(spec["functions"]), "rebound": rebound}
+    return {"overlaid": list(spec["functions"]), "rebound": rebound,
+            "arm_only": _arm_only(spec, set(installed))}
+
+
+def _arm_only(spec: dict[str, Any], installed: set[str]) -> dict[str, list[str]]:
+    """The functions vLLM does not have (a change's new helpers), each with the arms whose
+    change defines it: only those arms can call it, so only their passes must (an arm without
+    it runs the installed code, which never names it)."""
+    return {key: [arm["variant"] for arm in spec["arms"]
+                  if any(c["kind"] == "function" and _key(c) == key for c in arm["code"])]
+            for key in spec["functions"] if key not in installed}
+
+
+def _new(key: str) -> bool:
+    """Whether the dispatcher at `key` stands for a function vLLM itself does not have."""
+    _, holder, name = _resolve(key)
+    found = holder.__dict__.get(name) if isinstance(holder, type) else getattr(holder, name,
+                                                                                None)
+    return getattr(_function(found), NEW_MARK, False)
 
 
 def _installed(key: str) -> bool:

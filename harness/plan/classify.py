@@ -12,11 +12,18 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeGuard
 
+from harness.config.platforms import (
+    EAGER_WAY_OUT,
+    FULL_GRAPHS,
+    LAUNCH_WAY_OUT,
+    PIECEWISE_WAY_OUT,
+    expected_graph_mode,
+)
 from harness.config.scenario import Scenario
 from harness.plan.diffs import Change, FileChange
 from harness.plan.vllm_source import (
@@ -42,6 +49,14 @@ WORKER_DIRS = ("vllm/v1/spec_decode/", "vllm/v1/worker/", "vllm/v1/sample/",
 ELSEWHERE = {
     "vllm/v1/core/": "the scheduler, in the engine core",
     "vllm/v1/engine/": "the engine core and its front end",
+    # One process each, where a file of vllm/v1/engine/ says which.
+    "vllm/v1/engine/core.py": "the engine core",
+    "vllm/v1/engine/core_client.py": "the front end (the engine core's client)",
+    "vllm/v1/engine/llm_engine.py": "the front end (LLMEngine)",
+    "vllm/v1/engine/async_llm.py": "the front end (AsyncLLM)",
+    "vllm/v1/engine/output_processor.py": "the front end (output processing)",
+    "vllm/v1/engine/input_processor.py": "the front end (input processing)",
+    "vllm/v1/engine/detokenizer.py": "the front end (detokenization)",
     "vllm/engine/": "the front end",
     "vllm/entrypoints/": "the front end (LLM, API server)",
     "vllm/v1/executor/": "the executor, in the engine core",
@@ -115,6 +130,12 @@ CONFIG_DECORATORS = {"config", "vllm.config.utils.config"}
 DATACLASS_DECORATORS = {"dataclass", "dataclasses.dataclass"}
 # CustomOp.dispatch_forward: with custom ops on (the default when the engine is eager), the
 # platform's method runs; the others only when something it runs calls them.
+# Base classes whose subclasses run inside vLLM's attention custom op
+# (torch.ops.vllm.unified_attention_with_output), which torch.compile keeps opaque, and whose
+# subclasses build the metadata that op reads; the draft's own graph managers capture from
+# functions named so.
+ATTENTION_IMPL = "AttentionImpl"
+METADATA_BUILDER = "AttentionMetadataBuilder"
 PLATFORM_FORWARDS = {"forward_native", "forward_cuda", "forward_hip", "forward_cpu",
                      "forward_xpu", "forward_tpu", "forward_oot"}
 DISPATCHED_FORWARD = {"cpu": "forward_cpu", "cuda": "forward_cuda"}
@@ -232,6 +253,52 @@ def _new_attributes(fn: ast.FunctionDef | ast.AsyncFunctionDef,
     return _self_attributes(fn) - known
 
 
+def _wraps_only(deco: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A decorator function that only wraps the call: one parameter, the function; each
+    return gives back the function itself or a function defined inside; at decoration time
+    the function is named only by those returns and by functools.wraps, and nothing is
+    stored (no global, nonlocal, attribute or item assignment)."""
+    params = deco.args.posonlyargs + deco.args.args
+    if isinstance(deco, ast.AsyncFunctionDef) or len(params) != 1 or deco.args.vararg \
+            or deco.args.kwarg or deco.args.kwonlyargs:
+        return False
+    fn = params[0].arg
+    inner = {s.name for s in ast.walk(deco) if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+             and s is not deco}
+    if not inner:
+        return False
+
+    def top(node: ast.AST) -> Iterator[ast.AST]:
+        """The decorator's own statements, not the bodies of the wrappers it defines (they run
+        per call, in each arm's own version)."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                for d in getattr(child, "decorator_list", []):
+                    yield d
+                    yield from ast.walk(d)
+                continue
+            yield child
+            yield from top(child)
+
+    allowed: set[int] = set()
+    for node in top(deco):
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            return False
+        if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            if node.value.id not in inner | {fn}:
+                return False
+            allowed.add(id(node.value))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            return False
+        if isinstance(node, ast.Call) and _decorator_name(node.func).rpartition(".")[2] \
+                == "wraps":
+            allowed |= {id(a) for a in node.args}
+    return all(id(n) in allowed for n in top(deco)
+               if isinstance(n, ast.Name) and n.id == fn)
+
+
 def _imports_numba(mod: Module) -> bool:
     return any(isinstance(n, ast.Import | ast.ImportFrom) and (
         (n.module or "").split(".")[0] == "numba" if isinstance(n, ast.ImportFrom)
@@ -243,11 +310,12 @@ class _Classifier:
     """Compares the installed and the changed version of each file of a change."""
 
     def __init__(self, change: Change, installed: Installed, compiled: bool,
-                 device: str, variant: str | None = None) -> None:
+                 device: str, variant: str | None = None, graphs: str = "NONE") -> None:
         self.change = change
         self.installed = installed
         self.compiled = compiled
         self.device = device
+        self.graphs = graphs  # the CUDA-graph mode the launch will run under
         # Where a refusal points for a build: the variant's own python: field when known.
         self.build_field = f"variants.{variant}.python" if variant else "the variant's python:"
         self.findings: list[Finding] = []
@@ -439,6 +507,8 @@ class _Classifier:
                             "overlaid: its methods and validators run in the parent process "
                             "(__post_init__) when the engine is configured")
             return
+        if reach is not None and name in self.installed.worker_process_classes(path):
+            reach = None  # this class of an executor's file lives in each worker process
         self.functions(path, module, name, old_methods, new_methods, old_mod, new_mod,
                        future, reach, old, new)
 
@@ -487,7 +557,7 @@ class _Classifier:
         problem = self.decorator_problem(f)
         if problem:
             return problem
-        problem = self.startup_problem(f, notes)
+        problem = self.startup_problem(f, notes) or self.loop_problem(f)
         if problem:
             return problem
         problem = self.shadowed(f)
@@ -500,7 +570,60 @@ class _Classifier:
         if isinstance(fn, ast.AsyncFunctionDef) != isinstance(before, ast.AsyncFunctionDef) \
                 and before is not None:
             return "changes between def and async def"
-        return self.capture_problem(f, notes)
+        problem = self.full_graph_problem(f, notes) if self.graphs in FULL_GRAPHS else None
+        return problem or self.capture_problem(f, notes)
+
+    def loop_problem(self, f: _Function) -> str | None:
+        """A loop that a process enters once and never leaves while the engine runs (a
+        worker's busy loop): its frame keeps the version it started with."""
+        loops = [s for s in f.fn.body if isinstance(s, ast.While)
+                 and isinstance(s.test, ast.Constant) and s.test.value is True]
+        if not loops:
+            return None
+        where = (f"each worker process ({f.owner})" if f.owner in
+                 self.installed.worker_process_classes(f.path) else "its process")
+        return (f"a loop entered once at start-up in {where} (while True, line "
+                f"{loops[0].lineno}): the running frame never returns, so it keeps the "
+                "installed version in both arms and no switch reaches it; needs "
+                f"launch-per-arm on a build ({self.build_field})")
+
+    def full_graph_problem(self, f: _Function, notes: list[str]) -> str | None:
+        """Code whose effect FULL CUDA graphs record at capture and replay in both arms: the
+        attention op's kernels, the metadata the graphs were captured from, and what the
+        runners' capture functions call (V2's speculator hooks, its draft loop)."""
+        ways = f"{EAGER_WAY_OUT}; {PIECEWISE_WAY_OUT}; or {LAUNCH_WAY_OUT} on a build"
+        mode = f"FULL CUDA graphs (cudagraph_mode {self.graphs})"
+        if self.attention_impl(f):
+            return (f"runs inside the attention op, which {mode} capture: replay runs the "
+                    f"capture-time arm's kernels in both arms; {ways}")
+        if f.new_class is not None and self.installed.class_chain(
+                f.path, f.new_class, METADATA_BUILDER) is not None:
+            return (f"an attention metadata builder: {mode} are captured from the metadata "
+                    f"it builds at capture (build_for_cudagraph_capture), and replay keeps "
+                    f"what that build chose in both arms; {ways}")
+        caller = self.captured_from(f)
+        if caller:
+            return (f"runs while CUDA graphs are captured ({caller}): under {mode} replay "
+                    f"keeps its capture-time version in both arms; {ways}")
+        notes.append(f"not called from a CUDA-graph capture ({self.graphs})")
+        return None
+
+    def attention_impl(self, f: _Function) -> bool:
+        return f.new_class is not None and self.installed.class_chain(
+            f.path, f.new_class, ATTENTION_IMPL) is not None
+
+    def captured_from(self, f: _Function) -> str | None:
+        """How a class's capture reaches the changed method (Installed.capture_sites), where
+        the class holding the capture is the method's own, one of its bases, or one derived
+        from it."""
+        if f.new_class is None:
+            return None
+        mine = self.installed.ancestors(f.path, f.new_class)
+        for (path, name), sites in self.installed.capture_sites().items():
+            if f.name in sites and (name in mine or f.owner in self.installed.ancestors(
+                    path, self.installed.module(path).classes[name])):
+                return sites[f.name]
+        return None
 
     def decorator_problem(self, f: _Function) -> str | None:
         numba = _imports_numba(f.new_mod)
@@ -525,10 +648,19 @@ class _Classifier:
                         "dispatcher cannot switch it per call")
             if "register" in last.lower():
                 return f"@{d} registers it at import: the registry keeps the installed one"
-            if d not in PLAIN_DECORATORS:
+            if d not in PLAIN_DECORATORS and not self.wraps_only(f.path, d):
                 return (f"@{d} is not known to be a plain call wrapper (it may compile, "
                         "cache or register)")
         return None
+
+    def wraps_only(self, path: str, decorator: str) -> bool:
+        """Whether vLLM's own decorator `decorator` (as the module at `path` names it) only
+        wraps the call: read from its definition, it returns the function or a wrapper it
+        defines, and keeps the function nowhere else at decoration time (vLLM's
+        with_gpu_sync_check, eager_break_during_capture). Applied anew to each arm's version,
+        it changes nothing else."""
+        found = self.installed.resolve_function(path, decorator)
+        return found is not None and _wraps_only(found[1])
 
     def startup_problem(self, f: _Function, notes: list[str]) -> str | None:
         name = f.name
@@ -629,6 +761,18 @@ class _Classifier:
             _compiled_class(f.new_class))
         if not inside:
             return None
+        if self.attention_impl(f):
+            notes.append("runs inside vLLM's attention custom op "
+                         "(torch.ops.vllm.unified_attention_with_output), which torch.compile "
+                         "keeps opaque: eager in every arm")
+            return None
+        if f.owner in self.installed.architectures() and not _compiled_class(f.new_class) \
+                and f.name not in OUTSIDE_COMPILED_NAMES:
+            notes.append(f"runs outside the compiled forward: {f.owner} is a model class "
+                         "vLLM's model registry names, which the runner calls eagerly; "
+                         "torch.compile wraps only its @support_torch_compile submodule; the "
+                         "launch fails by name if it is ever traced")
+            return None
         outside = f.owner in OUTSIDE_COMPILED_CLASSES or f.name in OUTSIDE_COMPILED_NAMES
         caller = None if outside or _compiled_class(f.new_class) or f.name == "forward" or \
             f.name.startswith("forward_") else self.only_called_from(
@@ -642,6 +786,7 @@ class _Classifier:
         return ("code inside a compiled forward: torch.compile traces it once, freezing "
                 "one arm's version (this scenario is not enforce_eager; set "
                 "engine.enforce_eager: true to overlay it, or give a build)")
+
 
     def capture_problem(self, f: _Function, notes: list[str]) -> str | None:
         """Copies of the function made at import, in its module and in its importers: a
@@ -867,10 +1012,18 @@ def _undefined_names(stmt: ast.stmt, mod: Module) -> list[str]:
 
 
 def classify(change: Change, vllm_root: Path, compiled: bool = False,
-             device: str = "cpu", variant: str | None = None) -> Classified:
+             device: str = "cpu", variant: str | None = None,
+             graphs: str = "NONE") -> Classified:
     """Every part of `change`, overlayable or not (with the reason), and the code to run;
-    `variant` names the variant in what a refusal tells to do."""
-    return _Classifier(change, installed_package(str(vllm_root)), compiled, device, variant).run()
+    `variant` names the variant in what a refusal tells to do, `graphs` the CUDA-graph mode
+    the launch will run under (engine_graph_mode)."""
+    return _Classifier(change, installed_package(str(vllm_root)), compiled, device, variant,
+                       graphs).run()
+
+
+def engine_graph_mode(scenario: Scenario) -> str:
+    """The CUDA-graph mode the scenario's launches will run under (NONE on a CPU)."""
+    return expected_graph_mode(scenario.device, scenario.engine)
 
 
 # --- scenarios ---------------------------------------------------------------------------------

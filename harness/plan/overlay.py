@@ -14,7 +14,13 @@ from pathlib import Path
 from harness.config.platforms import RUNNER_WAY_OUT, V2_WAY_OUT
 from harness.config.scenario import Scenario
 from harness.errors import ScenarioError
-from harness.plan.classify import Classified, Finding, classify, engine_is_compiled
+from harness.plan.classify import (
+    Classified,
+    Finding,
+    classify,
+    engine_graph_mode,
+    engine_is_compiled,
+)
 from harness.plan.diffs import read_change
 from harness.plan.vllm_source import vllm_location
 from harness.plan.vllm_support import (
@@ -82,7 +88,8 @@ def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
         path = path if path.is_absolute() else base_dir / path
         try:
             change = read_change(kind, path, root)
-            out[name] = classify(change, root, compiled, scenario.device, name)
+            out[name] = classify(change, root, compiled, scenario.device, name,
+                                 engine_graph_mode(scenario))
         except ScenarioError as exc:
             raise ScenarioError(f"variants.{name}.{kind}: {exc}") from None
         if not change.files:

@@ -121,6 +121,53 @@ def _import_base(node: ast.ImportFrom, path: str) -> str:
 
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# The model registry's tables (architecture -> (module, class)), and the class a worker process
+# wraps its worker in.
+MODEL_REGISTRY = "vllm/model_executor/models/registry.py"
+WORKER_WRAPPER = "WorkerWrapperBase"
+CAPTURE_NAME = re.compile(r"(^|_)capture($|_)")  # capture, capture_model, _capture_graphs
+
+
+def _module_of(stmt: ast.stmt, name: str, path: str) -> str | None:
+    """The module an import statement binds to `name` ('import a.b as m', 'from a import b')."""
+    if isinstance(stmt, ast.Import):
+        return next((a.name for a in stmt.names if (a.asname or a.name) == name), None)
+    if isinstance(stmt, ast.ImportFrom):
+        alias = next((a.name for a in stmt.names if (a.asname or a.name) == name), None)
+        return f"{_import_base(stmt, path)}.{alias}" if alias else None
+    return None
+
+
+def _base_name(base: ast.expr) -> str:
+    """A base class's own name: `a.B` and `B[T]` (a generic's parameters) both name B."""
+    target = base.value if isinstance(base, ast.Subscript) else base
+    return ast.unparse(target).rpartition(".")[2]
+
+
+def _called_by(methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], callers: list[str],
+               found: dict[str, str]) -> list[str]:
+    """One level down: the methods `callers` call on self that `found` lacks, added to it with
+    how they are reached; returns them."""
+    new = []
+    for caller in callers:
+        for callee, _how in _self_uses(methods[caller]) if caller in methods else ():
+            if callee not in found:
+                found[callee] = f"{found[caller]}, which calls {callee}"
+                new.append(callee)
+    return new
+
+
+def _self_uses(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str, str]]:
+    """The methods a function calls on self (`self.f(...)`: "calls") or names otherwise, to
+    hand over (`g(self.f)`, `fn = self.f if c else self.g`: "hands over"); `self.x.y` names
+    an attribute's attribute, not a method of self."""
+    called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+    inner = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "self" and isinstance(node.ctx, ast.Load) \
+                and id(node) not in inner:
+            yield node.attr, "calls" if id(node) in called else "hands over"
 
 
 @lru_cache(maxsize=1024)
@@ -193,7 +240,7 @@ class Installed:
         first; None when `stop` is not among its ancestors (or one cannot be found)."""
         chain = [(path, cls)]
         for base in cls.bases:
-            name = ast.unparse(base).rpartition(".")[2]
+            name = _base_name(base)
             if name == stop:
                 return chain
             found = self.resolve_class(path, name)
@@ -203,21 +250,40 @@ class Installed:
                     return chain + above
         return None
 
-    def resolve_class(self, path: str, name: str,
-                      depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+    def resolve_class(self, path: str, name: str) -> tuple[str, ast.ClassDef] | None:
         """The class a module's `name` is: defined there or imported from vllm (re-exports
         followed a few steps)."""
+        found = self._resolve(path, name, "classes", 0)
+        return (found[0], found[1]) if found and isinstance(found[1], ast.ClassDef) else None
+
+    def resolve_function(self, path: str, name: str,
+                         ) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The module-level function a module's `name` is, found as resolve_class finds a
+        class; a dotted name ('mod.fn') through an imported vllm module."""
+        head, _, rest = name.partition(".")
+        if rest:
+            stmt = self.module(path).imports.get(head) if path in self.texts() else None
+            base = _module_of(stmt, head, path) if stmt is not None else None
+            where = self.module_path(base) if base else None
+            return self.resolve_function(where, rest) if where else None
+        found = self._resolve(path, name, "functions", 0)
+        return (found[0], found[1]) if found and isinstance(
+            found[1], ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+    def _resolve(self, path: str, name: str, kind: str,
+                 depth: int) -> tuple[str, ast.AST] | None:
         if path not in self.texts() or depth > 4:
             return None
         mod = self.module(path)
-        if name in mod.classes:
-            return path, mod.classes[name]
+        defined: dict[str, ast.AST] = getattr(mod, kind)
+        if name in defined:
+            return path, defined[name]
         stmt = mod.imports.get(name)
         if isinstance(stmt, ast.ImportFrom):
             where = self.module_path(_import_base(stmt, path))
             alias = next(a.name for a in stmt.names if (a.asname or a.name) == name)
             if where is not None:
-                return self.resolve_class(where, alias, depth + 1)
+                return self._resolve(where, alias, kind, depth + 1)
         return None
 
     @cache  # noqa: B019
@@ -232,7 +298,7 @@ class Installed:
             for cls in self.module(path).classes.values():
                 methods = set(class_parts(cls)[0])
                 for base in cls.bases:
-                    out.setdefault(ast.unparse(base).rpartition(".")[2], []).append(
+                    out.setdefault(_base_name(base), []).append(
                         (cls.name, path, methods))
         return out
 
@@ -252,6 +318,65 @@ class Installed:
                                                  and fn.lineno > mark):
                     names.add(name)
         return frozenset(names)
+
+    @cache  # noqa: B019
+    def architectures(self) -> frozenset[str]:
+        """The model classes vLLM's model registry names (registry.py's tables of
+        architecture -> (module, class)): the classes the model runner builds and calls."""
+        mod = self.module(MODEL_REGISTRY) if MODEL_REGISTRY in self.texts() else None
+        if mod is None:
+            return frozenset()
+        return frozenset(
+            v.elts[1].value for n in ast.walk(mod.tree) if isinstance(n, ast.Dict)
+            for v in n.values if isinstance(v, ast.Tuple) and len(v.elts) == 2
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts)
+            and isinstance(v.elts[1], ast.Constant) and isinstance(v.elts[1].value, str))
+
+    @cache  # noqa: B019
+    def capture_sites(self) -> dict[tuple[str, str], dict[str, str]]:
+        """Per speculator class, the methods that run while its CUDA graphs are captured, with how:
+        a method named like capture (`capture`, `capture_model`) hands `self.f` to a capture
+        call (V2's `cudagraph_manager.capture(self._prefill, ...)`) or calls `self.hook()`
+        around it (on_prefill_begin), and what those call on self in turn, a few levels down."""
+        out: dict[tuple[str, str], dict[str, str]] = {}  # (file, class) -> method -> how
+        for path, text in self.texts().items():
+            if "/spec_decode/" not in path or "capture" not in text:
+                continue
+            for cls in self.module(path).classes.values():
+                methods = class_parts(cls)[0]
+                found: dict[str, str] = {}
+                for name, fn in methods.items():
+                    if CAPTURE_NAME.search(name):
+                        for callee, how in _self_uses(fn):
+                            found.setdefault(callee, f"{cls.name}.{name} {how} {callee}")
+                todo = list(found)
+                for _ in range(3):
+                    todo = _called_by(methods, todo, found)
+                if found:
+                    out[path, cls.name] = found
+        return out
+
+    def ancestors(self, path: str, cls: ast.ClassDef, depth: int = 0) -> set[str]:
+        """The names of `cls` and of the installed classes it derives from."""
+        names = {cls.name}
+        for base in cls.bases if depth < 6 else []:
+            found = self.resolve_class(path, _base_name(base))
+            if found is not None:
+                names |= self.ancestors(*found, depth + 1)
+        return names
+
+    @cache  # noqa: B019
+    def worker_process_classes(self, path: str) -> frozenset[str]:
+        """The classes of an executor's file that live in a worker process: each builds the
+        worker it serves (`WorkerWrapperBase(...)`) and is no Executor (multiproc_executor.py's
+        WorkerProc runs in each worker; UniProcExecutor builds its worker in the engine core)."""
+        if path not in self.texts():
+            return frozenset()
+        return frozenset(
+            cls.name for cls in self.module(path).classes.values()
+            if not any("Executor" in ast.unparse(b) for b in cls.bases)
+            and any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith(WORKER_WRAPPER)
+                    for n in ast.walk(cls)))
 
     def referrers(self, name: str, skip: str, changed: dict[str, str | None]) -> list[str]:
         """Files other than `skip` whose code names `name` (a variable, an attribute, an

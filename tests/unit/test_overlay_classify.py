@@ -97,6 +97,14 @@ KNOWN_TRAPS = {
     "numba-njit",
     "comment-only-a-a",
     "formatting-only-a-a",
+    # the second held-out set's kinds
+    "wraps-only-decorator-gpu-sync-check",   # @with_gpu_sync_check only wraps the call
+    "wraps-only-decorator-eager-break",      # @eager_break_during_capture likewise
+    "eager-architecture-around-compiled-model",  # LlamaForCausalLM.forward, compiled engine
+    "inside-opaque-attention-op",            # CPUAttentionBackendImpl.forward, compiled
+    "loop-entered-once-in-each-worker",      # WorkerProc.worker_busy_loop
+    "worker-process-class-in-executor-file",  # WorkerProc._execute_worker_rpc: in the workers
+    "engine-core-file-names-its-own-process",  # core.py: the engine core, not its front end
     # diff parsing
     "rename-with-hunk",
     "rename-without-hunk",
@@ -309,3 +317,60 @@ def test_non_worker_file_gains_nothing_silently(tmp_path: Path) -> None:
     got = classify(_change(root, "v1/core/sched/policy.py", "A = 1\nB = 2\n"), root)
     assert not got.overlayable
     assert "new module constant B — runs in the scheduler" in got.blockers[0].line()
+
+
+def _edited(root: Path, rel: str, old: str, new: str) -> Change:
+    """A one-edit change to an installed vLLM file."""
+    text = (root / rel).read_text(encoding="utf-8")
+    assert text.count(old) == 1, rel
+    path = f"vllm/{rel}"
+    identity = ChangeIdentity(kind="diff", path="x.diff", sha256="0", files=[path])
+    return Change(identity, [FileChange(path, text, text.replace(old, new))])
+
+
+@needs_vllm
+@pytest.mark.parametrize(("graphs", "refused"), [
+    ("FULL_AND_PIECEWISE", True), ("FULL", True), ("FULL_DECODE_ONLY", True),
+    ("PIECEWISE", False), ("NONE", False)])
+def test_capture_time_code_is_refused_under_full_graphs(root: Path, graphs: str,
+                                                        refused: bool) -> None:
+    """Item 6: code FULL CUDA graphs record at capture and replay in both arms, refused at plan
+    time on CUDA: V2's draft sampling (the README's own diff, handed to the speculator's
+    capture through _prefill), an attention backend's forward (inside the captured op) and a
+    metadata builder (the graphs are captured from what it built). PIECEWISE and eager keep
+    them eager, so they stay overlayable."""
+    device = "cpu" if graphs == "NONE" else "cuda"
+    readme = classify(read_diff(Path(__file__).resolve().parents[2] / "scenarios" / "diffs"
+                                / "v2-draft-argmax.diff", root), root, compiled=True,
+                      device=device, graphs=graphs)
+    impl = classify(read_diff(FIXTURES / "82-attention-impl-inside-custom-op.diff", root), root,
+                    compiled=True, device=device, graphs=graphs)
+    builder = classify(_edited(root, "v1/attention/backends/cpu_attn.py",
+                               "        num_reqs = common_attn_metadata.num_reqs\n",
+                               "        num_reqs = int(common_attn_metadata.num_reqs)\n"),
+                       root, compiled=True, device=device, graphs=graphs)
+    for got in (readme, impl, builder):
+        assert got.overlayable is not refused, [f.line() for f in got.findings]
+    if refused:
+        assert (f"DraftModelSpeculator.sample_draft: body changed — runs while CUDA graphs are "
+                "captured (TargetDependentARSpeculator.capture hands over _prefill, which calls "
+                f"sample_draft): under FULL CUDA graphs (cudagraph_mode {graphs})"
+                ) in readme.blockers[0].line()
+        assert "runs inside the attention op, which FULL CUDA graphs" in impl.blockers[0].line()
+        assert "an attention metadata builder: FULL CUDA graphs" in builder.blockers[0].line()
+        for got in (readme, impl, builder):
+            assert "cudagraph_mode: PIECEWISE" in got.blockers[0].reason
+
+
+@needs_vllm
+def test_the_scenario_names_its_graph_mode() -> None:
+    from harness.plan.classify import engine_graph_mode
+
+    def scenario(device: str, engine: dict[str, Any]) -> Any:
+        return type("S", (), {"device": device, "engine": engine})()
+
+    assert engine_graph_mode(scenario("cpu", {})) == "NONE"
+    assert engine_graph_mode(scenario("cuda", {})) == "FULL_AND_PIECEWISE"
+    assert engine_graph_mode(scenario("cuda", {"enforce_eager": True})) == "NONE"
+    assert engine_graph_mode(scenario(
+        "cuda", {"compilation_config": {"cudagraph_mode": "piecewise"}})) == "PIECEWISE"

@@ -168,6 +168,36 @@ def test_new_statements_and_defaults_see_the_dispatchers(installed: Installed) -
     assert m.NEW_TABLE["all"]([1, 2, 3]) == [("branch merge", 1, 2), ("branch merge", 2, 3)]
 
 
+def test_a_new_helper_is_owed_only_by_the_arms_that_define_it(installed: Installed) -> None:
+    """The held-out case: a change adds a helper and calls it from a changed method. The
+    baseline has no version of it, so its passes never call it, and that is no reason to call
+    them unproven (a real run lost all 70 baseline passes so); the branch's passes still must."""
+    from harness.analysis.proof import proof_problems
+
+    m = installed.module.__name__
+    new = {f"{m}:combine_all", f"{m}:_pairwise"}
+    assert installed.facts["arm_only"] == dict.fromkeys(new, ["branch"])
+    old = {f"{m}:merge": 3, f"{m}:Base.step": 1}
+
+    def report(arm: str, paths: dict[str, int]) -> ImplReport:
+        return ImplReport.from_raw({
+            "implementation": "overlay", "choice": arm, "path": next(iter(paths)),
+            "paths": paths, "pid": 20, "ppid": 1, "calls": sum(paths.values()),
+            "overlaid": installed.facts["overlaid"],
+            "arm_only": installed.facts["arm_only"]})
+
+    assert proof_problems([report("base", old)], "overlay:base", 1, HARNESS) == []
+    every = {**old, **dict.fromkeys(new, 2)}
+    assert proof_problems([report("branch", every)], "overlay:branch", 1, HARNESS) == []
+    (problem,) = proof_problems([report("branch", {**old, f"{m}:combine_all": 1})],
+                                "overlay:branch", 1, HARNESS)
+    assert problem.startswith("overlay ran 0 times: _pairwise")
+    # Code vLLM has is owed by every arm, the baseline's too.
+    (problem,) = proof_problems([report("base", {f"{m}:merge": 3})], "overlay:base", 1,
+                                HARNESS)
+    assert problem.startswith("overlay ran 0 times: Base.step")
+
+
 torch = pytest.importorskip("torch")
 
 
