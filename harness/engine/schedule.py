@@ -359,6 +359,32 @@ def check_overlay_evidence(run: RunSpec, recorded: _Recorded,
             "it installed): it then runs launch-per-arm")
 
 
+class ProofRefused(RuntimeError):
+    """An arm whose every warm-up pass failed its proof: its measured passes would all be
+    discarded as unproven, after the whole budget (harness.analysis.proof)."""
+
+
+def check_warmup_proof(run: RunSpec, warm: list[PassRecord], tp_size: int,
+                       harness_pid: int) -> None:
+    """Refuse, before the first measured block, an arm whose warm-up passes all fail the
+    proof its measured passes will be judged by: the switch did not change what the proof
+    records (another choice ran, zero calls, a wrong path, a rank missing). One passing
+    warm-up pass is enough; the measured passes are each judged again."""
+    from harness.analysis.proof import proof_problems
+
+    for arm in run.arms:
+        mine = [p for p in warm if p.arm == arm.variant]
+        if arm.implementation is None or not mine:
+            continue
+        problems = [proof_problems(p.impl_reports, arm.implementation, tp_size, harness_pid)
+                    for p in mine]
+        if all(problems):
+            raise ProofRefused(
+                f"proof failed in all {len(mine)} warm-up pass(es) of {arm.variant}, before "
+                f"the first measured block: {'; '.join(problems[-1])}. Its measured passes "
+                f"would all be unproven ({arm.implementation} did not run as switched)")
+
+
 def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
                    warm_up: Callable[[], None] | None, switch: SwitchFn,
                    deadline_unix: float | None, tp_size: int, harness_pid: int,
@@ -405,6 +431,8 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
                        deadline_unix, warm, log, seed)
     if recorded is not None:
         check_overlay_evidence(run, recorded, impl_files, harness_pid)
+    if swap is not None:
+        check_warmup_proof(run, result.warmup_passes, tp_size, harness_pid)
     result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(

@@ -309,3 +309,31 @@ def test_step_times_are_a_scenario_switch_that_one_engine_launches_follow(
         **scenario_data["variants"], "off": {"speculation": False}}}
     with pytest.raises(ScenarioError, match="step_times: false, but the no-speculation"):
         parse_scenario(nospec)
+
+
+def test_an_arm_whose_warm_up_never_proves_is_refused_before_measuring(
+        scenario_data: dict[str, Any]) -> None:
+    """Item 8's self-check: a switch that does not change what the proof records (here the
+    workers keep running the baseline whatever they are told) is found in the warm-up, in
+    one line, instead of after the whole budget as every measured pass 'unproven'."""
+    from harness.engine.schedule import ProofRefused, check_warmup_proof
+
+    spec = _shared_spec(scenario_data)
+    base, cand = spec.arms[0], spec.arms[1]
+
+    def warm(choices: dict[str, str]) -> list[PassRecord]:
+        return [simple_pass(i, 1.0).model_copy(update={
+            "arm": arm.variant, "block": 0, "impl_reports": [report(choices[arm.variant])]})
+            for i, arm in enumerate([base, cand, cand, base])]
+
+    honest = {base.variant: "baseline", cand.variant: "optimized"}
+    check_warmup_proof(spec, warm(honest), 1, 7)  # every pass proven: no refusal
+    stuck = {base.variant: "baseline", cand.variant: "baseline"}
+    with pytest.raises(ProofRefused, match=(
+            rf"proof failed in all 2 warm-up pass\(es\) of {cand.variant}, before the first "
+            r"measured block: pid 100 \(TP rank 0\) ran medusa-proposer:baseline")):
+        check_warmup_proof(spec, warm(stuck), 1, 7)
+    # One proven warm-up pass is enough: the measured ones are each judged again.
+    mixed = warm(stuck)
+    mixed[1] = mixed[1].model_copy(update={"impl_reports": [report("optimized")]})
+    check_warmup_proof(spec, mixed, 1, 7)
