@@ -61,3 +61,15 @@ class StorageError(SpecbenchError):
     run stopped, and its manifest says so where it could still be written."""
 
     exit_code = ExitCode.RUN_FAILED
+
+
+class ProofRefused(RuntimeError):
+    """A one-engine arm whose every warm-up pass failed its proof, refused before the first
+    measured block (harness.engine.schedule.check_warmup_proof): its measured passes would all
+    be discarded as unproven after the whole budget. The launch ends as a failure whose error
+    starts with this class's name, and the run exits UNPROVEN, not RUN_FAILED."""
+
+    @staticmethod
+    def refused(error: str | None) -> bool:
+        """Whether a launch's recorded error is this refusal."""
+        return (error or "").startswith(f"{ProofRefused.__name__}:")

@@ -28,6 +28,7 @@ from harness.config.scenario import (
 from harness.errors import (
     ExitCode,
     IncomparableError,
+    ProofRefused,
     ResultsError,
     ScenarioError,
     SpecbenchError,
@@ -276,10 +277,14 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
     text = write_outputs(run, analysis, figures=not outcome.interrupted)
     finished = Finished(run, analysis, text, int(outcome.exit_code))
-    if outcome.exit_code == ExitCode.RUN_FAILED:
+    # A launch the proof refused in its warm-up failed as UNPROVEN, not as a broken engine.
+    refused_only = all(r.status == "ok" or ProofRefused.refused(r.error)
+                       for r in outcome.records)
+    if outcome.exit_code == ExitCode.RUN_FAILED and not refused_only:
         finished.errors.append("some launches failed; see the table's FAILED notes and the "
                                f"logs in {outcome.run_dir / 'logs'}")
-    if outcome.exit_code == ExitCode.OK and analysis.unproven:
+    if analysis.unproven and (outcome.exit_code == ExitCode.OK or (
+            outcome.exit_code == ExitCode.RUN_FAILED and refused_only)):
         finished.errors.append("vLLM's processes did not prove every launch or pass ran its "
                                "implementation (UNPROVEN lines under the table); those "
                                "passes were left out")

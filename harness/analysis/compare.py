@@ -36,7 +36,7 @@ from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import PART_ROWS, Scenario, part_of_module
 from harness.config.swaps import SWAPS
 from harness.env import COMPAT_FIELDS, fingerprint_differences
-from harness.errors import IncomparableError, ResultsError
+from harness.errors import IncomparableError, ProofRefused, ResultsError
 from harness.results.metrics import (
     METRICS,
     chosen_percentiles,
@@ -196,6 +196,8 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
                                        tp_sizes.get(variant, 1))
         bad.update(found)
         unproven += lines
+    unproven += [f"{r.run_key}: refused before the first measured block: {r.error}"
+                 for r in runs if ProofRefused.refused(r.error)]
     if passes is None:
         passes = passes_frame(runs)
     discarded: dict[str, int] = {}

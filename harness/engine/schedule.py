@@ -22,6 +22,7 @@ from harness.analysis.stats import (
     precision_reached,
     warmup_still_settling,
 )
+from harness.errors import ProofRefused
 from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
 
@@ -357,11 +358,6 @@ def check_overlay_evidence(run: RunSpec, recorded: _Recorded,
             "overlay refused before the first measured block: " + "; ".join(problems)
             + f". To measure it, give the branch as a build ({builds}: an environment with "
             "it installed): it then runs launch-per-arm")
-
-
-class ProofRefused(RuntimeError):
-    """An arm whose every warm-up pass failed its proof: its measured passes would all be
-    discarded as unproven, after the whole budget (harness.analysis.proof)."""
 
 
 def check_warmup_proof(run: RunSpec, warm: list[PassRecord], tp_size: int,

@@ -362,8 +362,10 @@ def test_eagle_local_argmax_matches_allgather_outputs(eagle_run: CliRun) -> None
 
 
 def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
-    """A planted wrong path: the switch answers but changes nothing, so optimized passes run
-    the baseline proposer. They are discarded, named, and `run` exits with UNPROVEN."""
+    """A planted wrong path: the switch answers but changes nothing, so optimized's warm-up
+    passes run the baseline proposer. The launch is refused before its first measured block
+    (no budget spent on passes that would all be discarded), named, and `run` exits with
+    UNPROVEN, not RUN_FAILED."""
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")
     data.update(name="noop-switch", repeats=2, warmup=4,
@@ -374,9 +376,10 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
     run = run_cli(path, tmp_path / "results", "noop", env=fault_env())
     assert run.returncode == int(ExitCode.UNPROVEN), run.stderr[-2000:]
     assert "UNPROVEN" in run.stdout and "ran medusa-proposer:baseline" in run.stdout
-    assert "DISCARDED passes (path not proven): optimized=2" in run.stdout
+    assert "refused before the first measured block" in run.stdout
+    assert "some launches failed" not in run.stderr
     comparison = compare_run(run.results)
-    assert comparison.passes_per_arm == {"baseline": 2}
+    assert not comparison.passes_per_arm
 
 
 # --- a deliberately broken variant -------------------------------------------------------
