@@ -94,6 +94,26 @@ def _entry(record: RunRecord) -> LaunchEntry:
     return LaunchEntry(run_key=record.run_key, status=record.status, platform=platform)
 
 
+KV_PIN = "num_gpu_blocks_override"
+
+
+def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
+    """Launch-per-arm on a GPU: vLLM sizes each launch's KV cache from the memory free at its
+    start, so arms in separate launches could hold different numbers of requests. A launch
+    without its own num_gpu_blocks_override gets the least capacity an earlier launch of its
+    cell reported (the platform's kv_blocks), so every later launch holds what the first did.
+    Unchanged (the same object) otherwise: a CPU sizes it from VLLM_CPU_KVCACHE_SPACE alike in
+    every launch, and one engine has one cache."""
+    if run.device != "cuda" or run.design == "one-engine" or KV_PIN in run.engine_args:
+        return run
+    seen = [r.result.platform.kv_blocks for r in records
+            if r.status == "ok" and r.cell == run.cell and r.result is not None
+            and r.result.platform is not None and r.result.platform.kv_blocks]
+    if not seen:
+        return run
+    return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})
+
+
 def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
     """The record of a launch whose worker never reported (models failed, or interrupted)."""
     return RunRecord(**run.record_fields(), wall_s=0.0, **fields)
@@ -316,8 +336,13 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                                 error=f"the executor failed: {type(exc).__name__}: {exc}"))
                 for run in todo if launch_all is None else []:
                     begun(run)
+                    pinned = pin_kv_capacity(run, outcome.records)
+                    if pinned is not run:
+                        progress(f"{run.run_key}: KV cache pinned to "
+                                 f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
+                                 "launch of another arm got), so the arms hold alike")
                     try:
-                        record = executor.launch(run, run_dir, base_dir, deadline_of(run),
+                        record = executor.launch(pinned, run_dir, base_dir, deadline_of(run),
                                                  started_worker(run))
                     except Interrupted:
                         raise  # SIGTERM: the run's own ending

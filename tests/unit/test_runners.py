@@ -130,6 +130,34 @@ def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
     assert "KV cache 120 blocks" in p(120).describe()
 
 
+def test_later_gpu_launches_are_pinned_to_the_first_launchs_kv_capacity() -> None:
+    """Launch-per-arm on a GPU: the runner hands each later launch the least KV capacity an
+    earlier launch reported (num_gpu_blocks_override), unless the scenario pins its own; a CPU
+    launch and a one-engine launch are left alone."""
+    from harness.execute.runner import KV_PIN, pin_kv_capacity
+    from harness.wire.platform import Platform
+    from harness.wire.records import RunRecord, WorkerResult
+
+    runs = [r.model_copy(update={"device": "cuda"})
+            for r in expand_plan(load_scenario(SCENARIOS / "cpu-medusa-speedup.yaml")).runs]
+    first, later = runs[0], runs[1]
+
+    def done(run: RunSpec, blocks: int, status: str = "ok") -> RunRecord:
+        platform = Platform(runner="V2", runner_class="x.Runner", device="cuda",
+                            compilation_mode="NONE", cudagraph_mode="NONE",
+                            async_scheduling=False, kv_blocks=blocks)
+        return RunRecord(**run.record_fields(), status=status, wall_s=1.0, result=WorkerResult(
+            run_key=run.run_key, status=status, platform=platform))
+
+    assert pin_kv_capacity(first, []) is first
+    pinned = pin_kv_capacity(later, [done(first, 900), done(first, 700, "failed")])
+    assert pinned.engine_args[KV_PIN] == 900 and KV_PIN not in later.engine_args
+    own = later.model_copy(update={"engine_args": {**later.engine_args, KV_PIN: 50}})
+    assert pin_kv_capacity(own, [done(first, 900)]) is own
+    cpu = later.model_copy(update={"device": "cpu"})
+    assert pin_kv_capacity(cpu, [done(first, 900)]) is cpu
+
+
 def test_v1_proposer_code_under_v2_is_refused_at_plan_time(tmp_path: Path) -> None:
     """The README's own kind of diff (SpecDecodeBaseProposer._greedy_sample, V1's proposer)
     planned for Model Runner V2, which never imports that module: both arms would run the same
