@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config import interpreter
-from harness.config.platforms import GRAPH_MODES
+from harness.config.platforms import expected_graph_mode
 from harness.errors import HardwareError, ScenarioError
+from harness.plan.inert_knobs import check_knobs
 from harness.plan.vllm_support import (
     UNSUPPORTED_FUNCTIONS,
     V1_MODULE,
@@ -33,16 +34,8 @@ from harness.wire.spec import RunSpec
 
 
 def expected_graphs(run: RunSpec) -> str:
-    """The CUDA-graph mode the launch will run under: none on a CPU or with enforce_eager;
-    the scenario's compilation_config.cudagraph_mode where it names one; else vLLM's
-    default, which captures (FULL_AND_PIECEWISE)."""
-    if run.device == "cpu" or run.engine_args.get("enforce_eager"):
-        return "NONE"
-    compilation = run.engine_args.get("compilation_config")
-    mode = compilation.get("cudagraph_mode") if isinstance(compilation, dict) else None
-    if isinstance(mode, str) and mode.upper() in GRAPH_MODES:
-        return mode.upper()
-    return "FULL_AND_PIECEWISE"
+    """The CUDA-graph mode the launch will run under (harness.config.platforms)."""
+    return expected_graph_mode(run.device, run.engine_args)
 
 
 def expected_platform(run: RunSpec, facts: RunnerFacts) -> Platform:
@@ -101,3 +94,4 @@ def check_runners(runs: list[RunSpec], sources: dict[str, Any], who: Any) -> Non
         source = sources.get(name)
         if source is not None:
             check_runner(run, runner_facts(source), who(run))
+            check_knobs(run, source, who(run))

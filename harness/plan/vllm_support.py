@@ -37,6 +37,10 @@ class Source(ABC):
     def read(self, path: str) -> str | None:
         """The file's text; None when this version has no such file."""
 
+    @abstractmethod
+    def paths(self) -> Iterator[str]:
+        """Every Python file of the package, as read() takes it ("vllm/a/b.py")."""
+
     def has(self, module: str) -> bool:
         """Whether this version has the module (its file is read, not parsed)."""
         base = module.replace(".", "/")
@@ -64,6 +68,11 @@ class DirSource(Source):
         file = self.root / path
         return file.read_text("utf-8") if file.is_file() else None
 
+    def paths(self) -> Iterator[str]:
+        for file in sorted((self.root / "vllm").rglob("*.py")):
+            if "__pycache__" not in file.parts:
+                yield file.relative_to(self.root).as_posix()
+
 
 class WheelSource(Source):
     def __init__(self, wheel: Path) -> None:
@@ -79,6 +88,9 @@ class WheelSource(Source):
 
     def read(self, path: str) -> str | None:
         return self.zip.read(path).decode("utf-8") if path in self.names else None
+
+    def paths(self) -> Iterator[str]:
+        yield from sorted(n for n in self.names if n.startswith("vllm/") and n.endswith(".py"))
 
 
 def installed_source(python: str | None = None) -> Source:

@@ -17,6 +17,7 @@ from filelock import FileLock
 
 from harness.config.scenario import load_scenario
 from harness.errors import ScenarioError
+from harness.plan.inert_knobs import check_knobs, inert_knobs
 from harness.plan.plan import expand_plan
 from harness.plan.runners import check_runner
 from harness.plan.vllm_support import (
@@ -154,6 +155,35 @@ def test_support_scenario_reads_the_runner_the_release_builds(source: Source) ->
     scenario = load_scenario(path)
     failures = check_scenario(source, scenario, expand_plan(scenario, scenario_file=path))
     assert "step timer" not in failures and "swap tp-argmax-reduction" not in failures
+
+
+KNOBS = frozenset({"enforce_eager", "parallel_drafting", "suffix_decoding_max_spec_factor",
+                   "suffix_decoding_min_token_prob", "suffix_decoding_max_tree_depth",
+                   "method", "num_speculative_tokens", "model", "use_local_argmax_reduction"})
+
+
+def test_knobs_that_change_nothing_are_read_from_each_releases_source(source: Source) -> None:
+    """0.34: speculative enforce_eager (the draft takes the target's), parallel_drafting
+    (vLLM's own 'deprecated and has no effect') and two suffix fields that are validated and
+    never read change nothing, and a scenario setting one is refused before the engine starts.
+    0.33 still reads them, and 0.32's too (below): the same reader finds no inert knob there."""
+    found = inert_knobs(source, KNOBS)
+    if source.version == "0.34.0":
+        assert set(found) == {"enforce_eager", "parallel_drafting",
+                              "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"}
+        assert "says so ('parallel_drafting is deprecated and has no effect')" in found[
+            "parallel_drafting"]
+        path = SCENARIOS / "cpu-v2-eagle-argmax.yaml"
+        run = expand_plan(load_scenario(path), scenario_file=path).runs[0]
+        spec = {**run.engine_args["speculative_config"], "enforce_eager": True}
+        run = run.model_copy(update={"engine_args": {**run.engine_args,
+                                                     "speculative_config": spec}})
+        with pytest.raises(ScenarioError, match=r"^speculative_config\.enforce_eager: nothing "
+                           r"in vLLM 0\.34\.0 reads it .*remove it"):
+            check_knobs(run, source)
+    else:
+        assert "enforce_eager" not in found and "suffix_decoding_max_spec_factor" not in found
+    assert not inert_knobs(installed_source(), KNOBS)  # 0.32 reads every one of them
 
 
 def _readme_matrix() -> tuple[list[str], dict[str, list[str]]]:
