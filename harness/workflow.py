@@ -285,9 +285,12 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
                                f"logs in {outcome.run_dir / 'logs'}")
     if analysis.unproven and (outcome.exit_code == ExitCode.OK or (
             outcome.exit_code == ExitCode.RUN_FAILED and refused_only)):
-        finished.errors.append("vLLM's processes did not prove every launch or pass ran its "
-                               "implementation (UNPROVEN lines under the table); those "
-                               "passes were left out")
+        finished.errors.append(
+            "a launch was refused before its first measured block: an arm's warm-up never "
+            "proved its implementation ran (UNPROVEN line under the table)"
+            if outcome.exit_code == ExitCode.RUN_FAILED else
+            "vLLM's processes did not prove every launch or pass ran its implementation "
+            "(UNPROVEN lines under the table); those passes were left out")
         finished.exit_code = int(ExitCode.UNPROVEN)
     elif gate is not None and outcome.exit_code in (ExitCode.OK, ExitCode.RUN_FAILED):
         finished.gated = gate_and_write(run, gate, analysis=analysis)

@@ -196,8 +196,7 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
                                        tp_sizes.get(variant, 1))
         bad.update(found)
         unproven += lines
-    unproven += [f"{r.run_key}: refused before the first measured block: {r.error}"
-                 for r in runs if ProofRefused.refused(r.error)]
+    unproven += [f"{r.run_key}: {r.error}" for r in runs if ProofRefused.refused(r.error)]
     if passes is None:
         passes = passes_frame(runs)
     discarded: dict[str, int] = {}

@@ -360,8 +360,9 @@ def attribution_line(a: Attribution) -> str:
 
 
 def footnotes(comparison: Comparison) -> list[str]:
-    notes = ["Passes per arm: " + ", ".join(f"{k}={v}" for k, v in
-                                              sorted(comparison.passes_per_arm.items()))
+    notes = ["Passes per arm: " + (", ".join(f"{k}={v}" for k, v in
+                                               sorted(comparison.passes_per_arm.items()))
+                                     or "none")
              + f". Delta: candidate vs {comparison.baseline}, geometric mean ratio over the "
              "independent units; [95% CI]; pp = percentage points.", star_rule(comparison)]
     notes.append(f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}"

@@ -376,7 +376,8 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
     run = run_cli(path, tmp_path / "results", "noop", env=fault_env())
     assert run.returncode == int(ExitCode.UNPROVEN), run.stderr[-2000:]
     assert "UNPROVEN" in run.stdout and "ran medusa-proposer:baseline" in run.stdout
-    assert "refused before the first measured block" in run.stdout
+    assert "ProofRefused: proof failed in all 2 warm-up pass(es)" in run.stdout
+    assert "refused before its first measured block" in run.stderr
     assert "some launches failed" not in run.stderr
     comparison = compare_run(run.results)
     assert not comparison.passes_per_arm
