@@ -42,7 +42,7 @@ plugins = [e.value for e in metadata.entry_points(group="vllm.general_plugins")]
 print(json.dumps({"python_version": platform.python_version(), "vllm": vllm,
                   "vllm_distribution": dist, "torch": version("torch")[1],
                   "vllm_location": spec.submodule_search_locations[0] if spec else None,
-                  "worker": worker,
+                  "worker": worker, "pip": util.find_spec("pip") is not None,
                   "plugin": "harness.engine.plugin:register" in plugins}))
 """
 
@@ -88,6 +88,13 @@ def checkout_commit(package: Path) -> str | None:
     return git_sha(package) if tracked.returncode == 0 else None
 
 
+def install_fix(python: str, has_pip: bool) -> str:
+    """How to install this specbench into `python`'s environment: with its pip, or where it
+    has none (a `uv venv`) with uv aimed at it."""
+    tool = f"{python} -m pip install" if has_pip else f"uv pip install --python {python}"
+    return f"install specbench there: {tool} -e {Path(__file__).resolve().parents[2]} --no-deps"
+
+
 def check_build(run: RunSpec, where: str) -> dict[str, Any]:
     """The build `run` launches under, refused when it cannot run a specbench worker: no such
     interpreter, no vLLM, no specbench, or (with a swap) no specbench plugin for vLLM."""
@@ -96,8 +103,7 @@ def check_build(run: RunSpec, where: str) -> dict[str, Any]:
         build = probe(python)
     except ScenarioError as exc:
         raise ScenarioError(f"{where}: {exc}") from None
-    fix = (f"install specbench there: {python} -m pip install -e "
-           f"{Path(__file__).resolve().parents[2]} --no-deps")
+    fix = install_fix(python, build.get("pip", True))
     if build["vllm"] is None or build["vllm_location"] is None:
         raise ScenarioError(f"{where}: {python} has no vLLM (import vllm finds nothing)")
     if not build["worker"]:

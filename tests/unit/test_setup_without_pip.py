@@ -93,3 +93,18 @@ def test_without_pip_or_uv_the_line_says_pip_is_missing_not_vllm(pipless: Path) 
     assert line.endswith(f"but no pip, and uv is not on PATH: put uv on PATH (a uv venv "
                          f"installs with it), or add pip with {pipless}/bin/python -m ensurepip")
     assert "no vLLM" not in line
+
+
+def test_a_build_without_pip_is_told_to_install_specbench_with_uv(pipless: Path) -> None:
+    """The probe of a variant's interpreter says whether it has pip, and the fix it prints
+    is one that runs there."""
+    from harness.plan.builds import install_fix, probe
+
+    python = str(pipless / "bin" / "python")
+    found = probe(python)
+    assert found["pip"] is False and found["vllm"] is not None
+    assert install_fix(python, found["pip"]).startswith(
+        f"install specbench there: uv pip install --python {python} -e {ROOT} --no-deps")
+    assert probe(sys.executable)["pip"] is True
+    assert install_fix(sys.executable, True).startswith(f"install specbench there: "
+                                                        f"{sys.executable} -m pip install -e ")
