@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.config.scenario import scenario_hash
 from harness.config.sweep import cell_label
-from harness.env import COMPAT_FIELDS, fingerprint
+from harness.env import COMPAT_FIELDS, find_gpus, fingerprint, gpu_ids
 from harness.errors import ExitCode, ResultsError, ScenarioError, StorageError
 from harness.execute.local import (
     Executor,
@@ -166,6 +166,14 @@ def _same_build(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return key(a) == key(b)
 
 
+def _lock_gpus(plan: Plan) -> list[str] | None:
+    """The GPUs a CUDA run locks (one lock each, harness.machine): those it may use; None (the
+    machine's one lock) for a run on the CPU."""
+    if all(run.device != "cuda" for run in plan.runs):
+        return None
+    return gpu_ids(find_gpus().gpus) or None
+
+
 def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
              progress: Progress = print, run_id: str | None = None,
              clean: bool = False, resume: Path | None = None, wait: bool = True,
@@ -179,9 +187,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     results folder that stops taking writes (a full disk) stops the run with StorageError,
     the manifest saying so. `clean` stops leftover processes of dead runs found there.
 
-    One benchmark at a time: the machine's lock (harness.machine) is held from the run
-    folder's creation to the run's end; a run started meanwhile waits (`wait=False`: refuses,
-    before any folder exists); `shared_machine` takes no lock and the manifest says so.
+    One benchmark at a time: the machine's lock (harness.machine; on GPUs, one lock per GPU
+    the run may use) is held from the run folder's creation to the run's end; a run started
+    meanwhile waits (`wait=False`: refuses, before any folder exists); `shared_machine` takes
+    no lock and the manifest says so.
     """
     started = time.perf_counter()
     scenario, base_dir = plan.scenario, Path(plan.base_dir)
@@ -275,7 +284,7 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
     stack = contextlib.ExitStack()
     holding = stack.enter_context(machine(f"run {run_id} of {scenario.name}", wait,
-                                          shared_machine, progress))
+                                          shared_machine, progress, _lock_gpus(plan)))
     manifest.machine = holding.to_dict()
     started = time.perf_counter()  # a wait for the machine is not the run's (nor its budget's)
     try:
