@@ -93,8 +93,13 @@ class GpuSearch:
 
     def explain(self) -> str:
         """Why `gpus` is what it is, in one line, with the fix when it is empty."""
+        names = ", ".join(g.get("name", "") for g in self.gpus)
+        whole = [g for g in self.machine if "parent_uuid" not in g]
+        if self.gpus and self.visible is not None and len(whole) > len(self.gpus):
+            return (f"{len(self.gpus)} ({names}; CUDA_VISIBLE_DEVICES={self.visible!r} leaves "
+                    f"{len(self.gpus)} of the {len(whole)} that {self.looked[-1]} shows)")
         if self.gpus:
-            return f"{len(self.gpus)} ({', '.join(g.get('name', '') for g in self.gpus)})"
+            return f"{len(self.gpus)} ({names})"
         if not self.machine:
             return f"none (looked at {'; '.join(self.looked)}); {NO_DRIVER_FIX}"
         have = ", ".join(f"{g.get('index')} {g.get('uuid', '')}".strip() for g in self.machine)
@@ -158,14 +163,16 @@ SMI_GPU = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[^)\s]+)\)")
 SMI_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)\s]+)\)")
 
 
-def _smi_migs(smi: str, gpus: list[dict[str, str]]) -> list[dict[str, str]]:
+def _smi_migs(smi: str, gpus: list[dict[str, str]]) -> list[dict[str, str]] | None:
     """The MIG devices `nvidia-smi -L` lists under each GPU (--query-gpu does not list them),
-    each with its parent's details, its own UUID and name."""
+    each with its parent's details, its own UUID and name; None where -L fails."""
     out = _run_smi(smi, "-L")
+    if out is None or out.returncode != 0:
+        return None
     by_uuid = {g.get("uuid"): g for g in gpus}
     migs: list[dict[str, str]] = []
     parent: dict[str, str] = {}
-    for line in out.stdout.splitlines() if out is not None else []:
+    for line in out.stdout.splitlines():
         if (gpu := SMI_GPU.match(line)) is not None:
             parent = by_uuid.get(gpu.group(2), {"index": gpu.group(1), "uuid": gpu.group(2)})
         elif (mig := SMI_MIG.match(line)) is not None and parent:
@@ -186,7 +193,8 @@ def _from_smi() -> Listing:
         return Listing([], f"{smi} (failed: {said})")
     gpus = [dict(zip(GPU_QUERY, (v.strip() for v in line.split(",")), strict=False))
             for line in out.stdout.splitlines() if line.strip()]
-    return Listing(gpus + _smi_migs(smi, gpus), f"{smi} ({len(gpus)} GPU(s))")
+    migs = _smi_migs(smi, gpus)
+    return Listing(gpus + (migs or []), f"{smi} ({len(gpus)} GPU(s))", migs is not None)
 
 
 def _from_proc() -> Listing:

@@ -175,3 +175,19 @@ def test_doctor_names_a_mig_device_and_says_where_it_looked_when_there_is_none(
     smi.unlink()
     [line] = [x for x in doctor_lines() if x.startswith("devices: ")]
     assert "no CUDA GPU" in line and "looked at nvidia-smi (not on PATH); " in line
+
+
+def test_too_few_gpus_says_how_many_cuda_visible_devices_left_of_the_machines(
+        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert env.find_gpus().explain() == (
+        f"1 (NVIDIA A100-SXM4-40GB; CUDA_VISIBLE_DEVICES='1' leaves 1 of the 2 that {smi} "
+        "(2 GPU(s)) shows)")
+
+
+def test_a_mig_uuid_is_taken_on_trust_when_nvidia_smi_l_fails(
+        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi.write_text(FAKE_SMI.replace("  -L)\n", "  -L)\n    exit 9\n"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4-0002")
+    [mig] = env.gpu_details()
+    assert mig["name"] == "MIG-c6d4-0002 (not checked: only nvidia-smi lists MIG devices)"
