@@ -109,24 +109,28 @@ class GpuSearch:
 
 def _named(listing: Listing, entry: str) -> dict[str, str] | None:
     """The device of `listing` that one CUDA_VISIBLE_DEVICES entry names, as CUDA reads it:
-    an index (whole GPUs only) or a UUID prefix; a UUID the source cannot check (a MIG device
-    without nvidia-smi, a GPU where no UUIDs were listed) is taken on trust."""
+    an index (whole GPUs only) or a UUID prefix."""
     if not entry.startswith(("GPU-", "MIG-")):
         return next((g for g in listing.devices
                      if entry and "parent_uuid" not in g and g.get("index") == entry), None)
     found = next((g for g in listing.devices if g.get("uuid", "").startswith(entry)), None)
-    if found is not None:
-        return found
-    parent = entry[len("MIG-"):].split("/")[0] if entry.startswith("MIG-GPU-") else None
+    return found or _unlisted(listing, entry)
+
+
+def _unlisted(listing: Listing, entry: str) -> dict[str, str] | None:
+    """A UUID the listing does not hold: an older driver's MIG UUID (MIG-GPU-<uuid>/<gi>/<ci>)
+    under a GPU it holds, or one the source cannot check (a MIG device where `nvidia-smi -L`
+    did not answer, a GPU where no UUIDs were listed), taken on trust; else None."""
+    parent = entry[len("MIG-"):].split("/")[0] if entry.startswith("MIG-GPU-") else ""
     whole = next((g for g in listing.devices if parent and g.get("uuid") == parent), None)
-    if whole is not None:  # MIG-GPU-<uuid>/<gi>/<ci>, the older drivers' MIG UUID
+    if whole is not None:
         return {**whole, "index": entry, "uuid": entry, "name": f"{whole.get('name')} MIG",
-                "parent_uuid": parent or ""}
+                "parent_uuid": parent}
     if not listing.devices:
         return None
     if entry.startswith("MIG-") and not listing.mig_listed:
         return {"index": entry, "uuid": entry,
-                "name": f"{entry} (not checked: only nvidia-smi lists MIG devices)"}
+                "name": f"{entry} (not checked: only `nvidia-smi -L` lists MIG devices)"}
     if entry.startswith("GPU-") and not any("uuid" in g for g in listing.devices):
         return {"index": entry, "uuid": entry,
                 "name": f"{entry} (not checked: {listing.note} gives no UUIDs)"}

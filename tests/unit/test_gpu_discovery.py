@@ -190,4 +190,4 @@ def test_a_mig_uuid_is_taken_on_trust_when_nvidia_smi_l_fails(
     smi.write_text(FAKE_SMI.replace("  -L)\n", "  -L)\n    exit 9\n"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4-0002")
     [mig] = env.gpu_details()
-    assert mig["name"] == "MIG-c6d4-0002 (not checked: only nvidia-smi lists MIG devices)"
+    assert mig["name"] == "MIG-c6d4-0002 (not checked: only `nvidia-smi -L` lists MIG devices)"
