@@ -2,14 +2,18 @@
 Spec-Bench, SPEED-Bench: harness.config.datasets), each with its category where it has one.
 
 Pure (numpy + json): the same workload and seed give the same prompts in every variant's
-worker, and workload_hash() lets the harness check that they did.
+worker, and workload_hash() lets the harness check that they did. Also where a model's
+config.json is read from (a local folder, or the local Hugging Face cache for a Hub id), and
+its text settings (vocab_size, max_position_embeddings) whether at the top or in text_config.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +117,9 @@ def load_workload(workload: Workload, base_dir: Path,
     `base_dir` resolves relative file paths."""
     if workload.kind == "random":
         if vocab_size is None:
-            raise ScenarioError("workload.kind random needs the model's vocab_size")
+            raise ScenarioError("workload.kind: random needs the model's vocab_size, from its "
+                                "config.json (a local folder, or the local Hugging Face cache "
+                                "for a Hub id); fetch the config or use a file workload")
         prompts = random_prompts(workload.num_prompts, workload.input_len, vocab_size,
                                  workload.seed)
         return prompts, [None] * len(prompts)
@@ -178,10 +184,69 @@ def workload_hash(prompts: list[Prompt]) -> str:
     return digest.hexdigest()[:16]
 
 
-def model_vocab_size(model_dir: Path) -> int | None:
-    """vocab_size from a local model folder's config.json, if it has one."""
-    config = model_dir / "config.json"
-    if not config.is_file():
+def looks_like_hub_id(name: str) -> bool:
+    """Whether `name` reads as a Hugging Face Hub id ("org/model"), not a path."""
+    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
+            and not name.endswith("/"))
+
+
+def hub_cache_dir() -> str | None:
+    """The Hugging Face cache folder the environment names now (HF_HUB_CACHE, else
+    HF_HOME/hub); None: huggingface_hub's own default."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return os.environ[var]
+    home = os.environ.get("HF_HOME")
+    return str(Path(home).expanduser() / "hub") if home else None
+
+
+def hub_cache_text() -> str:
+    """The cache folder hub_cached_config looks in, for messages."""
+    found = hub_cache_dir()
+    if found is None:
+        try:
+            from huggingface_hub import constants
+        except ImportError:
+            return "the Hugging Face cache (huggingface_hub is not installed)"
+        found = str(constants.HF_HUB_CACHE)
+    return found
+
+
+def hub_cached_config(name: str) -> Path | None:
+    """config.json of Hub model `name` where the local Hugging Face cache already holds it
+    (HF_HUB_CACHE / HF_HOME honoured; nothing is downloaded), else None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
         return None
-    value = json.loads(config.read_text()).get("vocab_size")
-    return int(value) if isinstance(value, int) else None
+    found = try_to_load_from_cache(name, "config.json", cache_dir=hub_cache_dir())
+    return Path(found) if isinstance(found, str) else None
+
+
+def model_setting(config: dict[str, Any] | None, key: str) -> int | None:
+    """An integer setting of a model's language model: at the top of its config.json, else
+    under text_config (multimodal configs such as Llama 4 nest vocab_size and
+    max_position_embeddings there)."""
+    for where in (config or {}, (config or {}).get("text_config")):
+        value = where.get(key) if isinstance(where, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def model_config_file(name: str) -> Path | None:
+    """A model's config.json: in its local folder, else (a Hub id) in the local Hugging Face
+    cache; None where neither has one."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path / "config.json" if (path / "config.json").is_file() else None
+    return hub_cached_config(name) if looks_like_hub_id(name) else None
+
+
+def model_vocab_size(name: str) -> int | None:
+    """vocab_size from a model's config.json (model_config_file), if it gives one."""
+    config = model_config_file(name)
+    if config is None:
+        return None
+    data = json.loads(config.read_text(encoding="utf-8"))
+    return model_setting(data if isinstance(data, dict) else None, "vocab_size")

@@ -306,8 +306,8 @@ def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None, result:
     engine_args: dict[str, Any] = json.loads(json.dumps(run.engine_args))
     result.resolved_models = resolve_models(engine_args, cache_dir, base_dir)
     result.timings.models_s = time.perf_counter() - t
-    model_path = Path(engine_args["model"])
-    vocab = model_vocab_size(model_path) if model_path.is_dir() else None
+    # A local folder's config.json, or a Hub id's in the local Hugging Face cache.
+    vocab = model_vocab_size(str(engine_args["model"]))
     check_against_vllm(run.workload, base_dir)
     prompts, categories = load_workload(run.workload, base_dir, vocab)
     prompts, result.prompts_as = chat.render(run.workload, engine_args, prompts)
