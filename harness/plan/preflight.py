@@ -6,7 +6,9 @@ importing vLLM or torch, each refusal one line naming the field (or file and lin
   (harness.config.vllm_args);
 - check_run: one RunSpec on its own, as it will launch: the hardware its device and
   tensor_parallel_size need, its model and draft folders (loadable, the right kind for the
-  method), and its workload (readable prompts that fit the context).
+  method), its context (max_model_len set where the model's own is too long for a GPU), and
+  its workload (readable prompts that fit the context; random ones need the vocab_size);
+- check_open_files: a serve launch's concurrency under the hard open-file limit.
 
 `specbench plan` runs all but the hardware check; `run` runs all of them.
 """
@@ -21,6 +23,12 @@ from typing import Any
 from harness.config.catalog import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_WORD_TOKENIZERS
 from harness.config.scenario import Scenario, Workload, sweep_cells
 from harness.config.sweep import cell_label
+from harness.config.workload import (
+    hub_cache_text,
+    hub_cached_config,
+    looks_like_hub_id,
+    model_setting,
+)
 from harness.env import find_gpus, package_version, usable_cpus
 from harness.errors import HardwareError, ScenarioError
 from harness.wire.spec import Plan, RunSpec
@@ -111,22 +119,6 @@ def check_engine_keys(scenario: Scenario,
             raise ScenarioError(f"{where}.num_speculative_tokens: {k} is out of range (1..32)")
 
 
-def _looks_like_hub_id(name: str) -> bool:
-    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
-            and not name.endswith("/"))
-
-
-def hub_cached_config(name: str) -> Path | None:
-    """config.json of Hub model `name` where the local Hugging Face cache already holds it
-    (HF_HUB_CACHE / HF_HOME honoured; nothing is downloaded), else None."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    found = try_to_load_from_cache(name, "config.json")
-    return Path(found) if isinstance(found, str) else None
-
-
 def resolve_path(name: str, base_dir: Path) -> Path:
     path = Path(name).expanduser()
     return path if path.is_absolute() else base_dir / path
@@ -142,7 +134,7 @@ def model_config(name: str, where: str, base_dir: Path, device: str,
         return BUILTIN_CONFIGS[name]
     path = resolve_path(name, base_dir)
     hub_config = None
-    if not path.is_dir() and device == "cuda" and _looks_like_hub_id(name):
+    if not path.is_dir() and device == "cuda" and looks_like_hub_id(name):
         # A Hub id: checked from the local cache where it is there (the weights may still be
         # downloading, so only the config is read); otherwise vLLM resolves it at start-up
         # (gated models need HF_TOKEN in the environment).
@@ -211,7 +203,7 @@ def check_draft(run: RunSpec, base_dir: Path, target: dict[str, Any] | None) -> 
     if method == "medusa" and isinstance(heads, int) and isinstance(k, int) and k > heads:
         raise ScenarioError(f"num_speculative_tokens{_who(run)}: {k} is more than the "
                             f"{heads} heads of the Medusa draft {name}")
-    vocab, target_vocab = draft.get("vocab_size"), (target or {}).get("vocab_size")
+    vocab, target_vocab = model_setting(draft, "vocab_size"), model_setting(target, "vocab_size")
     if (method in ("medusa", "eagle", "draft_model") and isinstance(vocab, int)
             and isinstance(target_vocab, int) and vocab != target_vocab):
         raise ScenarioError(f"{where}: vocab_size {vocab} differs from the target's "
@@ -250,6 +242,38 @@ def check_hardware(run: RunSpec) -> None:
     if tp > cpus:
         raise HardwareError(f"tensor_parallel_size: {tp}{who} needs {tp} CPU cores on "
                             f"device: cpu (one per worker); this machine allows {cpus}")
+
+
+# Open files a serve-mode process holds besides one socket per request in flight: the
+# server's engine queues, model files and logs; the load generator's /metrics and health.
+OPEN_FILES_HEADROOM = 512
+
+
+def open_files_needed(concurrency: int) -> int:
+    """Open files each serve-mode process needs (the load generator holds one socket per
+    request in flight, and the server the other end of each)."""
+    return concurrency + OPEN_FILES_HEADROOM
+
+
+def open_files_refusal(concurrency: int, hard: int) -> str:
+    """The one line that refuses `concurrency` requests under a hard open-file limit."""
+    needed = open_files_needed(concurrency)
+    return (f"serve.concurrency: {concurrency} requests in flight need about {needed} open "
+            f"files per process, above the hard limit of {hard} here: raise it (ulimit -n "
+            f"{needed}, as root or in limits.conf / the container's --ulimit nofile) or lower "
+            "serve.concurrency")
+
+
+def check_open_files(run: RunSpec) -> None:
+    """A serve launch's concurrency fits the hard open-file limit (the worker raises its soft
+    limit up to it; above it requests would fail with 'Too many open files')."""
+    import resource
+
+    if run.serve is None or run.serve.concurrency is None:
+        return
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < open_files_needed(run.serve.concurrency):
+        raise HardwareError(open_files_refusal(run.serve.concurrency, hard))
 
 
 @dataclass
@@ -301,7 +325,7 @@ def check_fit(run: RunSpec, prompts: _Prompts, target: dict[str, Any] | None) ->
     limit = run.engine_args.get("max_model_len")
     what = f"max_model_len {limit}"
     if not isinstance(limit, int):
-        limit = (target or {}).get("max_position_embeddings")
+        limit = model_setting(target, "max_position_embeddings")
         what = f"the model's max_position_embeddings {limit} (max_model_len unset)"
     if not isinstance(limit, int) or not prompts.lengths:
         return
@@ -314,6 +338,37 @@ def check_fit(run: RunSpec, prompts: _Prompts, target: dict[str, Any] | None) ->
                             f"{what}{_who(run)}: vLLM would stop outputs early")
 
 
+def _no_vocab(model: str, not_cached: bool) -> str:
+    """Why random prompts cannot be drawn for `model`, and the fix, in one line."""
+    if not_cached:
+        return (f"workload.kind: random draws token ids below the model's vocab_size, but "
+                f"{model} is not in the local Hugging Face cache ({hub_cache_text()}): "
+                f"fetch its config first (huggingface-cli download {model} config.json), "
+                "point HF_HUB_CACHE at the cache that holds it, or use a file workload")
+    return (f"workload.kind: random draws token ids below the model's vocab_size, but the "
+            f"config.json of {model} gives none (nor its text_config): use a file workload")
+
+
+# Beyond this context, vLLM's default max_model_len (the model's own) makes its KV-capacity
+# check need room for one request that long: Llama 4 Maverick's 1M tokens do not fit 80 GB.
+LARGE_CONTEXT = 131_072
+
+
+def check_context(run: RunSpec, target: dict[str, Any] | None) -> None:
+    """On a GPU, a model with a very large context needs max_model_len set: unset, vLLM sizes
+    for the model's whole context and refuses at start when the KV cache cannot hold one
+    such request, after minutes of loading weights."""
+    context = model_setting(target, "max_position_embeddings")
+    if (run.device != "cuda" or run.engine_args.get("max_model_len") is not None
+            or context is None or context <= LARGE_CONTEXT):
+        return
+    raise ScenarioError(
+        f"max_model_len{_who(run)}: unset, so vLLM would use {run.engine_args['model']}'s "
+        f"context of {context} tokens (max_position_embeddings) and refuse at start when the "
+        "KV cache cannot hold one request that long; set max_model_len: to what the workload "
+        "needs (prompt + max_tokens)")
+
+
 def check_run(run: RunSpec, base_dir: Path,
               prompts: dict[tuple[str, str], _Prompts] | None = None) -> None:
     """One RunSpec on its own, as it will launch: models, draft, workload (its hardware:
@@ -322,12 +377,14 @@ def check_run(run: RunSpec, base_dir: Path,
     where = f"model{_who(run)}"
     target = model_config(model, where, base_dir, run.device, target=True)
     check_draft(run, base_dir, target)
+    check_context(run, target)
+    vocab = model_setting(target, "vocab_size")
+    if run.workload.kind == "random" and vocab is None:
+        raise ScenarioError(_no_vocab(model, target is None))
     cache = prompts if prompts is not None else {}
     key = (run.workload.model_dump_json(), model)
     if key not in cache:
-        vocab = (target or {}).get("vocab_size")
-        cache[key] = _read_prompts(run.workload, base_dir, model,
-                                   vocab if isinstance(vocab, int) else None)
+        cache[key] = _read_prompts(run.workload, base_dir, model, vocab)
     check_fit(run, cache[key], target)
 
 
@@ -341,6 +398,7 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
 
     for run in plan.runs if hardware else []:
         check_hardware(run)
+        check_open_files(run)
     builds = builds_of(plan) if hardware else {}
     descriptions = {name: description(build["vllm"], build["python"])
                     for name, build in builds.items()}
