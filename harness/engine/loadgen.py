@@ -86,14 +86,28 @@ def completion_payload(model: str, prompt: str | list[int], max_tokens: int, *,
     return payload
 
 
+def exception_text(exc: BaseException) -> str:
+    """'Type: message', or the exception's repr where its message is empty (a bare
+    ServerDisconnectedError or OSError would otherwise read as nothing after the colon)."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else repr(exc)
+
+
+def server_error_text(err: Any) -> str:
+    """The reason in a server's error event: its message, else the whole event (vLLM sends
+    an empty message for an exception whose text is empty, e.g. out of open files)."""
+    message = err.get("message") if isinstance(err, dict) else err
+    if isinstance(message, str) and message.strip():
+        return message.strip()
+    return f"no message ({json.dumps(err, sort_keys=True, default=repr)[:ERROR_CHARS]})"
+
+
 def _apply_event(result: StreamedRequest, data: Any, elapsed: float) -> None:
     """Fold one SSE data object into `result`."""
     if not isinstance(data, dict):
         raise ValueError(f"stream event is not an object: {str(data)[:80]}")
     if "error" in data:
-        err = data["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        raise ValueError(f"server error in stream: {message}")
+        raise ValueError(f"server error in stream: {server_error_text(data['error'])}")
     choices = data.get("choices")
     if choices:
         choice = choices[0]
@@ -150,7 +164,7 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, payload: d
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a failed request is a record, not a crash
-        result.error = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+        result.error = exception_text(exc)[:ERROR_CHARS]
     return result
 
 

