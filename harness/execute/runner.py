@@ -114,6 +114,22 @@ def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
     return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})
 
 
+def failed_to_start(run: RunSpec, records: list[RunRecord]) -> str | None:
+    """Why a launch is not started: an earlier launch of the same arms and cell failed before
+    its first pass (an engine or server that did not start, a start-up timeout, a refusal in
+    the warm-up). Its later rounds would load the same engine and fail the same way: a cold
+    GPU model costs minutes each. None: launch it."""
+    for earlier in records:
+        result = earlier.result
+        if (earlier.status in ("failed", "timeout") and earlier.variant == run.variant
+                and earlier.cell == run.cell
+                and (result is None or not (result.passes or result.warmup_passes))):
+            first = (earlier.error or earlier.status).splitlines()[0][:300]
+            return (f"not launched: {earlier.run_key}, the same configuration, failed before "
+                    f"its first pass ({first}); `specbench run --resume` tries it again")
+    return None
+
+
 def unlaunched_record(run: RunSpec, **fields: Any) -> RunRecord:
     """The record of a launch whose worker never reported (models failed, or interrupted)."""
     return RunRecord(**run.record_fields(), wall_s=0.0, **fields)
@@ -345,6 +361,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                                 error=f"the executor failed: {type(exc).__name__}: {exc}"))
                 for run in todo if launch_all is None else []:
                     begun(run)
+                    why = failed_to_start(run, outcome.records)
+                    if why is not None:  # the same engine would load, and fail, again
+                        ended(run, unlaunched_record(run, status="failed", error=why))
+                        continue
                     pinned = pin_kv_capacity(run, outcome.records)
                     if pinned is not run:
                         progress(f"{run.run_key}: KV cache pinned to "

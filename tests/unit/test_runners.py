@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.scenario import load_scenario
+from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import HardwareError, ScenarioError
 from harness.plan.plan import expand_plan
 from harness.plan.runners import check_runner, expected_platform
@@ -156,6 +156,33 @@ def test_later_gpu_launches_are_pinned_to_the_first_launchs_kv_capacity() -> Non
     assert pin_kv_capacity(own, [done(first, 900)]) is own
     cpu = later.model_copy(update={"device": "cpu"})
     assert pin_kv_capacity(cpu, [done(first, 900)]) is cpu
+
+
+def test_a_configuration_that_failed_to_start_is_not_launched_again() -> None:
+    """A cold GPU model costs minutes to load: after a launch of an arm fails before its first
+    pass (a server start-up timeout), that arm's later rounds are not launched, and say why;
+    an arm whose launch measured passes before failing is launched again, as is another arm."""
+    from harness.execute.runner import failed_to_start
+    from harness.wire.records import RunRecord, WorkerResult
+    from testkit.factory import simple_pass
+
+    path = SCENARIOS / "cpu-medusa-speedup.yaml"
+    data = load_scenario(path).model_dump(mode="json", exclude_unset=True)
+    data["rounds"] = 2
+    runs = expand_plan(parse_scenario(data), scenario_file=path).runs
+    first = runs[0]
+    again = next(r for r in runs if r.variant == first.variant and r.round == 1)
+    other = next(r for r in runs if r.variant != first.variant)
+    timed_out = RunRecord(**first.record_fields(), status="failed", wall_s=600.0,
+                          error="the server did not start within serve.startup_timeout_s=600s")
+    why = failed_to_start(again, [timed_out])
+    assert why is not None and why.startswith(f"not launched: {first.run_key}, the same "
+                                              "configuration, failed before its first pass")
+    assert "startup_timeout_s=600s" in why and "--resume" in why
+    assert failed_to_start(other, [timed_out]) is None
+    measured = timed_out.model_copy(update={"result": WorkerResult(
+        run_key=first.run_key, status="failed", passes=[simple_pass(0, 1.0)])})
+    assert failed_to_start(again, [measured]) is None
 
 
 def test_v1_proposer_code_under_v2_is_refused_at_plan_time(tmp_path: Path) -> None:
