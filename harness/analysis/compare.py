@@ -132,6 +132,7 @@ class Arms:
     no_speculation: str | None = None  # the arm without speculation, if any
     draft_tokens: dict[str, int] = field(default_factory=dict)  # k of each speculative arm
     primary_metric: str = "output_throughput"  # the row tested alone at 5%
+    exact_parity: bool = True  # greedy outputs must repeat bit for bit (Parity.exact)
 
     @classmethod
     def of(cls, scenario: Scenario, design: Design,
@@ -146,7 +147,7 @@ class Arms:
                               for n in scenario.candidates},
             design=design, tp_sizes=tp_sizes(scenario),
             no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
-            primary_metric=scenario.primary_metric)
+            primary_metric=scenario.primary_metric, exact_parity=scenario.exact_parity)
 
     @classmethod
     def of_launch(cls, run: RunSpec, tp_size: int) -> Arms:
@@ -237,7 +238,8 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
             mark_family(cand.rows, primary_metric)
             if arms.greedy:
                 cand.parity = output_parity(runs, baseline, name,
-                                            arms.expect_identical.get(name, False))
+                                            arms.expect_identical.get(name, False),
+                                            arms.exact_parity)
                 if cand.parity is not None and cand.parity.violated:
                     warnings.append(
                         f"{name}: greedy outputs differ from {baseline}'s where they must not "

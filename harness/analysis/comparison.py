@@ -6,8 +6,11 @@ harness.analysis.gate. No computation here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
 
 from harness.analysis.profiles import OpDelta
 from harness.analysis.stats import DeltaEstimate
@@ -47,21 +50,63 @@ class MetricRow:
 
 @dataclass
 class Parity:
-    """Greedy output parity of a candidate against the baseline's first pass."""
+    """Greedy output parity of a candidate against the baseline's first pass, judged against
+    the baseline's own: where exact parity cannot be demanded (vLLM on a GPU is not
+    batch-invariant by default, and serve batches follow arrival times), a candidate is a
+    mismatch only when its passes repeat the baseline's outputs less often than the baseline's
+    own later passes do (a one-sided permutation test on the passes' identical fractions, at
+    PARITY_ALPHA; the pass is the unit, since one pass's batches move many outputs at once)."""
 
     compared: int  # (pass, prompt) pairs compared
     identical: int
     first_divergence: int | None  # earliest token position where any output differs
     baseline_self_identical: float | None  # baseline passes vs its own first pass
     expected: bool = False  # the scenario says outputs must be identical
+    exact: bool = True  # exact parity is demanded (a CPU, or VLLM_BATCH_INVARIANT=1)
+    # Per pass, the fraction of its outputs identical to the baseline's first pass: the
+    # candidate's passes, and the baseline's own later passes.
+    pass_identical: list[float] = field(default_factory=list)
+    self_pass_identical: list[float] = field(default_factory=list)
 
     @property
     def fraction(self) -> float:
         return self.identical / self.compared if self.compared else float("nan")
 
     @property
+    def judged(self) -> bool:
+        """Whether a mismatch can be told: exact parity, or enough of the baseline's own
+        repeats that the test can reach PARITY_ALPHA at all."""
+        n, m = len(self.pass_identical), len(self.self_pass_identical)
+        return self.exact or (n > 0 and m > 0 and 1 / math.comb(n + m, m) < PARITY_ALPHA)
+
+    @property
+    def p_value(self) -> float | None:
+        """The one-sided permutation p of 'the candidate repeats the baseline less often than
+        the baseline repeats itself' (None: exact parity, or not judged)."""
+        if self.exact or not self.judged:
+            return None
+        from scipy.stats import permutation_test
+
+        cand = np.asarray(self.pass_identical)
+        own = np.asarray(self.self_pass_identical)
+        if np.all(cand == own[0]) and np.all(own == own[0]):
+            return 1.0
+        result = permutation_test(
+            (cand, own), lambda a, b: np.mean(a) - np.mean(b), permutation_type="independent",
+            alternative="less", n_resamples=1999, random_state=0)
+        return float(result.pvalue)
+
+    @property
     def violated(self) -> bool:
-        return self.expected and self.identical < self.compared
+        if not self.expected or self.identical == self.compared:
+            return False
+        if self.exact:
+            return True
+        p = self.p_value
+        return p is not None and p < PARITY_ALPHA
+
+
+PARITY_ALPHA = 0.05
 
 
 @dataclass

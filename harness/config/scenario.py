@@ -37,6 +37,8 @@ from harness.errors import ScenarioError
 METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator",
                             "dflash", "dspark"}
 
+# vLLM's batch-invariant mode: greedy outputs repeat bit for bit on a GPU (Scenario.exact_parity).
+BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _PATCH_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
@@ -832,6 +834,16 @@ class Scenario(StrictModel):
         if self.design == "auto":
             return "one-engine" if self.one_engine_blocker() is None else "launch-per-arm"
         return self.design
+
+    @property
+    def exact_parity(self) -> bool:
+        """Whether greedy outputs must repeat bit for bit: on a CPU, or with vLLM's
+        batch-invariant mode (env VLLM_BATCH_INVARIANT=1) in every arm. vLLM on a GPU is not
+        batch-invariant by default: a pass's batches, and so its float sums, differ."""
+        if self.device == "cpu":
+            return True
+        return all({**self.env, **v.env}.get(BATCH_INVARIANT_ENV) == "1"
+                   for v in self.variants.values())
 
     def expects_identical_outputs(self, variant: str) -> bool:
         """Whether `variant`'s greedy outputs must match the baseline's exactly."""

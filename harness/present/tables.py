@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.analysis.comparison import (
+    PARITY_ALPHA,
     Attribution,
     CandidateResult,
     Comparison,
@@ -25,6 +26,7 @@ from harness.analysis.comparison import (
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
+from harness.config.scenario import BATCH_INVARIANT_ENV
 from harness.present.speedup import (
     render_markdown_decompositions,
     render_terminal_decompositions,
@@ -78,7 +80,31 @@ def format_parity(cand: CandidateResult) -> str | None:
         text += f", first divergence at token {parity.first_divergence}"
     if parity.violated:
         text += " MISMATCH"
+    elif parity.expected and not parity.judged and parity.identical < parity.compared:
+        text += " (not judged: no baseline repeat)"
     return text
+
+
+def format_baseline_parity(comparison: Comparison) -> str:
+    """The baseline's parity cell: the reference, and how often it repeats its own outputs
+    (pass against its first pass) where it ran more than one."""
+    own = next((c.parity.baseline_self_identical for c in comparison.candidates
+                if c.parity is not None and c.parity.baseline_self_identical is not None), None)
+    return "reference" if own is None else f"reference, repeats itself {100 * own:.1f}%"
+
+
+def parity_note(comparison: Comparison) -> str | None:
+    """How parity was judged where exact parity cannot be demanded (a GPU without vLLM's
+    batch-invariant mode)."""
+    loose = [c.parity for c in comparison.candidates
+             if c.parity is not None and c.parity.expected and not c.parity.exact]
+    if not loose:
+        return None
+    return ("Parity: vLLM on a GPU is not batch-invariant by default, so even the baseline's "
+            "greedy outputs may differ between passes; a candidate is a MISMATCH only when it "
+            "repeats the baseline's outputs less often than the baseline repeats its own "
+            f"(Fisher's exact test, one-sided, {PARITY_ALPHA:g}). To demand exact parity: "
+            f"env: {{{BATCH_INVARIANT_ENV}: '1'}} (vLLM's batch-invariant mode).")
 
 
 NOT_SPECULATING = "—"  # an acceptance cell of the arm that runs without speculation
@@ -185,7 +211,7 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         rows.append(line)
     parity = [format_parity(c) for c in comparison.candidates]
     if any(parity):
-        line = ["Output parity vs baseline", "reference"]
+        line = ["Output parity vs baseline", format_baseline_parity(comparison)]
         for text in parity:
             line += [text or "n/a", ""]
         rows.append(line)
@@ -376,6 +402,9 @@ def footnotes(comparison: Comparison) -> list[str]:
                                                         comparison.machine) if x))
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
+    parity = parity_note(comparison)
+    if parity:
+        notes.append(parity)
     if comparison.no_speculation is not None:
         notes.append(speedup_note(comparison))
     notes.extend(attribution_line(a) for a in comparison.attributions)
