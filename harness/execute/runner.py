@@ -361,9 +361,9 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                                 error=f"the executor failed: {type(exc).__name__}: {exc}"))
                 for run in todo if launch_all is None else []:
                     begun(run)
-                    why = failed_to_start(run, outcome.records)
-                    if why is not None:  # the same engine would load, and fail, again
-                        ended(run, unlaunched_record(run, status="failed", error=why))
+                    skipped = failed_to_start(run, outcome.records)
+                    if skipped is not None:  # the same engine would load, and fail, again
+                        ended(run, unlaunched_record(run, status="failed", error=skipped))
                         continue
                     pinned = pin_kv_capacity(run, outcome.records)
                     if pinned is not run:

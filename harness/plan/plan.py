@@ -19,6 +19,7 @@ from harness.config.scenario import (
 )
 from harness.errors import ScenarioError
 from harness.plan.overlay import Overlays, refusal, resolve_overlays
+from harness.wire.overlay import OverlaySpec
 from harness.wire.spec import ArmSpec, Design, Plan, PlanCell, RunSpec
 
 
@@ -60,6 +61,21 @@ def _python(scenario: Scenario, variant: str, base_dir: Path) -> str | None:
     return str(path if path.is_absolute() else base_dir / path)
 
 
+# vLLM's compile cache reloads a compiled forward without tracing it again, so an overlay's
+# dispatcher in code the model compiles would never be traced (the backstop that refuses it at
+# start-up never fires) and never called: it would read "ran 0 times" instead of the truth.
+COMPILE_CACHE_ENV = "VLLM_DISABLE_COMPILE_CACHE"
+
+
+def launch_env(scenario: Scenario, name: str, overlay: OverlaySpec | None) -> dict[str, str]:
+    """A launch's environment: the scenario's, the variant's over it, and for an overlay
+    vLLM's compile cache off (unless the scenario sets it), so the overlaid code is traced."""
+    env = {**scenario.env, **scenario.variants[name].env}
+    if overlay is not None:
+        env.setdefault(COMPILE_CACHE_ENV, "1")
+    return env
+
+
 def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
                      base_dir: Path, overlays: Overlays | None) -> list[RunSpec]:
     base = scenario.baseline
@@ -79,7 +95,7 @@ def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
             # The engine starts as the baseline is configured; the arms switch at run time.
             engine_args=engine_args_for(scenario, base),
             implementation=scenario.variants[base].implementation,
-            env={**scenario.env, **scenario.variants[base].env}, workload=scenario.workload,
+            env=launch_env(scenario, base, overlay), workload=scenario.workload,
             timeout_s=scenario.timeout_s, mode=scenario.mode, serve=serve, design="one-engine",
             arms=arms, block_order=block_order(scenario, r), blocks=blocks,
             precision=scenario.precision,
@@ -158,7 +174,7 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
                 device=scenario.device,
                 engine_args=engine_args_for(scenario, name),
                 implementation=variant.implementation,
-                env={**scenario.env, **variant.env},
+                env=launch_env(scenario, name, overlay),
                 workload=scenario.workload,
                 timeout_s=scenario.timeout_s,
                 mode=scenario.mode,

@@ -71,6 +71,16 @@ def test_the_seed_diff_shares_one_engine_and_every_arm_is_proven() -> None:
         "vllm/v1/spec_decode/medusa.py: MedusaProposer.propose: body changed"]}
     # The spec survives the trip through spec.json.
     assert OverlaySpec.model_validate_json(spec.model_dump_json()) == spec
+    # vLLM's compile cache would load a forward compiled without the overlay, untraced.
+    assert run.env["VLLM_DISABLE_COMPILE_CACHE"] == "1"
+
+
+def test_an_overlay_launch_keeps_the_compile_cache_setting_the_scenario_gives() -> None:
+    data = overlay_scenario()
+    data["env"] = {"VLLM_DISABLE_COMPILE_CACHE": "0"}
+    assert plan_of(data).runs[0].env["VLLM_DISABLE_COMPILE_CACHE"] == "0"
+    swap = yaml.safe_load((SCENARIOS / "cpu-medusa-proposer.yaml").read_text())
+    assert "VLLM_DISABLE_COMPILE_CACHE" not in plan_of(swap).runs[0].env
 
 
 def test_baseline_and_candidate_each_overlay_their_own_diff() -> None:
