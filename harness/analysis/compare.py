@@ -378,7 +378,8 @@ def mark_own_parts(comparison: Comparison, scenario: Scenario,
             name = parse_implementation(variant.implementation)[0]
             swap = SWAPS.get(name)
             if swap is not None and swap.part is not None:
-                part, why = swap.part, f"the swap {name} changes it"
+                part, why = swap.part, f"the swap {name} changes it" + (
+                    f"; {swap.part_leaves_out}" if swap.part_leaves_out else "")
         arm = next((a for a in (overlay.arms if overlay else [])
                     if a.variant == cand.name and a.change is not None), None)
         if arm is not None:

@@ -33,6 +33,8 @@ class Swap:
     # The part of the engine step its code runs in (a key of config.scenario.PART_ROWS): the
     # table marks that row as the change's own. None: not one part.
     part: str | None = None
+    # What of the change that part's row leaves out (said beside the row's delta), if any.
+    part_leaves_out: str | None = None
 
 
 def _discover() -> dict[str, Swap]:
