@@ -174,3 +174,42 @@ def test_every_file_a_report_and_a_gate_write_is_in_the_results_readme(
 
 def test_an_undocumented_name_is_reported() -> None:
     assert undocumented({"figures", "novel.bin"}, "| `figures/` | pictures |") == ["novel.bin"]
+
+
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+TOP = ("harness/", "tests/", "scripts/", "scenarios/", "docs/", "results/", "testkit/", ".ci/")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.\w+)*(\(\))?")
+PLACEHOLDER = re.compile(r"[<*]|my_swap|my-swap")
+
+
+FENCE = re.compile(r"```.*?```", re.S)
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _spans(text: str) -> list[str]:
+    """The backquoted spans of a page, code blocks left out."""
+    return re.findall(r"`([^`\n]+)`", FENCE.sub("", text))
+
+
+def test_the_paths_contributing_names_exist() -> None:
+    named = {s for s in _spans(CONTRIBUTING.read_text()) if s.startswith(TOP)
+             and " " not in s and not PLACEHOLDER.search(s)}
+    assert len(named) > 30, named
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert not missing, f"CONTRIBUTING.md names paths that do not exist: {missing}"
+
+
+def test_the_names_contributing_gives_are_in_the_code() -> None:
+    """Every identifier CONTRIBUTING.md puts in backquotes (`pass_row()`, `PART_ROWS`,
+    `DeltaEstimate.exact`) is a word of the code, so a rename shows here."""
+    code = " ".join(p.read_text() for folder in ("harness", "tests", "testkit", "scripts")
+                    for p in (ROOT / folder).rglob("*.py"))
+    code += " ".join(p.read_text() for p in (ROOT / "scripts").glob("*.sh"))
+    words = set(re.findall(r"\w+", code))
+    names = {s for s in _spans(CONTRIBUTING.read_text())
+             if IDENTIFIER.fullmatch(s) and not PLACEHOLDER.search(s)
+             and not COMMIT.fullmatch(s)}
+    assert {"pass_row()", "GATEABLE_METRICS", "PART_ROWS"} <= names
+    missing = sorted(n for n in names
+                     if not all(part in words for part in n.removesuffix("()").split(".")))
+    assert not missing, f"CONTRIBUTING.md names what the code does not have: {missing}"
