@@ -74,12 +74,14 @@ def history(results: str | Path = "results", scenario: str | None = None,
     return indexed(results, scenario, metric, candidate, status)
 
 
-def table(comparison: Comparison | SweepComparison, markdown: bool = False) -> str:
-    """The comparison as the terminal shows it, or (`markdown`) as a PR description."""
+def table(comparison: Comparison | SweepComparison, markdown: bool = False,
+          rows: str = "pr") -> str:
+    """The comparison as the terminal shows it, or (`markdown`) as a PR description; `rows`:
+    pr (the verdict and the seed PRs' rows, the rest folded), all, or row keys."""
     from harness.present import tables
 
     if isinstance(comparison, SweepComparison):
-        return (tables.render_sweep_markdown(comparison) if markdown
+        return (tables.render_sweep_markdown(comparison, rows=rows) if markdown
                 else tables.render_sweep_terminal(comparison))
-    return (tables.render_markdown(comparison) if markdown
-            else tables.render_terminal(comparison))
+    return (tables.render_markdown(comparison, rows=rows) if markdown
+            else tables.render_terminal(comparison, rows=rows))

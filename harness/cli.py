@@ -61,6 +61,19 @@ InconclusiveOpt = Annotated[
         "0 (pass) or 4 (fail)."),
 ]
 
+RowsOpt = Annotated[
+    str, typer.Option(
+        "--rows", help="The table's rows: pr (the verdict, the seed PRs' rows and the notes "
+        "that matter; the rest folded), all (every row and note), or row keys separated by "
+        "commas (summary.json's, parity, speedup). summary.json keeps every row either way."),
+]
+GithubSummaryOpt = Annotated[
+    bool, typer.Option(
+        "--github-summary", help="Also append the Markdown table to $GITHUB_STEP_SUMMARY "
+        "(the job summary in GitHub Actions), or where that is not set, write it to "
+        "pr-comment.md in the run folder."),
+]
+
 
 def _err(message: str) -> None:
     print(f"specbench: error: {message}", file=sys.stderr)
@@ -111,6 +124,8 @@ def run(
         "--profile", help="Profile each arm after its measured passes (the scenario's "
         "profile:, else 2 passes per arm): torch profiler traces under the run's profiles/ "
         "and a table of the ops whose self time differs most.")] = False,
+    rows: RowsOpt = "pr",
+    github_summary: GithubSummaryOpt = False,
 ) -> int:
     """Run every variant of SCENARIO on real vLLM and print the comparison table. One
     benchmark at a time per machine: while another specbench run holds it, this one waits
@@ -137,11 +152,13 @@ def run(
             spec, path, base_dir, results_dir, chosen, _progress, run_id=run_id, clean=clean,
             resume=resume, gate=inconclusive.value if gate else None,
             on_launches=lambda n: setattr(view, "total", n), wait=not no_wait,
-            shared_machine=shared_machine)
+            shared_machine=shared_machine, rows=rows, github_summary=github_summary)
     finally:
         view.close()
     print(finished.text, end="")
     _progress(f"results: {finished.run.path}")
+    if github_summary:
+        _summary_written(finished.run.path)
     for line in finished.errors:
         _err(line)
     if finished.gated is not None:
@@ -151,6 +168,12 @@ def run(
 
 def _progress(message: str) -> None:
     print(f"specbench: {message}", file=sys.stderr, flush=True)
+
+
+def _summary_written(run_dir: Path) -> None:
+    from harness.present.outputs import pr_comment_target
+
+    _progress(f"Markdown summary: {pr_comment_target(run_dir)}")
 
 
 def _print_gate(gated: Any) -> None:
@@ -170,16 +193,21 @@ def report(
     force: Annotated[bool, typer.Option(
         help="Compare arms even where their launches ran on unlike nodes (a cluster).")
     ] = False,
+    rows: RowsOpt = "pr",
+    github_summary: GithubSummaryOpt = False,
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
     from harness.wire.manifest import resolve_run_dir
     from harness.workflow import write_report
 
     run_dir = resolve_run_dir(results)
-    _, text = write_report(run_dir, html=html, force=force)
+    _, text = write_report(run_dir, html=html, force=force, rows=rows,
+                           github_summary=github_summary)
     print((run_dir / "table.md").read_text() if markdown else text, end="")
     if html:
         print(f"specbench: report: {run_dir / 'report.html'}", file=sys.stderr)
+    if github_summary:
+        _summary_written(run_dir)
     return 0
 
 
@@ -194,6 +222,7 @@ def compare(
     force: Annotated[bool, typer.Option(
         help="Compare even if environments or workloads differ.")] = False,
     markdown: Annotated[bool, typer.Option(help="Print Markdown instead.")] = False,
+    rows: RowsOpt = "pr",
 ) -> int:
     """Compare two stored runs (e.g. the same scenario on two git checkouts)."""
     from harness.analysis.crossrun import compare_runs
@@ -202,8 +231,8 @@ def compare(
 
     a, b = load_run(base), load_run(candidate)
     comparison = compare_runs(a, b, base_variant, candidate_variant, force)
-    print(render_markdown(comparison, a.manifest.fingerprint or None) if markdown
-          else render_terminal(comparison), end="")
+    print(render_markdown(comparison, a.manifest.fingerprint or None, rows) if markdown
+          else render_terminal(comparison, rows=rows), end="")
     return 0
 
 

@@ -75,12 +75,14 @@ def _run(run: Run | Path | str) -> Run:
 
 
 def write_report(run: Run | Path | str, html: bool = False, figures: bool = True,
-                 force: bool = False) -> tuple[Analysis, str]:
-    """Compare a stored run and write its tables, summary, frames and figures
-    (harness.present.outputs); the analysis and the terminal table."""
+                 force: bool = False, rows: str = "pr",
+                 github_summary: bool = False) -> tuple[Analysis, str]:
+    """Compare a stored run and write its tables (`rows`: pr, all or keys), summary, frames
+    and figures (harness.present.outputs; `github_summary`: the Markdown to the job summary
+    too); the analysis and the terminal table."""
     run = _run(run)
     analysis = analyze(run, force)
-    return analysis, write_outputs(run, analysis, html, figures)
+    return analysis, write_outputs(run, analysis, html, figures, rows, github_summary)
 
 
 def gate_run(run: Run | Path | str, against: str | None = None,
@@ -251,11 +253,13 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
                  run_id: str | None = None, clean: bool = False, resume: Path | None = None,
                  gate: Inconclusive | None = None,
                  on_launches: Callable[[int], Any] | None = None, wait: bool = True,
-                 shared_machine: bool = False) -> Finished:
+                 shared_machine: bool = False, rows: str = "pr",
+                 github_summary: bool = False) -> Finished:
     """Plan `spec`, run every launch through `executor`, load the Run once, analyse it once,
     write its files and (`gate`: with this policy for undecided metrics) judge it. The exit
     code: an interrupted or storage-failed run as the runner says; else a gate's verdict when
-    gated; else UNPROVEN, PARITY or RUN_FAILED, in that order."""
+    gated; else UNPROVEN, PARITY or RUN_FAILED, in that order. `rows` and `github_summary`:
+    how the tables are written (write_outputs)."""
     from harness.execute.runner import run_plan
     from harness.plan.plan import expand_plan
 
@@ -275,7 +279,8 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
         raise IncomparableError(f"{exc}; the run's records are kept in "
                                 f"{outcome.run_dir}") from None
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
-    text = write_outputs(run, analysis, figures=not outcome.interrupted)
+    text = write_outputs(run, analysis, figures=not outcome.interrupted, rows=rows,
+                         github_summary=github_summary)
     finished = Finished(run, analysis, text, int(outcome.exit_code))
     # A launch the proof refused in its warm-up failed as UNPROVEN, not as a broken engine.
     refused_only = all(r.status == "ok" or ProofRefused.refused(r.error)

@@ -52,23 +52,25 @@ def write_parquet(path: Path, frame: pd.DataFrame) -> None:
 
 
 def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool = False,
-                  figures: bool = True) -> str:
+                  figures: bool = True, rows: str = "pr",
+                  github_summary: bool = False) -> str:
     """Write table.txt, table.md (linking the figures), summary.json, the Parquet frames and
     figures/*.png|svg beside the run's records; with `html`, also the self-contained
     report.html (`figures=False`: no figures, as after Ctrl-C, when a prompt exit matters
     more; `specbench report` draws them later). Returns the terminal table. A sweep gets its
     summary table, break-even and one table per cell, the tidy sweep.parquet and its own
     figures. The Parquet frames are derived from the raw records, which stay the source of
-    truth."""
+    truth. `rows`: the tables' rows (pr, all or keys; summary.json keeps every row either
+    way); `github_summary`: the Markdown also goes to the job summary (write_pr_comment)."""
     fingerprint = run.manifest.fingerprint or None
     sweep = analysis if isinstance(analysis, SweepComparison) else None
     if sweep is not None:
         text = render_sweep_terminal(sweep)
-        markdown = render_sweep_markdown(sweep, fingerprint)
+        markdown = render_sweep_markdown(sweep, fingerprint, rows)
     else:
         assert isinstance(analysis, Comparison)
-        text = render_terminal(analysis)
-        markdown = render_markdown(analysis, fingerprint)
+        text = render_terminal(analysis, rows=rows)
+        markdown = render_markdown(analysis, fingerprint, rows)
     write_text_atomic(run.path / "table.txt", text)
     write_json_atomic(run.path / "summary.json", summary(run, analysis))
     write_parquet(run.path / "passes.parquet", run.passes)
@@ -90,7 +92,31 @@ def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool =
     write_text_atomic(run.path / "table.md", markdown + markdown_links(pngs, run.path))
     if html:
         write_text_atomic(run.path / "report.html", report_page(run, analysis, pngs))
+    if github_summary:
+        write_pr_comment(run.path, markdown)
     return text
+
+
+PR_COMMENT = "pr-comment.md"
+
+
+def pr_comment_target(run_dir: Path) -> Path:
+    """Where write_pr_comment puts the Markdown: $GITHUB_STEP_SUMMARY when set (a GitHub
+    Actions step), else pr-comment.md in the run folder."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return Path(step_summary) if step_summary else run_dir / PR_COMMENT
+
+
+def write_pr_comment(run_dir: Path, markdown: str) -> Path:
+    """The table's Markdown (without the figure links, which point into the run folder)
+    appended to the job summary, or written to pr-comment.md; returns where it went."""
+    target = pr_comment_target(run_dir)
+    if target.name == PR_COMMENT and target.parent == run_dir:
+        write_text_atomic(target, markdown)
+    else:
+        with target.open("a", encoding="utf-8") as out:
+            out.write(markdown + "\n")
+    return target
 
 
 def write_gate_files(run_dir: Path, comparison: Comparison, result: GateResult,

@@ -7,7 +7,10 @@ GateResult (harness.analysis.gate); figures are harness.present.figures.
 
 from __future__ import annotations
 
+import html
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -26,13 +29,27 @@ from harness.analysis.comparison import (
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
+from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import BATCH_INVARIANT_ENV
+from harness.present.headline import (
+    PARITY_ROW,
+    SPEEDUP_ROW,
+    STATUS_ROW,
+    RowChoice,
+    fold_duplicates,
+    pick_notes,
+    short_label,
+    shorten,
+    tidy_paths,
+    verdicts,
+)
 from harness.present.speedup import (
     render_markdown_decompositions,
     render_terminal_decompositions,
 )
 
 SIGNIFICANT_MARK = "*"
+escape_html = html.escape
 
 
 def format_value(value: float) -> str:
@@ -163,8 +180,9 @@ def own_part_notes(comparison: Comparison) -> list[str]:
     return out
 
 
-def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    """Header and rows shared by the terminal and Markdown tables."""
+def keyed_rows(comparison: Comparison) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Header and every row of the table, each with its key (a metric's, or SPEEDUP_ROW,
+    STATUS_ROW, PARITY_ROW), shared by the terminal and Markdown tables."""
     header = ["Metric", comparison.baseline]
     for cand in comparison.candidates:
         header += [cand.name, "Delta" if len(comparison.candidates) == 1 else f"Delta {cand.name}"]
@@ -173,7 +191,7 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         for row in cand.rows:
             if (row.key, row.label) not in keys:
                 keys.append((row.key, row.label))
-    rows = []
+    rows: list[tuple[str, list[str]]] = []
     own = {c.own_part for c in comparison.candidates if c.own_part}
     for key, label in keys:
         line = [f"{label} {OWN_MARK}" if key in own else label]
@@ -198,24 +216,114 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         else:
             line.append(format_value(base_value) if base_value is not None else
                         ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
-        rows.append(line + cells)
+        rows.append((key, line + cells))
     if comparison.no_speculation is not None and keys:
         line = [SPEEDUP_LABEL, speedup_cell(comparison, comparison.baseline)]
         for cand in comparison.candidates:
             line += [speedup_cell(comparison, cand.name), ""]
-        rows.append(line)
+        rows.append((SPEEDUP_ROW, line))
     if not keys:  # nothing compared: say why per column
         line = ["Status", comparison.baseline_status.upper()]
         for cand in comparison.candidates:
             line += [cand.status.upper(), ""]
-        rows.append(line)
+        rows.append((STATUS_ROW, line))
     parity = [format_parity(c) for c in comparison.candidates]
     if any(parity):
         line = ["Output parity vs baseline", format_baseline_parity(comparison)]
         for text in parity:
             line += [text or "n/a", ""]
-        rows.append(line)
+        rows.append((PARITY_ROW, line))
     return header, rows
+
+
+def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and every row (`--rows all`), shared by the terminal and Markdown tables."""
+    header, rows = keyed_rows(comparison)
+    return header, [cells for _, cells in rows]
+
+
+@dataclass
+class Layout:
+    """What one rendering shows: the verdicts, the chosen rows (duplicates folded), the rest
+    of the rows, the notes shown and every note."""
+
+    verdicts: list[str]
+    header: list[str]
+    shown: list[list[str]]
+    rest: list[list[str]]
+    notes: list[str]  # under the table
+    every_note: list[str]  # behind the fold (all of them)
+    left_out: int  # key notes that did not fit under the table
+
+
+def layout(comparison: Comparison, rows: str | RowChoice = "pr",
+           roots: tuple[Path, ...] | None = None) -> Layout:
+    """Split a comparison's table and notes as `rows` asks: `all` shows every row and note
+    (the full table); otherwise the chosen rows, rows whose deltas read alike folded into
+    one, at most NOTE_LIMIT short notes, and the rest behind the fold."""
+    choice = RowChoice.parse(rows)
+    header, keyed = keyed_rows(comparison)
+    wanted = choice.wanted(comparison, [k for k, _ in keyed])
+    every = [tidy_paths(n, roots) for n in footnotes(comparison)]
+    verdict_lines = [tidy_paths(v, roots) for v in verdicts(comparison)]
+    if not choice.folds:
+        return Layout(verdict_lines, header, [c for _, c in keyed], [], every, every, 0)
+    shown = [c for k, c in keyed if k in wanted]
+    rest = [c for k, c in keyed if k not in wanted]
+    deltas = list(range(3, len(header), 2))
+    shown = fold_duplicates(shown, deltas, ("n/a", NOT_SPECULATING, "FAILED"))
+    notes, left = pick_notes([method_line(comparison)]
+                             + [tidy_paths(n, roots) for n in key_notes(comparison)])
+    return Layout(verdict_lines, header, shown, rest, notes, every, left)
+
+
+def method_line(comparison: Comparison) -> str:
+    """How to read the deltas, in one line: the unit, the interval, what a star means."""
+    row = next((r for c in comparison.candidates for r in c.rows
+                if r.key == "output_throughput"), None)
+    est = row.estimate if row is not None else None
+    unit = ("blocks" if comparison.design == "one-engine" else "units")
+    over = (f" over {est.units} {unit}" + (f", {est.test.split(' (')[0]}" if est.test else "")
+            if est is not None and est.units else "")
+    primary = _primary_row(comparison)
+    stars = (f"{SIGNIFICANT_MARK} = significant at 5% ({short_label(primary.label)} is the "
+             "primary metric, the rest Holm-adjusted)" if primary is not None
+             else f"{SIGNIFICANT_MARK} = significant at 5%")
+    return (f"Delta: vs {comparison.baseline}, [95% CI]{over}, {comparison.design} design; "
+            f"{stars}; pp = percentage points.")
+
+
+def key_notes(comparison: Comparison) -> list[str]:
+    """The notes the verdict depends on, most important first: the interpreter's 'not
+    performance', failures, passes left out or unproven, each candidate's own part, and the
+    other warnings."""
+    first = [w for w in comparison.warnings if w.startswith(NOT_PERFORMANCE)]
+    for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
+            (c.name, c.failures) for c in comparison.candidates]:
+        first.extend(f"FAILED {name}: {failure}" for failure in failures)
+    if comparison.discarded:
+        first.append("DISCARDED passes (path not proven): " + ", ".join(
+            f"{k}={v}" for k, v in sorted(comparison.discarded.items())))
+    first.extend(f"UNPROVEN {line}" for line in comparison.unproven)
+    for cand in comparison.candidates:
+        row = next((r for r in cand.rows if r.key == cand.own_part), None)
+        if row is not None:
+            first.append(shorten(f"{OWN_MARK} {cand.name}: {row.label} is the part of the "
+                                 f"step its change lives in ({cand.own_part_why})."))
+    first.extend(f"warning: {w}" for w in comparison.warnings
+                 if not w.startswith(NOT_PERFORMANCE))
+    return first
+
+
+def fold_hint(lay: Layout, markdown: bool) -> str | None:
+    """The line saying what the fold holds (None: nothing)."""
+    if not lay.rest and lay.notes == lay.every_note:
+        return None
+    more = [f"{len(lay.rest)} more rows"] if lay.rest else []
+    more.append(f"all {len(lay.every_note)} notes")
+    if lay.left_out:
+        more[-1] += f" ({lay.left_out} more warnings or failures among them)"
+    return " and ".join(more) + ("" if markdown else ": --rows all")
 
 
 # The per-category table (harness.analysis.categories) for the terminal and Markdown: a row
@@ -259,7 +367,8 @@ def category_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 def _box_table(header: list[str], rows: list[list[str]], title: str) -> Table:
-    table = Table(box=box.SQUARE, show_lines=True, title=escape(title))
+    # No rule under each row: the rows are short, and a rule per row doubles the height.
+    table = Table(box=box.SQUARE, show_lines=False, title=escape(title))
     for i, name in enumerate(header):
         table.add_column(escape(name), justify="center" if i == 0 else "left", no_wrap=True)
     for row in rows:
@@ -267,22 +376,31 @@ def _box_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     return table
 
 
-def render_terminal(comparison: Comparison, console: Console | None = None) -> str:
-    """The box-drawn table of the seed PRs (also returned as text)."""
-    header, rows = table_rows(comparison)
-    table = _box_table(header, rows, f"{comparison.scenario} ({comparison.run_id})")
+def render_terminal(comparison: Comparison, console: Console | None = None,
+                    rows: str | RowChoice = "all", roots: tuple[Path, ...] | None = None) -> str:
+    """The verdict, then the box-drawn table of the seed PRs, as text: every row and note, the
+    decompositions and per-category tables (`rows="pr"`, what `specbench` prints: the seed
+    PRs' rows and the notes that matter; or the rows named). `roots`: folders paths are
+    written relative to (default: the current one)."""
+    lay = layout(comparison, rows, roots)
+    table = _box_table(lay.header, lay.shown, f"{comparison.scenario} ({comparison.run_id})")
+    full = not RowChoice.parse(rows).folds
     # Wide enough that no cell is cropped: the table is meant to be pasted whole.
-    per_category = category_rows(comparison) if comparison.categories else None
-    tables = [(header, rows)] + ([per_category] if per_category else [])
+    per_category = category_rows(comparison) if comparison.categories and full else None
+    tables = [(lay.header, lay.shown)] + ([per_category] if per_category else [])
     widths = max(sum(max(len(r[i]) for r in [h, *rs]) + 3 for i in range(len(h)))
                  for h, rs in tables)
     console = console or Console(width=max(100, widths + 4))
+    hint = fold_hint(lay, markdown=False)
     with console.capture() as capture:
+        for line in lay.verdicts:
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print(table)
-        for line in footnotes(comparison):
+        for line in lay.notes + ([hint] if hint else []):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
-        for line in render_terminal_decompositions(comparison):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if full:
+            for line in render_terminal_decompositions(comparison):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
         if per_category:
             console.print(_box_table(*per_category, "Per category"))
             console.print(CATEGORY_NOTE, highlight=False, markup=False, soft_wrap=True)
@@ -457,13 +575,21 @@ def footnotes(comparison: Comparison) -> list[str]:
     return notes
 
 
-def render_markdown(comparison: Comparison, environment: dict[str, Any] | None = None) -> str:
-    """A Markdown copy for a PR description."""
-    header, rows = table_rows(comparison)
+def _md_line(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [_md_line(header), "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+            *(_md_line(r) for r in rows)]
+
+
+def render_markdown(comparison: Comparison, environment: dict[str, Any] | None = None,
+                    rows: str | RowChoice = "all", roots: tuple[Path, ...] | None = None) -> str:
+    """A Markdown copy for a PR description: the verdict, then every row and note, the
+    decompositions and the per-category table (`rows="pr"`, table.md's layout: the seed PRs'
+    rows and the notes that matter, the rest in a <details> fold; or the rows named)."""
+    lay = layout(comparison, rows, roots)
     out = [f"### specbench: {comparison.scenario}", ""]
     if environment:
         out.append(f"Run `{comparison.run_id}` · vLLM {environment.get('vllm')} · torch "
@@ -472,18 +598,30 @@ def render_markdown(comparison: Comparison, environment: dict[str, Any] | None =
                    f"{', '.join(environment.get('gpus') or []) or 'none'} · specbench "
                    f"{environment.get('git_sha') or 'unknown'}")
         out.append("")
-    out.append(line(header))
-    out.append("|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|")
-    out.extend(line(r) for r in rows)
+    out += [f"**{v.split(': ', 1)[0]}**: {v.split(': ', 1)[1]}" if ": " in v else v
+            for v in lay.verdicts]
     out.append("")
-    out.extend(f"- {note}" for note in footnotes(comparison))
-    out.extend(render_markdown_decompositions(comparison))
+    out += _md_table(lay.header, lay.shown)
+    out.append("")
+    out.extend(f"- {note}" for note in lay.notes)
+    folded: list[str] = []
+    if lay.rest:
+        folded += ["", *_md_table(lay.header, lay.rest)]
+    if lay.every_note != lay.notes:
+        folded += ["", *(f"- {note}" for note in lay.every_note)]
+    folded.extend(render_markdown_decompositions(comparison))
     if comparison.categories:
         cat_header, cat_rows = category_rows(comparison)
-        out += ["", "**Per category**", "", line(cat_header),
-                "|" + "|".join([":---", ":---"] + ["---:"] * (len(cat_header) - 2)) + "|"]
-        out.extend(line(r) for r in cat_rows)
-        out += ["", CATEGORY_NOTE]
+        folded += ["", "**Per category**", "", _md_line(cat_header),
+                   "|" + "|".join([":---", ":---"] + ["---:"] * (len(cat_header) - 2)) + "|"]
+        folded.extend(_md_line(r) for r in cat_rows)
+        folded += ["", CATEGORY_NOTE]
+    hint = fold_hint(lay, markdown=True)
+    if RowChoice.parse(rows).folds and folded:
+        out += ["", f"<details><summary>{escape_html(hint or 'More')}</summary>", *folded,
+                "", "</details>"]
+    else:
+        out += folded
     return "\n".join(out) + "\n"
 
 
@@ -615,9 +753,12 @@ def render_sweep_terminal(sweep: SweepComparison) -> str:
 
 
 def render_sweep_markdown(sweep: SweepComparison,
-                          environment: dict[str, Any] | None = None) -> str:
-    """The sweep's summary table and break-even, then every cell's own table."""
-    header, rows = sweep_rows(sweep)
+                          environment: dict[str, Any] | None = None,
+                          rows: str | RowChoice = "pr",
+                          roots: tuple[Path, ...] | None = None) -> str:
+    """The sweep's summary table and break-even, then every cell's own table (each laid out
+    as `rows` asks)."""
+    header, summary_rows = sweep_rows(sweep)
 
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
@@ -632,11 +773,12 @@ def render_sweep_markdown(sweep: SweepComparison,
     out.append("|" + "|".join([":---"] * (len(sweep.axes) + 2) + ["---:"] * (len(header)
                                                                            - len(sweep.axes)
                                                                            - 2)) + "|")
-    out.extend(line(r) for r in rows)
+    out.extend(line(r) for r in summary_rows)
     out.append("")
     out.extend(f"- {note}" for note in sweep_notes(sweep))
     for cell in sweep.cells:
         out += ["", f"#### Cell {cell.id}: {cell.label}", ""]
-        body = render_markdown(cell.comparison).split("\n", 2)[2]  # without its heading
+        # Without its heading.
+        body = render_markdown(cell.comparison, rows=rows, roots=roots).split("\n", 2)[2]
         out.append(body.rstrip("\n"))
     return "\n".join(out) + "\n"

@@ -28,8 +28,9 @@ def test_load_compare_and_table_match_the_library(tmp_path: Path) -> None:
     comparison = api.compare(run)
     assert isinstance(comparison, api.Comparison)
     assert _rows(comparison) == _rows(compare_run(run))
-    assert api.table(comparison) == render_terminal(comparison)
-    assert api.table(comparison, markdown=True) == render_markdown(comparison)
+    assert api.table(comparison) == render_terminal(comparison, rows="pr")
+    assert api.table(comparison, markdown=True) == render_markdown(comparison, rows="pr")
+    assert api.table(comparison, rows="all") == render_terminal(comparison)
     # Against another run: the crossrun comparison, candidate first as the CLI names them.
     other = api.compare(folder, against=FIXTURES / "cpu-medusa-small")
     assert isinstance(other, api.Comparison)
