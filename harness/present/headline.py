@@ -166,7 +166,7 @@ def _judgement(row: MetricRow) -> str:
     if mde is None:
         return "not significant"
     size = f"±{100 * mde:.1f}%" if est.kind == "relative" else f"±{mde:.2f}pp"
-    return f"not significant (these passes detect {size})"
+    return f"not significant (could detect {size})"
 
 
 def no_result(comparison: Comparison, cand: CandidateResult) -> str | None:
