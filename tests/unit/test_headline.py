@@ -1,0 +1,191 @@
+"""The default output leads with the answer (harness.present.headline and the tables' `rows`):
+a verdict line per candidate, the seed PRs' rows with duplicates folded, a few notes, the rest
+one fold away; `--rows all` keeps every row; local paths relative; --github-summary."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from harness.analysis.compare import Arms, compare_records
+from harness.analysis.comparison import Comparison
+from harness.config.interpreter import NOT_PERFORMANCE
+from harness.errors import SpecbenchError
+from harness.present.headline import fold_duplicates, folded_label, tidy_paths, verdicts
+from harness.present.tables import render_markdown, render_terminal, table_rows
+from harness.workflow import analyze, write_report
+from testkit.factory import run, simple_pass
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "results" / "fixtures"
+
+
+def _comparison(tmp_path: Path, fixture: str = "cpu-medusa-overlay-20-blocks") -> Comparison:
+    from harness.results.run import load_run
+
+    folder = tmp_path / fixture
+    shutil.copytree(FIXTURES / fixture, folder)
+    comparison = analyze(load_run(folder))
+    assert isinstance(comparison, Comparison)
+    return comparison
+
+
+def _tables(markdown: str) -> list[list[list[str]]]:
+    """Every table markdown-it renders, as rows of cell texts (the header row first)."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    tables: list[list[list[str]]] = []
+    row: list[str] | None = None
+    for tok in tokens:
+        if tok.type == "table_open":
+            tables.append([])
+        elif tok.type == "tr_open":
+            row = []
+        elif tok.type == "inline" and row is not None:
+            row.append(tok.content)
+        elif tok.type == "tr_close" and row is not None:
+            tables[-1].append(row)
+            row = None
+    return tables
+
+
+def test_the_default_markdown_leads_with_a_verdict_and_folds_the_rest(tmp_path: Path) -> None:
+    comparison = _comparison(tmp_path)
+    md = render_markdown(comparison, rows="pr")
+    lines = md.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("**optimized**: "))
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("| Metric"))
+    assert verdict < first_table
+    assert "output throughput -1.0% [-2.0, +0.0], not significant" in lines[verdict]
+    assert "outputs identical" in lines[verdict]
+    assert md.count("<details>") == 1 and md.rstrip().endswith("</details>")
+    tables = _tables(md)
+    assert len(tables) == 2  # the seed rows; the rest, inside the fold
+    shown, rest = tables[0][1:], tables[1][1:]
+    assert 5 <= len(shown) <= 12
+    labels = [r[0] for r in shown]
+    assert labels[0] == "Output / total / request throughput (tok/s, tok/s, req/s)"
+    assert labels[1:] == ["Acceptance rate (%)", "Mean acceptance length", "Mean TPOT (ms)",
+                          "Mean TTFT (ms)", "Mean E2EL (ms)", "Output parity vs baseline"]
+    assert shown[0][1:] == ["2465.64 / 4931.28 / 77.05", "2441.61 / 4883.23 / 76.30",
+                            "-1.0% [-2.0, +0.0]"]
+    # Nothing lost: the folded rows and the shown ones are every row once (three folded).
+    _, every = table_rows(comparison)
+    assert len(shown) + len(rest) == len(every) - 2
+    assert {r[0] for r in rest} == {r[0] for r in every} - {r[0] for r in shown} - {
+        "Output throughput (tok/s)", "Total throughput (tok/s)", "Request throughput (req/s)"}
+    # Few notes above the fold, every one below it.
+    above = md.split("<details>")[0]
+    assert sum(line.startswith("- ") for line in above.splitlines()) <= 5
+    assert "- Stars: Output throughput (tok/s) is the primary metric" in md.split("<details>")[1]
+
+
+def test_rows_all_gives_every_row_and_note_unfolded(tmp_path: Path) -> None:
+    comparison = _comparison(tmp_path)
+    header, every = table_rows(comparison)
+    md = render_markdown(comparison, rows="all")
+    assert "<details>" not in md and md.startswith("### specbench")
+    [table] = _tables(md)
+    assert table[0] == header and table[1:] == every
+    text = render_terminal(comparison, rows="all")
+    assert all(row[0] in text for row in every)
+    assert "Passes per arm: baseline=40" in text and "--rows all" not in text
+
+
+def test_the_terminal_default_is_short_and_draws_no_rule_per_row(tmp_path: Path) -> None:
+    comparison = _comparison(tmp_path)
+    text = render_terminal(comparison, rows="pr")
+    lines = text.splitlines()
+    assert lines[0].startswith("optimized: output throughput -1.0% [-2.0, +0.0]")
+    assert sum(line.startswith("├") for line in lines) == 1  # under the header only
+    assert len(lines) <= 20
+    assert "Output / total / request throughput" in text
+    assert "Median TPOT" not in text
+    assert lines[-1] == "12 more rows and all 14 notes: --rows all"
+    full = render_terminal(comparison, rows="all")
+    assert sum(line.startswith("├") for line in full.splitlines()) == 1
+    assert "Median TPOT (ms)" in full
+
+
+def test_rows_by_key_and_an_unknown_key(tmp_path: Path) -> None:
+    comparison = _comparison(tmp_path)
+    [table, _] = _tables(render_markdown(comparison, rows="p99_tpot_ms,parity"))
+    assert [r[0] for r in table[1:]] == ["P99 TPOT (ms)", "Output parity vs baseline"]
+    with pytest.raises(SpecbenchError, match="no row 'p98_tpot_ms'.*p99_tpot_ms"):
+        render_terminal(comparison, rows="p98_tpot_ms")
+
+
+def test_no_interval_means_no_result_first_and_why(tmp_path: Path) -> None:
+    comparison = _comparison(tmp_path, "cpu-medusa-small")
+    [line] = verdicts(comparison)
+    assert line.startswith("optimized: no result: output throughput +15.6% has no interval: "
+                           "one launch per arm")
+    assert render_terminal(comparison, rows="pr").startswith(line)
+
+
+def test_a_failed_arm_and_the_interpreter_say_no_result(tmp_path: Path) -> None:
+    runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [], status="failed")]
+    failed = compare_records(runs, Arms("base", ["opt"]), "run-2", "unit")
+    assert verdicts(failed) == ["opt: no result: it failed (no launch completed; FAILED "
+                                "below)"]
+    text = render_terminal(failed, rows="pr")
+    assert "FAILED opt: opt.r0: failed: boom" in text  # among the few notes
+    comparison = _comparison(tmp_path)
+    comparison.warnings[:0] = [f"noise {i}" for i in range(6)]
+    comparison.warnings.append(NOT_PERFORMANCE + " (no gate or history reads them)")
+    text = render_terminal(comparison, rows="pr")
+    assert text.startswith("optimized: no result: not performance")
+    notes = text.split("└")[1].splitlines()[1:]
+    assert notes[1].startswith(NOT_PERFORMANCE) and len(notes) == 6  # 5 notes and the hint
+    assert "(3 more warnings or failures among them)" in notes[-1]
+
+
+def test_rows_alike_fold_into_one_naming_them() -> None:
+    rows = [["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
+            ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0] *"],
+            ["Request throughput (req/s)", "1.00", "0.90", "-10.0% [-12.0, -8.0] *"],
+            ["Mean TPOT (ms)", "2.00", "2.20", "-10.0% [-12.0, -8.0] *"],
+            ["Mean TTFT (ms)", "3.00", "3.00", "n/a"],
+            ["Mean E2EL (ms)", "3.00", "3.00", "n/a"]]
+    folded = fold_duplicates(rows, [3], ("n/a",))
+    # Neighbours alike fold (TPOT too: no common last word then); two rows that say nothing
+    # ("n/a") stay apart.
+    assert folded[0] == ["Output throughput / total throughput / request throughput / mean "
+                         "TPOT (tok/s, tok/s, req/s, ms)", "10.00 / 20.00 / 1.00 / 2.00",
+                         "9.00 / 18.00 / 0.90 / 2.20", "-10.0% [-12.0, -8.0] *"]
+    assert folded[1:] == rows[4:]
+    assert folded_label(["Output throughput (tok/s)", "Total throughput (tok/s)"]) == \
+        "Output / total throughput (tok/s)"
+    assert fold_duplicates(rows[:2], [3], ())[0][0] == "Output / total throughput (tok/s)"
+
+
+def test_local_paths_print_relative(tmp_path: Path) -> None:
+    home = str(Path.home())
+    text = (f"Build: vLLM at {tmp_path}/.venv/lib/vllm; python {tmp_path}/.venv/bin/python; "
+            f"cache {home}/x/y; other /opt/vllm (see https://docs.vllm.ai/en)")
+    tidy = tidy_paths(text, (tmp_path,))
+    assert tidy.startswith("Build: vLLM at .venv/lib/vllm; python .venv/bin/python; ")
+    assert "/opt/vllm" in tidy and "https://docs.vllm.ai/en" in tidy
+    if not str(tmp_path).startswith(home + "/"):
+        assert "cache ~/x/y" in tidy
+
+
+def test_github_summary_appends_or_writes_pr_comment(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECBENCH_NO_INDEX", "1")
+    folder = tmp_path / "cpu-medusa-small"
+    shutil.copytree(FIXTURES / "cpu-medusa-small", folder)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    write_report(folder, figures=False, github_summary=True)
+    comment = (folder / "pr-comment.md").read_text()
+    assert comment.startswith("### specbench: cpu-medusa-small") and "<details>" in comment
+    assert "## Figures" not in comment  # its links point into the run folder
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (folder / "pr-comment.md").unlink()
+    write_report(folder, figures=False, github_summary=True)
+    assert summary.read_text() == "earlier step\n" + comment + "\n"
+    assert not (folder / "pr-comment.md").exists()
