@@ -99,11 +99,12 @@ def folded_label(labels: list[str]) -> str:
     return text
 
 
-def fold_duplicates(rows: list[list[str]], deltas: list[int],
-                    blank: tuple[str, ...]) -> list[list[str]]:
-    """Neighbouring rows whose every delta cell (`deltas`: their columns) reads the same, and
-    says something (not one of `blank`), as one row naming them all, values joined by ' / '
-    (the throughputs of an offline run move together: one interval, said once)."""
+def fold_duplicates(rows: list[list[str]], deltas: list[int], blank: tuple[str, ...],
+                    star: str = "*") -> list[list[str]]:
+    """Neighbouring rows whose every delta cell (`deltas`: their columns) reads the same,
+    `star` aside, and says something (not one of `blank`), as one row naming them all, values
+    joined by ' / ', the delta cells the first row's (the throughputs of an offline run move
+    together: one interval, said once, starred as the primary is)."""
     out: list[list[str]] = []
     group: list[list[str]] = []
 
@@ -117,10 +118,15 @@ def fold_duplicates(rows: list[list[str]], deltas: list[int],
             out.append([label, *cells])
         group.clear()
 
+    def said(row: list[str]) -> list[str]:
+        # The delta and its interval; a star is the family's rule about a row (the primary
+        # is tested alone), not something the rows say differently.
+        return [row[i].removesuffix(f" {star}") for i in deltas]
+
     for row in rows:
-        key = [row[i] for i in deltas]
+        key = said(row)
         foldable = bool(deltas) and all(k and k not in blank for k in key)
-        if group and foldable and key == [group[0][i] for i in deltas]:
+        if group and foldable and key == said(group[0]):
             group.append(row)
             continue
         flush()

@@ -39,7 +39,6 @@ from harness.present.headline import (
     fold_duplicates,
     pick_notes,
     short_label,
-    shorten,
     tidy_paths,
     verdicts,
 )
@@ -271,7 +270,8 @@ def layout(comparison: Comparison, rows: str | RowChoice = "pr",
     shown = [c for k, c in keyed if k in wanted]
     rest = [c for k, c in keyed if k not in wanted]
     deltas = list(range(3, len(header), 2))
-    shown = fold_duplicates(shown, deltas, ("n/a", NOT_SPECULATING, "FAILED"))
+    shown = fold_duplicates(shown, deltas, ("n/a", NOT_SPECULATING, "FAILED"),
+                            SIGNIFICANT_MARK)
     notes, left = pick_notes([method_line(comparison)]
                              + [tidy_paths(n, roots) for n in key_notes(comparison)])
     return Layout(verdict_lines, header, shown, rest, notes, every, left)
@@ -308,8 +308,8 @@ def key_notes(comparison: Comparison) -> list[str]:
     for cand in comparison.candidates:
         row = next((r for r in cand.rows if r.key == cand.own_part), None)
         if row is not None:
-            first.append(shorten(f"{OWN_MARK} {cand.name}: {row.label} is the part of the "
-                                 f"step its change lives in ({cand.own_part_why})."))
+            first.append(f"{OWN_MARK} {cand.name}: {short_label(row.label)} is the part of "
+                         f"the step its change lives in: {cand.own_part_why}.")
     first.extend(f"warning: {w}" for w in comparison.warnings
                  if not w.startswith(NOT_PERFORMANCE))
     return first

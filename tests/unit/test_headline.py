@@ -159,6 +159,13 @@ def test_rows_alike_fold_into_one_naming_them() -> None:
     assert folded_label(["Output throughput (tok/s)", "Total throughput (tok/s)"]) == \
         "Output / total throughput (tok/s)"
     assert fold_duplicates(rows[:2], [3], ())[0][0] == "Output / total throughput (tok/s)"
+    # The primary is starred and its secondaries (Holm-adjusted) not: the same interval, one
+    # row, the primary's star kept.
+    primary = [["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
+               ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0]"]]
+    assert fold_duplicates(primary, [3], ()) == [[
+        "Output / total throughput (tok/s)", "10.00 / 20.00", "9.00 / 18.00",
+        "-10.0% [-12.0, -8.0] *"]]
 
 
 def test_local_paths_print_relative(tmp_path: Path) -> None:
