@@ -266,6 +266,8 @@ class Comparison:
                 raw_row["improved"] = row.improved
                 raw_row["star"] = row.star
                 raw_row["estimate"]["known_exactly"] = row.estimate.known_exactly
+                if row.estimate.runs == 1:  # a single run's fixed interval: as before
+                    del raw_row["estimate"]["alpha"], raw_row["estimate"]["runs"]
             if cand.parity is not None:
                 raw["parity"]["fraction"] = cand.parity.fraction
                 raw["parity"]["violated"] = cand.parity.violated

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.analysis.comparison import Comparison, MetricRow
-from harness.analysis.stats import holm, units_for_halfwidth
+from harness.analysis.stats import ALPHA, holm, runs_phrase, units_for_halfwidth
 from harness.config.scenario import GateSpec
 
 Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
@@ -113,7 +113,10 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
     if not exact and est.se is not None and est.se > 0 and est.df is not None:
         centre = math.log1p(est.delta) if kind == "relative" else est.delta
         edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
-        base = _replace(base, p_regression=_t_cdf(sign * (centre - edge) / est.se, est.df))
+        # On the ALPHA scale (as the interval: a combination of runs spends less, stats.
+        # across_runs), so Holm's FAMILY_RATE applies unchanged.
+        p_reg = _t_cdf(sign * (centre - edge) / est.se, est.df) * ALPHA / est.alpha
+        base = _replace(base, p_regression=min(1.0, p_reg))
     if best < -tolerance:
         return _replace(base, verdict="REGRESSION",
                         reason=f"{shown}: worse than the tolerance {bound}")
@@ -200,6 +203,9 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
             "every launch and pass proved its implementation ran in vLLM" if ok
             else "; ".join(comparison.unproven)[:1000]))
     control_family(result)
+    runs = max((r.estimate.runs for c in comparison.candidates for r in c.rows), default=1)
+    if runs > 1 and result.family:
+        result.family += f" Intervals: {runs_phrase(runs)}."
     return result
 
 

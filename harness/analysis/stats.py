@@ -127,6 +127,10 @@ class DeltaEstimate:
     # Decided from integer counts identical in every pass of each arm (acceptance under
     # greedy decoding: harness.analysis.compare): the delta is the values' own difference.
     exact: bool = False
+    # The two-sided error rate the interval, the test and the MDE are at: ALPHA for one run;
+    # runs_alpha(runs) when `runs` (> 1) runs are combined (anytime-valid across re-runs).
+    alpha: float = ALPHA
+    runs: int = 1
 
     @property
     def known_exactly(self) -> bool:
@@ -177,6 +181,54 @@ def _significant(p: float | None, low: float | None, high: float | None) -> bool
     if p is None or low is None or high is None:
         return False
     return p < ALPHA and (low > 0 or high < 0)
+
+
+# Re-running and combining (gate --combine after every run): the first run's own verdict is
+# today's fixed-sample test at ALPHA; every later look (2, 3, ... runs combined, however many)
+# spends a share of RUNS_ALPHA, alpha_k = RUNS_ALPHA / (k (k - 1)), which sums to RUNS_ALPHA
+# over k = 2, 3, ... (an alpha-spending sequence for unboundedly many looks; Bonferroni over
+# the looks, so valid whatever their correlation and whenever one stops). The whole policy
+# "combine after every run until significant" is then false-positive at most
+# ALPHA + RUNS_ALPHA = 6%, for any number of runs. Measured: benchmarks/combine_rerun.py.
+RUNS_ALPHA = 0.01
+
+
+def runs_alpha(runs: int) -> float:
+    """Two-sided error rate of the interval over `runs` combined runs: ALPHA for one run,
+    RUNS_ALPHA / (runs (runs - 1)) for the runs-th look of a sequence of re-runs."""
+    if runs <= 1:
+        return ALPHA
+    return RUNS_ALPHA / (runs * (runs - 1))
+
+
+def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
+    """`est` (an estimate over `runs` combined runs) with its interval, test and MDE at
+    runs_alpha(runs): anytime-valid across re-runs. The p-value is adjusted to the ALPHA
+    scale (raw p * ALPHA / runs_alpha, at most 1), so every downstream 5% rule (stars, Holm,
+    the gate's one-sided 2.5%) applies unchanged. One run, or no interval: unchanged."""
+    if runs <= 1 or est.se is None or est.df is None or est.p_value is None \
+            or est.ci_low is None or not est.se > 0:
+        return est
+    alpha = runs_alpha(runs)
+    relative = est.kind == "relative"
+    centre = math.log1p(est.delta) if relative else est.delta
+    t_crit = _t(est.df, 1 - alpha / 2)
+    low, high = centre - t_crit * est.se, centre + t_crit * est.se
+    mde = (t_crit + _t(est.df, POWER)) * est.se
+    if relative:
+        low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
+    p = min(1.0, est.p_value * ALPHA / alpha)
+    return replace(est, ci_low=low, ci_high=high, p_value=p, mde=mde, alpha=alpha, runs=runs,
+                   significant=_significant(p, low, high))
+
+
+def runs_phrase(runs: int) -> str:
+    """What a combined interval is, for the output: which interval, how many looks."""
+    if runs <= 1:
+        return "fixed-sample 95% interval (one run, one look)"
+    return (f"anytime-valid across re-runs: look {runs} of any number, "
+            f"{100 * (1 - runs_alpha(runs)):.2f}% interval (the first run's own verdict at "
+            f"{100 * ALPHA:g}%, every later combination together {100 * RUNS_ALPHA:g}%)")
 
 
 def _t(df: float, q: float) -> float:
