@@ -40,10 +40,12 @@ class CliRun:
 
 
 def run_cli(scenario: Path, results_dir: Path, run_id: str,
-            env: dict[str, str] | None = None) -> CliRun:
+            env: dict[str, str] | None = None, rows: str = "all") -> CliRun:
+    """`specbench run`; `rows`: the table's rows, by default all of them and every note
+    unfolded, which these tests read (the default layout: tests/unit/test_headline.py)."""
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(results_dir), "--run-id", run_id],
+         str(results_dir), "--run-id", run_id, "--rows", rows],
         capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False,
         env=env if env is not None else {**os.environ},
     )
