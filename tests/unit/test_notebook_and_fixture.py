@@ -48,7 +48,8 @@ def test_report_command_rerenders(fixture_copy: Path) -> None:
                              "--markdown"], cwd=ROOT, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert "| Output throughput (tok/s) |" in result.stdout
+    # The throughputs share one interval: one row naming them (every row: --rows all).
+    assert "| Output / total / request throughput (tok/s, tok/s, req/s) |" in result.stdout
     assert (fixture_copy / "summary.json").is_file() and (fixture_copy / "table.txt").is_file()
     import pandas as pd
 
@@ -98,7 +99,7 @@ def test_report_html_and_figures(tmp_path: Path) -> None:
 def test_notebook_executes(fixture: Path, tmp_path: Path) -> None:
     nb, figure = _execute("explore_results.ipynb", fixture, tmp_path)
     assert figure.is_file() and figure.stat().st_size > 1000
-    assert "| Output throughput (tok/s) |" in _text(nb)
+    assert "| Output / total / request throughput (tok/s, tok/s, req/s) |" in _text(nb)
 
 
 def _execute(notebook: str, fixture: Path, tmp_path: Path) -> tuple[Any, Path]:
