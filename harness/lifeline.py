@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import functools
 import os
 import signal
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+# Asks a process of a launch for its Python stacks (a stalled launch, before it is ended).
+DUMP_SIGNAL = signal.SIGUSR1
 # How often the worker's watchdog looks for its parent.
 WATCHDOG_S = 1.0
 
@@ -53,6 +56,7 @@ def guard_process_group() -> None:
         _end_group(128 + signum)
 
     signal.signal(signal.SIGTERM, end_group)
+    dump_stacks_on_signal()
     parent = os.getppid()
 
     def watch() -> None:
@@ -62,6 +66,29 @@ def guard_process_group() -> None:
 
     if parent != 1:
         threading.Thread(target=watch, name="specbench-parent-watchdog", daemon=True).start()
+
+
+def dump_stacks_on_signal() -> None:
+    """DUMP_SIGNAL writes every thread's Python stack to stderr (the launch's log), in C, so
+    also while the main thread is stuck; called in the worker and, through the plugin, in
+    each of vLLM's processes."""
+    with contextlib.suppress(AttributeError, ValueError, OSError, RuntimeError):
+        faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` handles `sig` (its SigCgt mask): a process that does not would
+    die of DUMP_SIGNAL rather than answer it. Linux only; elsewhere False."""
+    from pathlib import Path
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
 
 
 @functools.cache

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from harness.config.catalog import parse_implementation
+from harness.lifeline import dump_stacks_on_signal
 from harness.wire.protocol import (
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
@@ -35,6 +36,8 @@ def register() -> None:
     is logged and left as a report with "error", and no report of a code path ever appears.
     """
     _install_interpreter_fixes()
+    if os.environ.get(IMPL_REPORT_DIR_ENV, "").strip():  # a process of a specbench launch
+        dump_stacks_on_signal()  # the stall watchdog asks for its stacks (harness.lifeline)
     patch = os.environ.get(PATCH_ENV, "").strip()
     if patch:
         _install_patch(patch)

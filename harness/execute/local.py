@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,14 @@ from pydantic import ValidationError
 from harness.atomic import write_json_atomic
 from harness.config import interpreter
 from harness.config.catalog import BUILTIN_MODELS
-from harness.lifeline import die_with_parent, group_alive
+from harness.execute.progress import (
+    StallWatch,
+    ThreadStack,
+    describe_stall,
+    parse_dump,
+    stuck_thread,
+)
+from harness.lifeline import DUMP_SIGNAL, catches, die_with_parent, group_alive, session_processes
 from harness.wire.progress import read_progress
 from harness.wire.protocol import (
     IMPL_ENV,
@@ -58,6 +66,9 @@ WORKER_MODULE_ENV = "SPECBENCH_WORKER_MODULE"
 MODELS_MODULE = "harness.engine.models"
 LOG_TAIL_LINES = 25
 TICK_S = 1.0  # how often a running launch's progress is looked at
+# How long a process asked for its stacks may take to write them into the launch's log.
+DUMP_WAIT_S = 3.0
+DUMP_QUIET_S = 0.3
 
 Progress = Callable[[str], None]
 # (launch, seconds so far, the worker's progress note or None) -> shown to the user
@@ -185,10 +196,12 @@ def _signals_deferred() -> Iterator[None]:
 
 def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
            on_start: Callable[[int], None] | None = None,
-           on_tick: Callable[[float], None] | None = None) -> tuple[int | None, float, bool]:
+           on_tick: Callable[[float], None] | None = None,
+           watch: Callable[[int, float], bool] | None = None) -> tuple[int | None, float, bool]:
     """Run `cmd` in its own session with output to `log_path` (`on_start` gets its pid, which
-    is also its session id; `on_tick` the seconds so far, every TICK_S while it runs).
-    Returns (exit code or None on timeout, wall seconds, timed_out)."""
+    is also its session id; `on_tick` the seconds so far, every TICK_S while it runs; `watch`
+    the pid and the seconds so far, every TICK_S: True ends it now, as a stalled launch).
+    Returns (exit code or None on timeout or stall, wall seconds, timed_out)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log_path.open("wb") as log:
@@ -212,12 +225,85 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float
                     if on_tick is not None:
                         with contextlib.suppress(Exception):  # a display never ends a run
                             on_tick(time.perf_counter() - start)
+                    if watch is not None and _stalled(watch, proc.pid,
+                                                      time.perf_counter() - start):
+                        break
         finally:
             # Also on success: reap anything the worker left in its group. A second Ctrl-C
             # must not cut this short and leave engine processes behind: it waits its turn.
             with _signals_deferred():
                 _kill_group(proc)
     return code, time.perf_counter() - start, timed_out
+
+
+def _stalled(watch: Callable[[int, float], bool], pid: int, elapsed: float) -> bool:
+    try:
+        return watch(pid, elapsed)
+    except Exception:  # noqa: BLE001 - a broken watchdog leaves the launch to its timeout
+        traceback.print_exc()
+        return False
+
+
+def dump_stacks(sid: int, started_unix: float, log_path: Path) -> list[ThreadStack]:
+    """Ask each process of session `sid` that handles DUMP_SIGNAL (the worker and vLLM's
+    processes: harness.lifeline.dump_stacks_on_signal) for its Python stacks, one at a time so
+    that each dump lands whole in the launch's log, and read them back (worker first)."""
+    threads: list[ThreadStack] = []
+    for pid, _ in sorted(session_processes(sid, started_unix), key=lambda p: p[0] != sid):
+        if not catches(pid, DUMP_SIGNAL):
+            continue
+        start = _size(log_path)
+        try:
+            os.kill(pid, DUMP_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        deadline, size, quiet_since = time.monotonic() + DUMP_WAIT_S, start, time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = _size(log_path)
+            if now != size:
+                size, quiet_since = now, time.monotonic()
+            elif size > start and time.monotonic() - quiet_since >= DUMP_QUIET_S:
+                break
+        with contextlib.suppress(OSError), log_path.open("rb") as log:
+            log.seek(start)
+            threads += parse_dump(log.read(size - start).decode(errors="replace"), pid)
+    return threads
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class LaunchWatch:
+    """Every tick of one launch: show its progress note and apply the stall rule
+    (harness.execute.progress.StallWatch); on a stall, dump the stacks of every process of
+    the launch into its log and keep the line that says where it is stuck (`error`)."""
+
+    def __init__(self, run: RunSpec, progress: Path, log_path: Path,
+                 show: Status | None) -> None:
+        self.run, self.progress, self.log_path, self.show = run, progress, log_path, show
+        self.started_unix = time.time()
+        self.rule = StallWatch(self.started_unix)
+        self.error: str | None = None
+
+    def __call__(self, pid: int, elapsed: float) -> bool:
+        note = read_progress(self.progress)
+        if self.show is not None:
+            with contextlib.suppress(Exception):  # a display never ends a run
+                self.show(self.run, elapsed, note)
+        stall = self.rule.check(note, time.time())
+        if stall is None:
+            return False
+        thread = stuck_thread(dump_stacks(pid, self.started_unix, self.log_path))
+        self.error = describe_stall(stall, thread)
+        if stall.passes:
+            self.error += (f"; {stall.passes} measured pass{'es' if stall.passes > 1 else ''}"
+                           " before it lost (the worker writes its passes only at its end)")
+        return True
 
 
 def models_command(names: list[str], models_cache: Path | None) -> list[str]:
@@ -314,13 +400,15 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
+    watch = LaunchWatch(run, progress, log_path, show)
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
-        env, log_path, run.timeout_s, on_start,
-        (lambda elapsed: show(run, elapsed, read_progress(progress))) if show else None,
-    )
+        env, log_path, run.timeout_s, on_start, watch=watch)
     base = {**run.record_fields(), "exit_code": code, "wall_s": wall, "log_file": log_rel,
             "server_log_file": server_log}
+    if watch.error is not None:
+        return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
+                         error=watch.error)
     if timed_out:
         return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
                          error=f"worker exceeded timeout_s={run.timeout_s:g}")

@@ -6,9 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.faults.sitecustomize import NOOP_SWITCH_ENV, SLOW_CHOICE_ENV, TAKEN_PORT_ENV
+from tests.faults.sitecustomize import (
+    NOOP_SWITCH_ENV,
+    SLOW_CHOICE_ENV,
+    STALL_BOUNDS_ENV,
+    TAKEN_PORT_ENV,
+)
 
-__all__ = ["FAULTS_DIR", "NOOP_SWITCH_ENV", "SLOW_CHOICE_ENV", "TAKEN_PORT_ENV", "fault_env"]
+__all__ = ["FAULTS_DIR", "NOOP_SWITCH_ENV", "SLOW_CHOICE_ENV", "STALL_BOUNDS_ENV",
+           "TAKEN_PORT_ENV", "fault_env"]
 
 # First on PYTHONPATH, it makes Python load this folder's sitecustomize in every process.
 FAULTS_DIR = Path(__file__).resolve().parent

@@ -31,6 +31,9 @@ SLOW_CHOICE_ENV = "SPECBENCH_TEST_FAULT_SLOW_CHOICE"
 NOOP_SWITCH_ENV = "SPECBENCH_TEST_FAULT_NOOP_SWITCH"
 # A port (held by the test) the serve worker's first server start binds, to test the retry.
 TAKEN_PORT_ENV = "SPECBENCH_TEST_FAULT_TAKEN_PORT"
+# "NAME=seconds,...": the stall watchdog's bounds (harness.execute.progress constants such as
+# PASS_STALL_FLOOR_S), shrunk so a test sees a stall in seconds.
+STALL_BOUNDS_ENV = "SPECBENCH_TEST_FAULT_STALL_BOUNDS"
 
 
 def slow_choice(spec: str) -> Patch:
@@ -87,11 +90,26 @@ def taken_port(value: str) -> Patch:
     return patch
 
 
+def stall_bounds(spec: str) -> Patch:
+    """Set the named bounds of the stall watchdog (each must exist: a typo fails loudly)."""
+    bounds = {name.strip(): float(value) for name, value in
+              (item.split("=") for item in spec.split(",") if item.strip())}
+
+    def patch(progress: ModuleType) -> None:
+        for name, value in bounds.items():
+            if not hasattr(progress, name):
+                raise AttributeError(f"{STALL_BOUNDS_ENV}: no bound {name} in {progress}")
+            setattr(progress, name, value)
+
+    return patch
+
+
 # Environment variable -> (module it patches, the patch for the variable's value).
 FAULTS: dict[str, tuple[str, Callable[[str], Patch]]] = {
     SLOW_CHOICE_ENV: ("harness.engine.impls", slow_choice),
     NOOP_SWITCH_ENV: ("harness.engine.impls", noop_switch),
     TAKEN_PORT_ENV: ("harness.engine.serve_worker", taken_port),
+    STALL_BOUNDS_ENV: ("harness.execute.progress", stall_bounds),
 }
 
 

@@ -7,7 +7,13 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
-from tests.faults import NOOP_SWITCH_ENV, SLOW_CHOICE_ENV, TAKEN_PORT_ENV, fault_env
+from tests.faults import (
+    NOOP_SWITCH_ENV,
+    SLOW_CHOICE_ENV,
+    STALL_BOUNDS_ENV,
+    TAKEN_PORT_ENV,
+    fault_env,
+)
 
 
 def _python(code: str, faults: dict[str, str]) -> str:
@@ -54,3 +60,11 @@ def test_taken_port_is_the_first_free_port_only() -> None:
                   "print(serve_worker.free_port(), serve_worker.free_port() != 1)",
                   {TAKEN_PORT_ENV: "1"})
     assert out == "1 True"
+
+
+def test_stall_bounds_shrink_the_watchdogs_constants() -> None:
+    out = _python("from harness.execute import progress\n"
+                  "print(progress.PASS_STALL_FLOOR_S, progress.WARMUP_STALL_S,\n"
+                  "      progress.ENGINE_START_STALL_S)",
+                  {STALL_BOUNDS_ENV: "PASS_STALL_FLOOR_S=4,WARMUP_STALL_S=7"})
+    assert out == "4.0 7.0 1800.0"
