@@ -287,6 +287,8 @@ def judge_against_history(run: Run, comparison: Comparison, frame: pd.DataFrame,
     series = {(s.candidate, s.metric): s for s in build_series(earlier) if s.cell is None}
     runs_seen = earlier["run_id"].nunique()
     notes.append(f"history: {runs_seen} earlier run(s) of {run.scenario.name} on this machine")
+    # The folders the store's history left out, one line each with why (index.history).
+    notes.extend(f"history leaves out {line}" for line in frame.attrs.get("skipped", []))
     for cand in comparison.candidates:
         for pattern, tolerance in spec.metrics.items():
             for row in [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]:

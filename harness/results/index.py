@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 from harness.config.interpreter import interpreted
 from harness.env import compat_id
 from harness.errors import ResultsError
+from harness.results.store import read_records
 from harness.wire.manifest import MANIFEST, Manifest
 
 if TYPE_CHECKING:
@@ -38,9 +40,11 @@ if TYPE_CHECKING:
 
     from harness.results.run import Run
 
+logger = logging.getLogger("specbench.results")
+
 INDEX_FILE = "index.duckdb"
 # Bump when the tables change: an index of another version is rebuilt from the folders.
-INDEX_VERSION = 2  # 2: runs.machine_findings
+INDEX_VERSION = 3  # 2: runs.machine_findings; 3: runs.no_estimates, the skipped table
 SUMMARY = "summary.json"
 GATE = "gate.json"
 
@@ -68,6 +72,9 @@ RUN_COLUMNS: dict[str, str] = {
     # JSON list: how the machine was shared or loaded during the passes (a run without the
     # lock, the contention findings under its table); `history` marks such runs.
     "machine_findings": "VARCHAR",
+    # Why the run gives history no estimate (no or a damaged summary.json, no comparison,
+    # Model Runner V2 under Triton's interpreter); NULL when it gives some.
+    "no_estimates": "VARCHAR",
 }
 BUILD_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR", "variant": "VARCHAR", "vllm": "VARCHAR", "vllm_location": "VARCHAR",
@@ -84,6 +91,9 @@ ESTIMATE_COLUMNS: dict[str, str] = {
     "gate": "VARCHAR",
 }
 TABLES = {"runs": RUN_COLUMNS, "builds": BUILD_COLUMNS, "estimates": ESTIMATE_COLUMNS}
+# Folders of the results folder the index could not read, each with why (one line).
+SKIPPED_COLUMNS: dict[str, str] = {"folder": "VARCHAR PRIMARY KEY", "stamp": "VARCHAR",
+                                   "reason": "VARCHAR"}
 
 
 def index_path(results_root: Path) -> Path:
@@ -104,11 +114,23 @@ def _stamp(run_dir: Path) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    return _read_json_why(path)[0]
+
+
+def _read_json_why(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON object file, or None and why not ('' when it does not exist)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"its {path.name} cannot be read ({exc.strerror})"
+    except ValueError as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        return None, f"its {path.name} is damaged, not JSON ({why})"
+    if not isinstance(data, dict):
+        return None, f"its {path.name} is damaged, not a JSON object"
+    return data, None
 
 
 def comparison_key(manifest: Manifest) -> str | None:
@@ -185,13 +207,23 @@ def read_folder(run_dir: Path,
                 manifest: Manifest | None = None) -> dict[str, list[dict[str, Any]]] | None:
     """A run folder as the rows the index holds (None: not a readable run). `manifest`: the
     folder's manifest when the caller has it loaded already (a run just ended)."""
+    rows = examine_folder(run_dir, manifest)
+    return None if isinstance(rows, str) else rows
+
+
+def examine_folder(run_dir: Path,
+                   manifest: Manifest | None = None) -> dict[str, list[dict[str, Any]]] | str:
+    """read_folder's rows, or one line saying why the folder is not a readable run."""
     if manifest is None:
         try:
             _, manifest = Manifest.read(run_dir / MANIFEST)
-        except (ResultsError, ValidationError):
-            return None
+        except ResultsError as exc:
+            return str(exc)
+        except ValidationError as exc:
+            return f"{run_dir / MANIFEST}: damaged ({str(exc).splitlines()[0]})"
     run_id = manifest.run_id or run_dir.name
-    summary = _read_json(run_dir / SUMMARY) or {}
+    summary, summary_problem = _read_json_why(run_dir / SUMMARY)
+    summary = summary or {}
     gate = _read_json(run_dir / GATE) or {}
     gates = {(str(d.get("candidate")), str(d.get("check"))): str(d.get("verdict"))
              for d in gate.get("decisions", [])}
@@ -214,6 +246,7 @@ def read_folder(run_dir: Path,
         "builds_json": json.dumps(builds, sort_keys=True), "gate_verdict": gate.get("verdict"),
         "comparison_key": comparison_key(manifest),
         "machine_findings": json.dumps(machine_findings(manifest, summary)),
+        "no_estimates": None,
     }
     build_rows = []
     for variant, build in builds.items():
@@ -228,13 +261,30 @@ def read_folder(run_dir: Path,
     estimates: list[dict[str, Any]] = []
     if interpreted(scenario.get("device"), scenario.get("model_runner")):
         # V2 under Triton's interpreter: code paths, not performance; nothing for a series.
+        run["no_estimates"] = ("Model Runner V2 under Triton's interpreter measures code "
+                               "paths, not performance")
         return {"runs": [run], "builds": build_rows, "estimates": estimates}
     if isinstance(summary.get("comparison"), dict):
         estimates.extend(_estimate_rows(run_id, summary["comparison"], None, gates))
     for cell in (summary.get("sweep") or {}).get("cells", []):
         estimates.extend(_estimate_rows(run_id, cell.get("comparison") or {}, cell.get("id"),
                                         gates))
+    if not estimates:
+        run["no_estimates"] = _why_no_estimates(run_dir, summary_problem)
     return {"runs": [run], "builds": build_rows, "estimates": estimates}
+
+
+def _why_no_estimates(run_dir: Path, summary_problem: str | None) -> str:
+    """One line: why a run's summary gives no estimate, and a damaged raw record when the
+    summary itself is missing or damaged (the report could not be made from it)."""
+    if summary_problem is None:
+        return f"its {SUMMARY} holds no estimate"
+    why = summary_problem or f"it has no {SUMMARY} (its report was never written)"
+    try:
+        read_records(run_dir)
+    except (ResultsError, OSError) as exc:
+        why += f"; {str(exc).splitlines()[0]}"
+    return why
 
 
 def run_folders(results_root: Path) -> list[Path]:
@@ -242,6 +292,15 @@ def run_folders(results_root: Path) -> list[Path]:
     if not results_root.is_dir():
         return []
     return sorted(p.parent for p in results_root.glob(f"*/{MANIFEST}"))
+
+
+def stray_folders(results_root: Path) -> list[Path]:
+    """Folders directly under `results_root` that look like a run (records or a summary) but
+    hold no manifest: the index cannot read them."""
+    if not results_root.is_dir():
+        return []
+    return sorted(p for p in results_root.iterdir() if p.is_dir() and not (
+        p / MANIFEST).exists() and ((p / "runs").is_dir() or (p / SUMMARY).is_file()))
 
 
 # --- the database --------------------------------------------------------------------------------
@@ -257,7 +316,8 @@ def _create(con: duckdb.DuckDBPyConnection) -> None:
     if found is not None and found[0] != str(INDEX_VERSION):
         for table in TABLES:
             con.execute(f"DROP TABLE IF EXISTS {table}")
-    for table, columns in TABLES.items():
+        con.execute("DROP TABLE IF EXISTS skipped")
+    for table, columns in {**TABLES, "skipped": SKIPPED_COLUMNS}.items():
         cols = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
     con.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", [str(INDEX_VERSION)])
@@ -303,9 +363,10 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
     that are gone. `loaded`: manifests already in memory, by resolved folder. Returns how many
     folders it (re)indexed."""
     if rebuild:
-        for table in TABLES:
+        for table in [*TABLES, "skipped"]:
             con.execute(f"DELETE FROM {table}")
     known = dict(con.execute("SELECT folder, stamp FROM runs").fetchall())
+    known_skipped = dict(con.execute("SELECT folder, stamp FROM skipped").fetchall())
     present = set()
     count = 0
     con.execute("BEGIN TRANSACTION")
@@ -313,23 +374,40 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
         for folder in run_folders(results_root):
             key = str(folder.resolve())
             present.add(key)
-            if known.get(key) == _stamp(folder):
+            stamp = _stamp(folder)
+            if stamp in (known.get(key), known_skipped.get(key)):
                 continue
-            rows = read_folder(folder, (loaded or {}).get(key))
-            if rows is not None:
+            rows = examine_folder(folder, (loaded or {}).get(key))
+            con.execute("DELETE FROM skipped WHERE folder = ?", [key])
+            if isinstance(rows, str):  # damaged since it was indexed: its rows go too
+                _forget(con, key)
+                con.execute("INSERT INTO skipped VALUES (?, ?, ?)", [key, stamp, rows])
+            else:
                 _insert(con, rows)
                 count += 1
-        for gone in set(known) - present:
-            ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE folder = ?",
-                                             [gone]).fetchall()]
-            for run_id in ids:
-                for table in TABLES:
-                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        for folder in stray_folders(results_root):
+            key = str(folder.resolve())
+            present.add(key)
+            if key not in known_skipped:
+                con.execute("INSERT INTO skipped VALUES (?, ?, ?)",
+                            [key, "-", f"{folder}: no {MANIFEST}, so not a readable run"])
+        for gone in (set(known) | set(known_skipped)) - present:
+            _forget(con, gone)
+            con.execute("DELETE FROM skipped WHERE folder = ?", [gone])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     return count
+
+
+def _forget(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+    """Drop every row of the run indexed from `folder`."""
+    ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE folder = ?",
+                                     [folder]).fetchall()]
+    for run_id in ids:
+        for table in TABLES:
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
 
 
 def index_run(run_dir: Path, manifest: Manifest | None = None) -> bool:
@@ -412,7 +490,36 @@ def history(results_root: str | Path, scenario: str | None = None, metric: str |
     query = HISTORY_QUERY + (" WHERE " + " AND ".join(where) if where else "")
     query += " ORDER BY r.created_unix, r.run_id, e.cell, e.candidate, e.metric"
     with synced(Path(results_root)) as con:
-        return _frames(con, query, params)
+        frame = _frames(con, query, params)
+        left_out = skipped_folders(con, scenario, status)
+    # Each folder the series leave out, one line each: in the frame (a notebook reads
+    # frame.attrs["skipped"]) and on specbench's log (stderr unless configured otherwise).
+    frame.attrs["skipped"] = left_out
+    for line in left_out:
+        logger.warning("specbench: history leaves out %s", line)
+    return frame
+
+
+def skipped_folders(con: duckdb.DuckDBPyConnection, scenario: str | None = None,
+                    status: str | None = "complete") -> list[str]:
+    """One line per folder of the results folder that gives history no estimate, with why:
+    the index could not read it, its run has none, or (`status`) it did not end so.
+    `scenario`: only runs of that scenario (an unreadable folder has none: always named)."""
+    lines = [str(reason) for (reason,) in con.execute(
+        "SELECT reason FROM skipped ORDER BY folder").fetchall()]
+    where, params = [], []
+    if scenario is not None:
+        where.append("scenario = ?")
+        params.append(scenario)
+    query = ("SELECT folder, status, no_estimates FROM runs"
+             + (" WHERE " + " AND ".join(where) if where else "")
+             + " ORDER BY created_unix, run_id")
+    for folder, run_status, none in con.execute(query, params).fetchall():
+        if status is not None and run_status != status:
+            lines.append(f"{folder}: its status is {run_status}, not {status}")
+        elif none:
+            lines.append(f"{folder}: {none}")
+    return lines
 
 
 def runs(results_root: str | Path) -> pd.DataFrame:
