@@ -68,7 +68,7 @@ def test_a_worker_stuck_in_a_function_is_named_and_ended(tmp_path: Path) -> None
     assert "during measured pass 2 (bound 5 s)" in stalled.error
     assert stalled.wall_s < 90  # the engine's start included; its timeout_s is 300
     line = next(x for x in stdout.splitlines() if "FAILED hangs" in x)
-    print(line)
+    print(f"{line}\nthe stalled launch's wall time: {stalled.wall_s:.1f} s")
     log = (results / "r" / "logs" / "hangs.r0.log").read_text()
     assert 'hang_engine_core.py", line 18 in hang' in log
     assert sessions and processes_in(sessions) == []
