@@ -23,7 +23,13 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.analysis.comparison import Comparison, MetricRow
-from harness.analysis.stats import ALPHA, holm, runs_phrase, units_for_halfwidth
+from harness.analysis.stats import (
+    ALPHA,
+    holm,
+    runs_alpha,
+    runs_phrase,
+    units_for_halfwidth,
+)
 from harness.config.scenario import GateSpec
 
 Verdict = Literal["PASS", "REGRESSION", "INCONCLUSIVE"]
@@ -131,7 +137,11 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
             est.error_unit or "", unit)
         centre = math.log1p(est.delta) if kind == "relative" else est.delta
         edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
-        needed = units_for_halfwidth(est.error_sd, abs(centre - edge))
+        # Runs combined: each further run is a later look at a smaller alpha (one launch a
+        # run assumed; with more, this asks for more than needed).
+        looks = None if est.runs <= 1 else (
+            lambda n: runs_alpha(est.runs + max(0, n - est.error_n)))
+        needed = units_for_halfwidth(est.error_sd, abs(centre - edge), alpha=looks)
         if needed is not None:
             more = max(0, needed - est.error_n)
     mde = ""

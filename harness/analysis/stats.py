@@ -10,6 +10,7 @@ Passes inside one engine launch share that launch's noise, so a pass is never th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -264,18 +265,24 @@ def blocks_needed(unit_sd: float, target_mde: float, kind: DeltaKind,
     return low
 
 
-def units_for_halfwidth(unit_sd: float, halfwidth: float,
-                        max_units: int = 100_000) -> int | None:
+def units_for_halfwidth(unit_sd: float, halfwidth: float, max_units: int = 100_000,
+                        alpha: Callable[[int], float] | None = None) -> int | None:
     """The smallest number of units whose 95% t interval (df = n - 1) is at most `halfwidth`
-    wide on each side, on the analysis scale; None when out of reach."""
+    wide on each side, on the analysis scale; None when out of reach. `alpha`: the interval's
+    error rate at n units where it is not ALPHA (runs combined: a later look spends less)."""
     if not (unit_sd > 0 and halfwidth > 0):
         return None
+
+    def half(n: int) -> float:
+        level = ALPHA if alpha is None else alpha(n)
+        return _t(n - 1.0, 1 - level / 2) * unit_sd / math.sqrt(n)
+
     lo, hi = 2, max_units
-    if _t(hi - 1.0, 1 - ALPHA / 2) * unit_sd / math.sqrt(hi) > halfwidth:
+    if half(hi) > halfwidth:
         return None
     while lo < hi:
         mid = (lo + hi) // 2
-        if _t(mid - 1.0, 1 - ALPHA / 2) * unit_sd / math.sqrt(mid) <= halfwidth:
+        if half(mid) <= halfwidth:
             hi = mid
         else:
             lo = mid + 1

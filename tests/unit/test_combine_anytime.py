@@ -12,7 +12,13 @@ from scipy import stats as sps
 
 from harness.analysis.compare import compare_run
 from harness.analysis.repeats import combined
-from harness.analysis.stats import ALPHA, RUNS_ALPHA, across_runs, runs_alpha
+from harness.analysis.stats import (
+    ALPHA,
+    RUNS_ALPHA,
+    across_runs,
+    runs_alpha,
+    units_for_halfwidth,
+)
 from harness.cli import main
 from harness.results.index import earlier_runs
 from harness.results.run import load_run
@@ -25,6 +31,10 @@ def test_the_spending_sums_to_its_budget_over_any_number_of_runs() -> None:
     assert math.fsum(runs_alpha(k) for k in range(2, 100_000)) < RUNS_ALPHA
     assert runs_alpha(2) == pytest.approx(RUNS_ALPHA / 2)
     assert ALPHA + RUNS_ALPHA <= 0.065  # the whole re-run policy's bound
+    # The gate's "about N more would decide" counts the later looks' smaller alpha.
+    fixed = units_for_halfwidth(0.01, 0.005)
+    looked = units_for_halfwidth(0.01, 0.005, alpha=lambda n: runs_alpha(3 + max(0, n - 3)))
+    assert fixed is not None and looked is not None and looked > 3 * fixed
 
 
 def test_a_combination_of_runs_is_wider_by_the_spending_factor(
