@@ -215,7 +215,8 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
     control_family(result)
     runs = max((r.estimate.runs for c in comparison.candidates for r in c.rows), default=1)
     if runs > 1 and result.family:
-        result.family += f" Intervals: {runs_phrase(runs)}."
+        result.family = (result.family.replace("whole 95% interval", "whole interval")
+                         + f" Intervals: {runs_phrase(runs)}.")
     return result
 
 
