@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.attribution import attribute
+from harness.analysis.budget import short_budget
 from harness.analysis.categories import (
     category_frame,
     compare_categories,
@@ -247,7 +248,9 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
                         f"divergence at token {cand.parity.first_divergence})")
         results.append(cand)
     per_arm = (passes.groupby("variant").size().to_dict() if not passes.empty else {})
-    stopped = [f"{r.run_key}: {r.result.stopped}" for r in sorted(runs, key=lambda r: r.order)
+    stopped = [f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r))
+                                                     else "")
+               for r in sorted(runs, key=lambda r: r.order)
                if r.result is not None and r.result.stopped]
     warmups = [f"{r.run_key}: {r.result.warmup_blocks} block(s) "
                + ("and hit its cap still settling" if r.result.warmup_capped

@@ -193,8 +193,15 @@ def no_result(comparison: Comparison, cand: CandidateResult) -> str | None:
         return f"no {short_label(row.label)} estimate" + (f" ({est.note})" if est.note else "")
     if (est.ci_low is None or est.ci_high is None) and not est.known_exactly:
         why = est.note or "fewer than 2 units"
-        return f"{short_label(row.label)} {_interval(row)} has no interval: {why}"
+        budget = next((line.split(BUDGET_MARK, 1)[1] for line in comparison.stopped
+                       if BUDGET_MARK in line), None)
+        return (f"{short_label(row.label)} {_interval(row)} has no interval: {why}"
+                + (f"; the precision budget ran out: budget_s: {budget}" if budget else ""))
     return None
+
+
+# How harness.analysis.budget.short_budget's advice starts inside a `stopped` line.
+BUDGET_MARK = "; budget_s: "
 
 
 def _parity(cand: CandidateResult) -> str | None:

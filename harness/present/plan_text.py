@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from harness.analysis.budget import LaunchCosts, launch_costs
 from harness.analysis.forecast import (
     describe,
     describe_bound,
@@ -15,6 +18,7 @@ from harness.analysis.forecast import (
     forecast,
     wall_bound,
 )
+from harness.analysis.stats import PRECISION_MIN_BLOCKS
 from harness.config.scenario import Scenario
 from harness.results.run import Run
 from harness.wire.spec import Plan
@@ -62,6 +66,7 @@ def render_plan(scenario: Scenario, plan: Plan, stored: Run | None, from_run_giv
         lines.append(f"  {r.order + 1:>3}. {r.run_key:<24} {what} x "
                      f"{r.workload.num_prompts} prompts{impl}{spec_text}")
     lines += wall_lines(plan, stored, from_run_given, results_dir)
+    lines += budget_lines(plan, stored)
     if from_run_given and stored is not None and not plan.cells:
         mde = target_mde or (precision.mde if precision else None) or 0.01
         lines += [f"  {line}" for line in describe(forecast(stored, mde))]
@@ -85,3 +90,21 @@ def wall_lines(plan: Plan, stored: Run | None, from_run_given: bool = False,
                      "and settings)")
     lines.append(f"  upper bound: {bound}")
     return lines
+
+
+def budget_lines(plan: Plan, stored: Run | None) -> list[str]:
+    """A warning when a precision budget, at a stored run's start, warm-up and block times,
+    leaves fewer blocks than an interval needs: the run would end without a result."""
+    if stored is None:
+        return []
+    costs = [c for c in map(launch_costs, stored.runs) if c is not None]
+    budgets = sorted({r.precision.budget_s for r in plan.runs if r.precision is not None})
+    if not costs or not budgets:
+        return []
+    typical = LaunchCosts(float(np.median([c.overhead_s for c in costs])),
+                          float(np.median([c.block_s for c in costs])))
+    short = [b for b in budgets if typical.blocks_within(b) < PRECISION_MIN_BLOCKS]
+    return [f"  warning: budget_s={b:g} leaves about {typical.blocks_within(b)} block(s) "
+            f"after the start and warm-up ({typical.describe()}, timed from run "
+            f"{stored.run_id}); an interval needs {PRECISION_MIN_BLOCKS}: budget_s: "
+            f"{typical.budget_for():.0f} would give one" for b in short]

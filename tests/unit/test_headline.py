@@ -196,3 +196,52 @@ def test_github_summary_appends_or_writes_pr_comment(tmp_path: Path,
     write_report(folder, figures=False, github_summary=True)
     assert summary.read_text() == "earlier step\n" + comment + "\n"
     assert not (folder / "pr-comment.md").exists()
+
+
+def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(
+        tmp_path: Path) -> None:
+    """A precision launch stopped by its budget after 1 block has no interval: the verdict
+    says so first and names the budget_s that would measure the minimum blocks, from the
+    launch's own start, warm-up and block times; `plan` warns from a stored run's."""
+    from harness.analysis.budget import launch_costs, short_budget
+    from harness.analysis.stats import PRECISION_MIN_BLOCKS
+    from harness.present.plan_text import budget_lines
+    from harness.results.run import load_run
+
+    folder = tmp_path / "stored"
+    shutil.copytree(FIXTURES / "cpu-medusa-overlay-20-blocks", folder)
+    stored = load_run(folder)
+    [record] = stored.runs
+    assert record.result is not None
+    costs = launch_costs(record)
+    assert costs is not None and costs.block_s > 0 and costs.overhead_s > 0
+    one_block = 2 * len(record.arms)  # a block runs every arm twice
+    result = record.result.model_copy(update={
+        "passes": record.result.passes[:one_block],
+        "stopped": "time budget budget_s=40 spent after 1 blocks",
+        "timings": record.result.timings.model_copy(update={
+            "measure_s": costs.block_s})})
+    short = record.model_copy(update={"result": result,
+                                      "wall_s": costs.overhead_s + costs.block_s})
+    advice = short_budget(short)
+    assert advice is not None and advice.startswith(
+        f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} blocks")
+    assert short_budget(record) is None  # it reached its target
+    comparison = compare_records([short], Arms("baseline", ["optimized"], design="one-engine"),
+                                 "r", "unit")
+    [line] = verdicts(comparison)
+    assert line.startswith("optimized: no result: output throughput")
+    assert f"the precision budget ran out: budget_s: {costs.budget_for():.0f}" in line
+    from harness.config.scenario import load_scenario
+    from harness.plan.plan import expand_plan
+    from tests.conftest import SCENARIOS
+
+    path = SCENARIOS / "cpu-medusa-overlay.yaml"
+    plan = expand_plan(load_scenario(path), scenario_file=path)
+    assert budget_lines(plan, stored) == []  # its own budget leaves room
+    starved = plan.model_copy(update={"runs": [
+        r.model_copy(update={"precision": r.precision.model_copy(update={"budget_s": 40.0})})
+        for r in plan.runs if r.precision is not None]})
+    [warning] = budget_lines(starved, stored)
+    assert warning.startswith("  warning: budget_s=40 leaves about ")
+    assert f"budget_s: {costs.budget_for():.0f} would give one" in warning
