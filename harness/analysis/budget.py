@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from harness.analysis.stats import PRECISION_MIN_BLOCKS
+from harness.config.scenario import PRECISION_MIN_BLOCKS
 from harness.wire.records import RunRecord
 
 _SPENT = re.compile(r"time budget budget_s=(?P<budget>[\d.]+) spent after (?P<blocks>\d+) blocks")

@@ -17,6 +17,8 @@ from typing import Literal
 import numpy as np
 from scipy import special as spsp
 
+from harness.config.scenario import PRECISION_MIN_BLOCKS as PRECISION_MIN_BLOCKS
+
 ALPHA = 0.05
 POWER = 0.8
 NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% effects
@@ -31,7 +33,8 @@ NOISE_CV = 0.05  # an arm whose passes vary by more than 5% cannot resolve ~1% e
 # variance, which a first look after too few blocks turns into false positives. Its rates,
 # simulated through the shipped scheduler, are tests/unit/test_stats_stress.py's output and
 # docs/statistics.md's table (no figure is copied here, where it would drift).
-PRECISION_MIN_BLOCKS = 20
+# PRECISION_MIN_BLOCKS lives with the scenario's precision settings (config.scenario), so
+# `plan` can read it without this module's scipy.
 PRECISION_LOOK_EVERY = 4
 
 # Warm-up checked, not assumed (one-engine): the leading blocks of each launch whose difference

@@ -267,6 +267,12 @@ class ServeSettings(StrictModel):
         return self
 
 
+# The blocks a precision run measures before its first look: fewer give no interval worth
+# stopping on (harness.analysis.stats explains the rule; harness.analysis.budget what a budget
+# buys).
+PRECISION_MIN_BLOCKS = 20
+
+
 class Precision(StrictModel):
     """Precision on demand (design one-engine, one round): keep adding balanced blocks of
     passes until the output-throughput minimum detectable effect reaches `mde`, or the

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.budget import LaunchCosts, launch_costs
 from harness.analysis.forecast import (
     describe,
     describe_bound,
@@ -18,7 +17,6 @@ from harness.analysis.forecast import (
     forecast,
     wall_bound,
 )
-from harness.analysis.stats import PRECISION_MIN_BLOCKS
 from harness.config.scenario import Scenario
 from harness.results.run import Run
 from harness.wire.spec import Plan
@@ -97,6 +95,10 @@ def budget_lines(plan: Plan, stored: Run | None) -> list[str]:
     leaves fewer blocks than an interval needs: the run would end without a result."""
     if stored is None:
         return []
+    # Here, not at the top: `plan` without a stored run imports no scipy (stats does).
+    from harness.analysis.budget import LaunchCosts, launch_costs
+    from harness.config.scenario import PRECISION_MIN_BLOCKS
+
     costs = [c for c in map(launch_costs, stored.runs) if c is not None]
     budgets = sorted({r.precision.budget_s for r in plan.runs if r.precision is not None})
     if not costs or not budgets:
