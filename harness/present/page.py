@@ -27,6 +27,7 @@ import yaml
 from harness.analysis.comparison import Comparison
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.present import interactive
+from harness.present.headline import tidy_paths, verdicts
 from harness.present.history import (
     _interval,
     _verdict,
@@ -135,8 +136,11 @@ def _notes(lines: list[str]) -> str:
 def comparison_html(comparison: Comparison, caption: str) -> str:
     """The comparison's table, its notes, and the per-category table where there is one."""
     header, rows = table_rows(comparison)
-    parts = [html_table(header, rows, caption, _delta_classes(comparison, rows)),
-             _notes(footnotes(comparison) + render_terminal_decompositions(comparison))]
+    answer = "<br>".join(f"<strong>{esc(v)}</strong>" for v in verdicts(comparison))
+    parts = [f'<p class="verdict">{answer}</p>',
+             html_table(header, rows, caption, _delta_classes(comparison, rows)),
+             _notes([tidy_paths(line) for line in
+                     footnotes(comparison) + render_terminal_decompositions(comparison)])]
     if comparison.categories:
         parts.append(html_table(*category_rows(comparison), "Per category"))
         parts.append(_notes([CATEGORY_NOTE]))

@@ -6,6 +6,7 @@ screenshot shows a page, not a blank."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from harness.analysis.compare import compare_run
 from harness.cli import main
+from harness.present.headline import verdicts
 from harness.present.tables import table_rows
 from harness.results.run import load_run
 from tests import browser
@@ -57,7 +59,10 @@ def test_report_page_has_the_table_and_drawn_figures(report: Path, tmp_path: Pat
     _no_network(source)
     assert source.count("<script type=\"text/javascript\">/**") == 1  # plotly.js, once
     page = browser.parse(browser.dom(report))
-    header, rows = table_rows(compare_run(load_run(report.parent)))
+    comparison = compare_run(load_run(report.parent))
+    header, rows = table_rows(comparison)
+    for line in verdicts(comparison):  # the answer first, as the terminal and table.md lead
+        assert html.escape(line) in source.split("<table")[0]
     main_table = page.tables[0]
     assert main_table["header"] == header
     assert main_table["rows"] == rows  # every cell as the terminal shows it, intervals too
