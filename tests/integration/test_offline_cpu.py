@@ -104,7 +104,9 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
                   "Mean TPOT (ms)", "Mean TTFT (ms)", "Mean E2EL (ms)",
                   "Acceptance at position 0 (%)", "Output parity vs baseline"):
         assert label in out
-    assert out.lstrip().splitlines()[1].startswith("┌")
+    lines = out.lstrip().splitlines()
+    assert lines[0].startswith("optimized: ")  # the verdict first, then the title and table
+    assert lines[2].startswith("┌")
     path = medusa_run.results.path
     assert (path / "table.md").read_text().count("| Output throughput (tok/s) |") == 1
     summary = json.loads((path / "summary.json").read_text())
@@ -132,7 +134,8 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
     [cand] = comparison.candidates
     assert cand.own_part == "draft_ms_per_step"
     assert "† optimized: Draft time per step (ms) is the part of the step its change lives in " \
-        "(the swap medusa-proposer changes it)" in medusa_run.stdout
+        "(the swap medusa-proposer changes it; the on-device proposer still waits for its " \
+        "drafts once per step, in take_draft_token_ids" in medusa_run.stdout
     # Where the delta comes from: the parts add up to the delta, each with its interval.
     [split] = comparison.attributions
     assert split.unit == "blocks" and split.units >= 20  # a precision run: 20 blocks at least
@@ -472,7 +475,10 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
     assert run.returncode == 0, run.stderr[-3000:]
     # Progress from the worker's notes (plain lines: stderr is not a terminal here).
     assert "baseline+zeros.r0: starting the engine" in run.stderr
-    assert "baseline+zeros.r0: measuring pass " in run.stderr
+    # A note per stage the parent's 1 s tick saw: 8 short passes may all fall between two
+    # ticks on a loaded machine (seen in the fresh-clone CI), the warm-up's seconds do not.
+    assert ("baseline+zeros.r0: measuring pass " in run.stderr
+            or "baseline+zeros.r0: warming up" in run.stderr)
     [launch] = run.results.runs
     assert launch.result is not None and launch.variant == "baseline+zeros"
     for p in launch.result.passes:
