@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,7 @@ class Parity:
         n, m = len(self.pass_identical), len(self.self_pass_identical)
         return self.exact or (n > 0 and m > 0 and 1 / math.comb(n + m, m) < PARITY_ALPHA)
 
-    @property
+    @cached_property  # 1,999 resamples; the table, the verdict and the exit code each ask
     def p_value(self) -> float | None:
         """The one-sided permutation p of 'the candidate repeats the baseline less often than
         the baseline repeats itself' (None: exact parity, or not judged)."""
