@@ -33,8 +33,7 @@ from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
 
-def aa_scenario(path: Path, design: str | None, repeats: int | None,
-                rounds: int | None) -> dict:
+def aa_scenario(path: Path, design: str | None, repeats: int | None, rounds: int | None) -> dict:
     data = yaml.safe_load(path.read_text())
     base_name = next(n for n, v in data["variants"].items() if v.get("baseline"))
     arm = {k: v for k, v in data["variants"][base_name].items() if k != "baseline"}
@@ -53,14 +52,16 @@ def aa_scenario(path: Path, design: str | None, repeats: int | None,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", nargs="?", type=Path,
-                        default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
+    parser.add_argument(
+        "scenario", nargs="?", type=Path, default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml"
+    )
     parser.add_argument("--runs", type=int, default=1, help="A/A runs, one after another")
     parser.add_argument("--design", choices=["one-engine", "launch-per-arm"], default=None)
     parser.add_argument("--rounds", type=int, default=None, help="override rounds")
     parser.add_argument("--repeats", type=int, default=None, help="override repeats")
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the run folders under this results directory")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the run folders under this results directory"
+    )
     args = parser.parse_args()
 
     data = aa_scenario(args.scenario, args.design, args.repeats, args.rounds)
@@ -73,34 +74,58 @@ def main() -> int:
         for i in range(args.runs):
             start = time.perf_counter()
             run_id = f"aa-{int(time.time())}-{i}"
-            proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
-                                   "--results-dir", str(tmp), "--run-id", run_id], cwd=ROOT,
-                                  capture_output=True, text=True, check=False)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.cli",
+                    "run",
+                    str(scenario),
+                    "--results-dir",
+                    str(tmp),
+                    "--run-id",
+                    run_id,
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             wall = time.perf_counter() - start
             if proc.returncode not in (0, 6):
                 sys.exit(f"A/A run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
             comparison = compare_run(load_run(tmp / run_id))
             row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
             est = row.estimate
-            ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
-                  if est.ci_low is not None and est.ci_high is not None else "no interval")
+            ci = (
+                f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
+                if est.ci_low is not None and est.ci_high is not None
+                else "no interval"
+            )
             mde = f"{100 * est.mde:.2f}%" if est.mde is not None else "n/a"
-            print(f"run {i + 1}: {row.baseline:.0f} vs {row.candidate:.0f} tok/s "
-                  f"{100 * est.delta:+.2f}% {ci} p={est.p_value:.3f} MDE {mde} units={est.units}"
-                  f" ({est.test}) significant={est.significant} wall={wall:.0f}s"
-                  + (f" [{comparison.stopped[0]}]" if comparison.stopped else ""), flush=True)
+            print(
+                f"run {i + 1}: {row.baseline:.0f} vs {row.candidate:.0f} tok/s "
+                f"{100 * est.delta:+.2f}% {ci} p={est.p_value:.3f} MDE {mde} units={est.units}"
+                f" ({est.test}) significant={est.significant} wall={wall:.0f}s"
+                + (f" [{comparison.stopped[0]}]" if comparison.stopped else ""),
+                flush=True,
+            )
             rows.append((est.delta, est.se, est.significant, wall))
     deltas = np.array([math.log1p(d) for d, *_ in rows])
     ses = np.array([se or math.nan for _, se, *_ in rows])
     flagged = sum(sig for *_, sig, _ in rows)
-    print(f"A/A {data['name']} x{len(rows)} (design {data.get('design', 'auto')}): "
-          f"{flagged} significant; median wall {np.median([r[3] for r in rows]):.0f}s")
+    print(
+        f"A/A {data['name']} x{len(rows)} (design {data.get('design', 'auto')}): "
+        f"{flagged} significant; median wall {np.median([r[3] for r in rows]):.0f}s"
+    )
     if len(rows) >= 2:
         z = deltas / ses
-        print(f"  deltas: mean {100 * deltas.mean():+.2f}%, sd {100 * deltas.std(ddof=1):.2f}%; "
-              f"printed se: median {100 * np.nanmedian(ses):.2f}%; "
-              f"z = delta/se: sd {np.nanstd(z, ddof=1):.2f} (about 1 when the intervals are "
-              f"honest), max |z| {np.nanmax(np.abs(z)):.2f}")
+        print(
+            f"  deltas: mean {100 * deltas.mean():+.2f}%, sd {100 * deltas.std(ddof=1):.2f}%; "
+            f"printed se: median {100 * np.nanmedian(ses):.2f}%; "
+            f"z = delta/se: sd {np.nanstd(z, ddof=1):.2f} (about 1 when the intervals are "
+            f"honest), max |z| {np.nanmax(np.abs(z)):.2f}"
+        )
     return 1 if flagged > max(1, len(rows) // 10) else 0
 
 

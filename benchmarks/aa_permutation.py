@@ -27,24 +27,34 @@ TARGET = 0.065
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", nargs="?", type=Path,
-                        default=ROOT / "results" / "fixtures" / "cpu-medusa-overlay-20-blocks")
+    parser.add_argument(
+        "run",
+        nargs="?",
+        type=Path,
+        default=ROOT / "results" / "fixtures" / "cpu-medusa-overlay-20-blocks",
+    )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     run = load_run(args.run)
     found = permute(run, args.trials, args.seed)
     n = found.trials
-    print(f"{run.run_id}: {run.scenario.primary_metric} primary, {found.noisy_rows} noisy rows, "
-          f"{n} block relabellings\n")
+    print(
+        f"{run.run_id}: {run.scenario.primary_metric} primary, {found.noisy_rows} noisy rows, "
+        f"{n} block relabellings\n"
+    )
     print("| row | significant alone | starred |\n|---|---|---|")
     for label, alone in found.alone.items():
         print(f"| {label} | {100 * alone / n:.1f}% | {100 * found.starred[label] / n:.1f}% |")
     mean = found.rows_when_any / found.any_star if found.any_star else 0.0
-    print(f"\nAt least one noisy row significant alone (each row at 5%): "
-          f"{100 * found.any_alone / n:.1f}% ({n})")
-    print(f"At least one starred row (the table's rule): {100 * found.any_star / n:.1f}% ({n}); "
-          f"{mean:.1f} starred rows on average when any")
+    print(
+        f"\nAt least one noisy row significant alone (each row at 5%): "
+        f"{100 * found.any_alone / n:.1f}% ({n})"
+    )
+    print(
+        f"At least one starred row (the table's rule): {100 * found.any_star / n:.1f}% ({n}); "
+        f"{mean:.1f} starred rows on average when any"
+    )
     return 0 if found.any_star / n <= TARGET else 1
 
 

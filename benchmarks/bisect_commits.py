@@ -39,18 +39,39 @@ def main() -> int:
     spec = importlib.util.find_spec("vllm")
     assert spec is not None and spec.origin is not None, "needs the installed vLLM"
     work = args.keep or Path(tempfile.mkdtemp(prefix="specbench-bisect-"))
-    shas = make_repo(work / "repo", Path(spec.origin).parent, args.slow_commit,
-                     slow_fraction=args.slow_fraction)
-    print(f"checkout: {len(shas)} commits, each propose call busy-waiting "
-          f"{100 * args.slow_fraction:g}% of an engine step from commit {args.slow_commit} "
-          f"({shas[args.slow_commit][:12]})", flush=True)
+    shas = make_repo(
+        work / "repo", Path(spec.origin).parent, args.slow_commit, slow_fraction=args.slow_fraction
+    )
+    print(
+        f"checkout: {len(shas)} commits, each propose call busy-waiting "
+        f"{100 * args.slow_fraction:g}% of an engine step from commit {args.slow_commit} "
+        f"({shas[args.slow_commit][:12]})",
+        flush=True,
+    )
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "bisect", str(ROOT / "scenarios" /
-                                                            "cpu-medusa-bisect.yaml"),
-         "--repo", str(work / "repo"), "--good", "v0.32.0", "--bad", "main",
-         "--budget", str(args.budget), "--results-dir", str(work / "results")],
-        capture_output=True, text=True, cwd=ROOT, check=False)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "bisect",
+            str(ROOT / "scenarios" / "cpu-medusa-bisect.yaml"),
+            "--repo",
+            str(work / "repo"),
+            "--good",
+            "v0.32.0",
+            "--bad",
+            "main",
+            "--budget",
+            str(args.budget),
+            "--results-dir",
+            str(work / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     wall = time.perf_counter() - start
     print(proc.stdout, end="")
     runs = [ln for ln in proc.stderr.splitlines() if "bisect: measuring" in ln]

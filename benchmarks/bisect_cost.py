@@ -38,17 +38,29 @@ from testkit.bisection import CostModel  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
-    parser.add_argument("--step", type=float, default=-0.065,
-                        help="the planted step (the real benchmark measured -6%% to -7.5%%)")
-    parser.add_argument("--check-beside", type=int, default=3,
-                        help="runs per round of checks beside the culprit (specbench bisect "
-                             "--check-beside, default 3 as there; 0 checks nothing)")
+    parser.add_argument(
+        "--step",
+        type=float,
+        default=-0.065,
+        help="the planted step (the real benchmark measured -6%% to -7.5%%)",
+    )
+    parser.add_argument(
+        "--check-beside",
+        type=int,
+        default=3,
+        help="runs per round of checks beside the culprit (specbench bisect "
+        "--check-beside, default 3 as there; 0 checks nothing)",
+    )
     args = parser.parse_args()
     n = 7
-    print(f"{n + 1} commits, a {100 * args.step:+.1f}% step, --check-beside {args.check_beside}, "
-          f"{args.trials} simulated bisects per row")
-    print(f"{'points':>6}  {'culprit':>9}  {'right':>6}  {'median min':>10}  {'p90 min':>7}  "
-          f"{'runs':>4}  {'parts left open':>15}")
+    print(
+        f"{n + 1} commits, a {100 * args.step:+.1f}% step, --check-beside {args.check_beside}, "
+        f"{args.trials} simulated bisects per row"
+    )
+    print(
+        f"{'points':>6}  {'culprit':>9}  {'right':>6}  {'median min':>10}  {'p90 min':>7}  "
+        f"{'runs':>4}  {'parts left open':>15}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for points in (1, 2, 3):
             for fixed in (5, None):
@@ -56,17 +68,20 @@ def main() -> int:
                 walls, runs, right, open_parts = [], [], 0, 0
                 for _ in range(args.trials):
                     culprit = fixed or int(rng.integers(1, n + 1))
-                    model = CostModel(n, culprit, args.step, rng, Path(tmp), points,
-                                      check_runs=args.check_beside)
+                    model = CostModel(
+                        n, culprit, args.step, rng, Path(tmp), points, check_runs=args.check_beside
+                    )
                     out = model.run()
                     open_parts += any(c.verdict not in ("STEP", "NONE") for c in out.changes)
                     walls.append(model.wall_s / 60)
                     runs.append(model.runs)
                     right += out.verdict == "CULPRIT" and out.culprit == culprit
-                print(f"{points:>6}  {'5' if fixed else 'uniform':>9}  "
-                      f"{right / args.trials:>6.3f}  {np.median(walls):>10.1f}  "
-                      f"{np.percentile(walls, 90):>7.1f}  {np.median(runs):>4.0f}  "
-                      f"{open_parts / args.trials:>15.3f}")
+                print(
+                    f"{points:>6}  {'5' if fixed else 'uniform':>9}  "
+                    f"{right / args.trials:>6.3f}  {np.median(walls):>10.1f}  "
+                    f"{np.percentile(walls, 90):>7.1f}  {np.median(runs):>4.0f}  "
+                    f"{open_parts / args.trials:>15.3f}"
+                )
     return 0
 
 

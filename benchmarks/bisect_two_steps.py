@@ -39,9 +39,13 @@ from testkit.bisection import CostModel, Simulated, named, planted, reported  # 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
-    parser.add_argument("--check-beside", type=int, default=3,
-                        help="runs per round of checks beside a culprit (specbench bisect "
-                             "--check-beside), for the two-culprit row")
+    parser.add_argument(
+        "--check-beside",
+        type=int,
+        default=3,
+        help="runs per round of checks beside a culprit (specbench bisect "
+        "--check-beside), for the two-culprit row",
+    )
     args = parser.parse_args()
     trials = args.trials
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -52,19 +56,23 @@ def main() -> int:
         for _ in range(trials):
             a, b = (int(x) for x in rng.choice(np.arange(1, 8), 2, replace=False))
             model = planted(CostModel, {a: -0.025, b: -0.05})(
-                7, b, -0.05, rng, tmp, 3, check_runs=args.check_beside)
+                7, b, -0.05, rng, tmp, 3, check_runs=args.check_beside
+            )
             out = model.run()
             both += named(out) == {a, b}
             told += reported(out, a, b)
             wall_list.append(model.wall_s / 60)
             run_list.append(model.runs)
         walls = float(np.median(wall_list))
-        print(f"two culprits -2.5% and -5% (cost model, 8 commits, --check-beside "
-              f"{args.check_beside}, {trials} trials): both reported (the second as a step "
-              f"with its interval in its part, at least) {100 * told / trials:.1f}%, both "
-              f"named to the commit {100 * both / trials:.1f}%; wall median {walls:.1f} min, p90 "
-              f"{np.percentile(wall_list, 90):.1f}; runs median {np.median(run_list):.0f}, "
-              f"max {max(run_list)}", flush=True)
+        print(
+            f"two culprits -2.5% and -5% (cost model, 8 commits, --check-beside "
+            f"{args.check_beside}, {trials} trials): both reported (the second as a step "
+            f"with its interval in its part, at least) {100 * told / trials:.1f}%, both "
+            f"named to the commit {100 * both / trials:.1f}%; wall median {walls:.1f} min, p90 "
+            f"{np.percentile(wall_list, 90):.1f}; runs median {np.median(run_list):.0f}, "
+            f"max {max(run_list)}",
+            flush=True,
+        )
 
         six = three = same = 0
         for _ in range(trials):
@@ -74,15 +82,23 @@ def main() -> int:
             six += 6 in found
             three += 3 in found
             same += "same as good" in render_outcome(out)
-        print(f"-1% at 3 and -4% at 6 (Simulated, 8 commits, {trials} trials): 6 named "
-              f"{100 * six / trials:.1f}%, 3 named {100 * three / trials:.1f}%, "
-              f"'same as good' printed {100 * same / trials:.1f}%", flush=True)
+        print(
+            f"-1% at 3 and -4% at 6 (Simulated, 8 commits, {trials} trials): 6 named "
+            f"{100 * six / trials:.1f}%, 3 named {100 * three / trials:.1f}%, "
+            f"'same as good' printed {100 * same / trials:.1f}%",
+            flush=True,
+        )
 
         for label, make in (
-                ("single -5% culprit (Simulated, 8 commits)",
-                 lambda c: Simulated(8, c, -0.05, rng, tmp)),
-                ("planted -6.5% at 5 of 7 (cost model)",
-                 lambda c: CostModel(7, c, -0.065, rng, tmp, 3))):
+            (
+                "single -5% culprit (Simulated, 8 commits)",
+                lambda c: Simulated(8, c, -0.05, rng, tmp),
+            ),
+            (
+                "planted -6.5% at 5 of 7 (cost model)",
+                lambda c: CostModel(7, c, -0.065, rng, tmp, 3),
+            ),
+        ):
             right = wrong = extra = 0
             for _ in range(trials):
                 culprit = 5 if "cost" in label else int(rng.integers(1, 9))
@@ -91,16 +107,22 @@ def main() -> int:
                 right += out.verdict == "CULPRIT" and out.culprit == culprit
                 wrong += out.verdict == "CULPRIT" and out.culprit != culprit
                 extra += bool(found - {culprit})
-            print(f"{label}, {trials} trials: right {100 * right / trials:.1f}%, wrong "
-                  f"{100 * wrong / trials:.1f}%, a commit named that has no step "
-                  f"{100 * extra / trials:.1f}%", flush=True)
+            print(
+                f"{label}, {trials} trials: right {100 * right / trials:.1f}%, wrong "
+                f"{100 * wrong / trials:.1f}%, a commit named that has no step "
+                f"{100 * extra / trials:.1f}%",
+                flush=True,
+            )
 
         none = 0
         for _ in range(trials):
             out = Simulated(8, int(rng.integers(1, 9)), -0.01, rng, tmp).run()
             none += out.verdict == "NO CHANGE"
-        print(f"a -1% step at a 2% threshold (Simulated, 8 commits, {trials} trials): 'no "
-              f"commit differs' {100 * none / trials:.1f}%", flush=True)
+        print(
+            f"a -1% step at a 2% threshold (Simulated, 8 commits, {trials} trials): 'no "
+            f"commit differs' {100 * none / trials:.1f}%",
+            flush=True,
+        )
     return 0
 
 

@@ -35,27 +35,37 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    rows = [("deltas", "delta", 0.0, [0.0, -0.01, -0.02, -0.05]),
-            ("values", "value", 0.0, [0.0, -0.05, -0.10, -0.20]),
-            ("values, drift 2%/run", "value", 0.02, [0.0, -0.10, -0.20])]
+    rows = [
+        ("deltas", "delta", 0.0, [0.0, -0.01, -0.02, -0.05]),
+        ("values", "value", 0.0, [0.0, -0.05, -0.10, -0.20]),
+        ("values, drift 2%/run", "value", 0.02, [0.0, -0.10, -0.20]),
+    ]
     print(f"{args.trials} simulated histories of {args.runs} runs per row, step at run {AT}")
-    print(f"{'series':<22} {'step':>6} {'found (all after)':>18} {'found (3 after)':>16} "
-          f"{'false / 100 runs':>17} {'no alarm':>9} {'size seen':>10}")
+    print(
+        f"{'series':<22} {'step':>6} {'found (all after)':>18} {'found (3 after)':>16} "
+        f"{'false / 100 runs':>17} {'no alarm':>9} {'size seen':>10}"
+    )
     start = time.perf_counter()
     for label, series, drift, steps in rows:
         for step in steps:
-            base = History(runs=args.runs, step=math.log1p(step), at=AT if step else None,
-                           drift_sd=drift)
+            base = History(
+                runs=args.runs, step=math.log1p(step), at=AT if step else None, drift_sd=drift
+            )
             full = detection(base, args.trials, seed=1, series=series)
-            early = (detection(replace(base, runs=AT + 3), args.trials, seed=2, series=series)
-                     if step else None)
+            early = (
+                detection(replace(base, runs=AT + 3), args.trials, seed=2, series=series)
+                if step
+                else None
+            )
             size = "—" if math.isnan(full.median_step) else f"{100 * full.median_step:+.2f}%"
-            print(f"{label:<22} {100 * step:>5.0f}% "
-                  f"{'—' if not step else f'{100 * full.detected:.1f}%':>18} "
-                  f"{'—' if early is None else f'{100 * early.detected:.1f}%':>16} "
-                  f"{full.false_per_100:>17.2f} {100 * full.quiet:>8.1f}% "
-                  f"{size:>10}",
-                  flush=True)
+            print(
+                f"{label:<22} {100 * step:>5.0f}% "
+                f"{'—' if not step else f'{100 * full.detected:.1f}%':>18} "
+                f"{'—' if early is None else f'{100 * early.detected:.1f}%':>16} "
+                f"{full.false_per_100:>17.2f} {100 * full.quiet:>8.1f}% "
+                f"{size:>10}",
+                flush=True,
+            )
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 

@@ -45,8 +45,7 @@ from harness.analysis.stats import DeltaEstimate, across_runs, arm_delta  # noqa
 from harness.results.run import Run, load_run  # noqa: E402
 from testkit.stored import stored  # noqa: E402
 
-POLICIES = ("one run", "re-run", "combine, fixed 95%", "combine, anytime (shipped)",
-            "fixed design")
+POLICIES = ("one run", "re-run", "combine, fixed 95%", "combine, anytime (shipped)", "fixed design")
 
 
 def throughput(comparison: Comparison) -> DeltaEstimate:
@@ -90,10 +89,12 @@ class Trial:
 
         k = len(self.runs)
         rng = np.random.default_rng([self.seed, k])
-        shift = math.log1p(self.effect) + (rng.normal(0, self.interaction)
-                                           if self.interaction else 0.0)
-        run = load_run(stored(self.root, f"r{k}", 100.0 * (k + 1), self.seed * 1000 + k,
-                              effect=shift))
+        shift = math.log1p(self.effect) + (
+            rng.normal(0, self.interaction) if self.interaction else 0.0
+        )
+        run = load_run(
+            stored(self.root, f"r{k}", 100.0 * (k + 1), self.seed * 1000 + k, effect=shift)
+        )
         self.runs.append(run)
         return run
 
@@ -105,8 +106,9 @@ class Trial:
     def play(self, want_rerun: bool) -> None:
         for k in range(1, self.n + 1):
             run = self.add_run()
-            open_combine = not (self.hit["combine, fixed 95%"]
-                                and self.hit["combine, anytime (shipped)"])
+            open_combine = not (
+                self.hit["combine, fixed 95%"] and self.hit["combine, anytime (shipped)"]
+            )
             if k == 1:
                 alone = found(throughput(compare_run(run)), self.effect)
                 self.judge("one run", alone, 1)
@@ -144,11 +146,11 @@ class EstimatorTrial(Trial):
 
         k = len(self.parts)
         blocks = 30
-        shift = math.log1p(self.effect) + (self.rng.normal(0, self.interaction)
-                                           if self.interaction else 0.0)
+        shift = math.log1p(self.effect) + (
+            self.rng.normal(0, self.interaction) if self.interaction else 0.0
+        )
         cand = np.tile(np.array([False, True, True, False]), blocks)
-        y = (self.rng.normal(0, 0.08) + shift * cand
-             + self.rng.normal(0, self.pass_noise, len(cand)))
+        y = self.rng.normal(0, 0.08) + shift * cand + self.rng.normal(0, self.pass_noise, len(cand))
         block = np.repeat(np.arange(blocks), 4)
         self.parts.append((np.exp(y), cand, np.full(len(y), k), np.full(len(y), k), block))
 
@@ -164,16 +166,18 @@ class EstimatorTrial(Trial):
             self.add_pass_arrays()
             if k == 1:
                 alone = found(self.estimate(1), self.effect)
-                for p in ("one run", "re-run", "combine, fixed 95%",
-                          "combine, anytime (shipped)"):
+                for p in ("one run", "re-run", "combine, fixed 95%", "combine, anytime (shipped)"):
                     self.judge(p, alone, 1)
                 continue
             if want_rerun and not self.hit["re-run"]:
                 saved, self.parts = self.parts, self.parts[-1:]  # the last run alone
                 self.judge("re-run", found(self.estimate(1), self.effect), k)
                 self.parts = saved
-            if self.hit["combine, fixed 95%"] and self.hit["combine, anytime (shipped)"] \
-                    and k < self.n:
+            if (
+                self.hit["combine, fixed 95%"]
+                and self.hit["combine, anytime (shipped)"]
+                and k < self.n
+            ):
                 continue
             est = self.estimate(k)
             self.judge("combine, fixed 95%", found(est, self.effect, fixed=True), k)
@@ -182,8 +186,9 @@ class EstimatorTrial(Trial):
                 self.judge("fixed design", found(est, self.effect, fixed=True), k)
 
 
-def cell(n: int, effect: float, trials: int, interaction: float, seed: int,
-         fast: bool = False) -> None:
+def cell(
+    n: int, effect: float, trials: int, interaction: float, seed: int, fast: bool = False
+) -> None:
     hits = dict.fromkeys(POLICIES, 0)
     looks = dict.fromkeys(POLICIES, 0)
     start = time.monotonic()
@@ -196,17 +201,24 @@ def cell(n: int, effect: float, trials: int, interaction: float, seed: int,
             hits[p] += t.hit[p]
             looks[p] += t.looks[p]
     what = "A/A false positives" if effect == 0 else f"power at {100 * effect:+g}%"
-    path = (f"stats.arm_delta + across_runs, pass noise {100 * EstimatorTrial.pass_noise:g}%"
-            if fast else "stored runs, compare_run + combined")
-    print(f"\n{path}: at most {n} runs, {what}, interaction sd {100 * interaction:g}%, "
-          f"{trials} trials "
-          f"({time.monotonic() - start:.0f} s):")
+    path = (
+        f"stats.arm_delta + across_runs, pass noise {100 * EstimatorTrial.pass_noise:g}%"
+        if fast
+        else "stored runs, compare_run + combined"
+    )
+    print(
+        f"\n{path}: at most {n} runs, {what}, interaction sd {100 * interaction:g}%, "
+        f"{trials} trials "
+        f"({time.monotonic() - start:.0f} s):"
+    )
     for p in POLICIES:
         if p == "re-run" and effect != 0:
             continue
         low, high = wilson(hits[p], trials)
-        print(f"  {p:28s} {100 * hits[p] / trials:5.1f}% [{low:.1f}, {high:.1f}]  "
-              f"mean runs looked at {looks[p] / trials:.1f}")
+        print(
+            f"  {p:28s} {100 * hits[p] / trials:5.1f}% [{low:.1f}, {high:.1f}]  "
+            f"mean runs looked at {looks[p] / trials:.1f}"
+        )
     sys.stdout.flush()
 
 
@@ -217,10 +229,14 @@ def main() -> int:
     parser.add_argument("--effects", type=float, nargs="+", default=[0.0])
     parser.add_argument("--interaction", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--estimator", action="store_true",
-                        help="per-pass arrays into the shipped estimator (no run folders)")
-    parser.add_argument("--pass-noise", type=float, default=0.02,
-                        help="pass noise sd (log scale; --estimator only)")
+    parser.add_argument(
+        "--estimator",
+        action="store_true",
+        help="per-pass arrays into the shipped estimator (no run folders)",
+    )
+    parser.add_argument(
+        "--pass-noise", type=float, default=0.02, help="pass noise sd (log scale; --estimator only)"
+    )
     args = parser.parse_args()
     EstimatorTrial.pass_noise = args.pass_noise
     for n in args.runs:

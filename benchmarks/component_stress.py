@@ -60,8 +60,11 @@ def summarize(results: list[dict], truth: dict[str, float]) -> dict[str, tuple]:
         ests = [r[key] for r in results if r.get(key) is not None]
         lows = [getattr(e, "ci_low", getattr(e, "low", None)) for e in ests]
         highs = [getattr(e, "ci_high", getattr(e, "high", None)) for e in ests]
-        pairs = [(lo, hi) for lo, hi in zip(lows, highs, strict=True)
-                 if lo is not None and hi is not None]
+        pairs = [
+            (lo, hi)
+            for lo, hi in zip(lows, highs, strict=True)
+            if lo is not None and hi is not None
+        ]
         if not pairs:
             rows[key] = (len(ests), math.nan, math.nan, math.nan)
             continue
@@ -79,33 +82,47 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--effect", type=float, default=0.05)
     parser.add_argument("--precision", type=float, default=None)
-    parser.add_argument("--metric", default="draft_ms_per_step",
-                        help="the row --precision targets (draft_ms_per_step, "
-                        "draft_per_forward)")
+    parser.add_argument(
+        "--metric",
+        default="draft_ms_per_step",
+        help="the row --precision targets (draft_ms_per_step, draft_per_forward)",
+    )
     args = parser.parse_args()
     parts = Parts()
-    precision = None if args.precision is None else Precision(
-        mde=args.precision, metric=args.metric, budget_s=1e9)
+    precision = (
+        None
+        if args.precision is None
+        else Precision(mde=args.precision, metric=args.metric, budget_s=1e9)
+    )
     raw_aa = parts_trials(parts, args.blocks, args.trials, args.seed, precision)
-    raw_eff = parts_trials(Parts(draft_effect=args.effect), args.blocks, args.trials,
-                           args.seed + 1, precision)
+    raw_eff = parts_trials(
+        Parts(draft_effect=args.effect), args.blocks, args.trials, args.seed + 1, precision
+    )
     aa, eff = [flatten(t) for t in raw_aa], [flatten(t) for t in raw_eff]
     if precision is not None:
-        print(f"precision: {args.metric} MDE <= {100 * args.precision:.1f}%: median blocks "
-              f"{np.median([t['blocks'] for t in raw_aa]):.0f} (A/A), "
-              f"{np.median([t['blocks'] for t in raw_eff]):.0f} (drafter slower)")
+        print(
+            f"precision: {args.metric} MDE <= {100 * args.precision:.1f}%: median blocks "
+            f"{np.median([t['blocks'] for t in raw_aa]):.0f} (A/A), "
+            f"{np.median([t['blocks'] for t in raw_eff]):.0f} (drafter slower)"
+        )
     got_aa = summarize(aa, truths(parts, 0.0))
     got_eff = summarize(eff, truths(parts, args.effect))
-    print(f"{args.trials} trials a cell, {args.blocks} blocks, drafter +{args.effect:.3f} "
-          "(log) in the second cell\n")
-    print("| row or part | A/A significant | coverage, drafter slower | significant, drafter "
-          "slower | median half-width |")
+    print(
+        f"{args.trials} trials a cell, {args.blocks} blocks, drafter +{args.effect:.3f} "
+        "(log) in the second cell\n"
+    )
+    print(
+        "| row or part | A/A significant | coverage, drafter slower | significant, drafter "
+        "slower | median half-width |"
+    )
     print("|---|---|---|---|---|")
     for key in got_aa:
         n, sig, _, _ = got_aa[key]
         _, sig_e, cover_e, half_e = got_eff[key]
-        print(f"| {key} | {100 * sig:.2f}% | {100 * cover_e:.2f}% | {100 * sig_e:.2f}% | "
-              f"{100 * half_e:.2f}% |")
+        print(
+            f"| {key} | {100 * sig:.2f}% | {100 * cover_e:.2f}% | {100 * sig_e:.2f}% | "
+            f"{100 * half_e:.2f}% |"
+        )
     return 0
 
 

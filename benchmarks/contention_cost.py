@@ -22,8 +22,12 @@ from harness.engine.contention import sample  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--pass-s", type=float, default=0.3,
-                        help="a pass's duration to compare with (the demo's: about 0.3 s)")
+    parser.add_argument(
+        "--pass-s",
+        type=float,
+        default=0.3,
+        help="a pass's duration to compare with (the demo's: about 0.3 s)",
+    )
     args = parser.parse_args()
     session = os.getsid(0)
     times = []
@@ -33,10 +37,12 @@ def main() -> int:
         times.append(time.perf_counter() - t)
     processes = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())
     median, p90 = statistics.median(times), statistics.quantiles(times, n=10)[-1]
-    print(f"one sample: median {1e3 * median:.2f} ms, p90 {1e3 * p90:.2f} ms over {args.n} "
-          f"samples, {processes} processes read; two a pass are "
-          f"{100 * 2 * median / args.pass_s:.1f}% of a {args.pass_s:g} s pass, outside its "
-          "timed region")
+    print(
+        f"one sample: median {1e3 * median:.2f} ms, p90 {1e3 * p90:.2f} ms over {args.n} "
+        f"samples, {processes} processes read; two a pass are "
+        f"{100 * 2 * median / args.pass_s:.1f}% of a {args.pass_s:g} s pass, outside its "
+        "timed region"
+    )
     return 0
 
 

@@ -26,16 +26,38 @@ sys.path.insert(0, str(ROOT))
 
 from harness.results.run import load_run  # noqa: E402
 
-PARTS = ("startup_s", "import_s", "models_s", "engine_start_s", "warmup_s", "measure_s",
-         "shutdown_s", "finish_s")
+PARTS = (
+    "startup_s",
+    "import_s",
+    "models_s",
+    "engine_start_s",
+    "warmup_s",
+    "measure_s",
+    "shutdown_s",
+    "finish_s",
+)
 
 
 def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
     run_id = f"breakdown-{index}"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
-                           "--results-dir", str(results), "--run-id", run_id],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(results),
+            "--run-id",
+            run_id,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -57,8 +79,9 @@ def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", nargs="?", type=Path,
-                        default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
+    parser.add_argument(
+        "scenario", nargs="?", type=Path, default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml"
+    )
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -34,9 +34,23 @@ def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
     path = tmp / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
-                           "--results-dir", str(tmp), "--run-id", run_id], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(path),
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            run_id,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         sys.exit(f"{run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     comparison = compare_run(load_run(tmp / run_id))
@@ -45,11 +59,16 @@ def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
 
 
 def describe(name: str, est: DeltaEstimate, wall: float) -> str:
-    ci = (f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
-          if est.ci_low is not None and est.ci_high is not None else "no interval")
+    ci = (
+        f"[{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%]"
+        if est.ci_low is not None and est.ci_high is not None
+        else "no interval"
+    )
     mde = f" MDE ±{100 * est.mde:.2f}%" if est.mde is not None else ""
-    return (f"{name}: {100 * est.delta:+.2f}% {ci}{mde} units={est.units} df={est.df} "
-            f"({est.test}) wall={wall:.0f}s")
+    return (
+        f"{name}: {100 * est.delta:+.2f}% {ci}{mde} units={est.units} df={est.df} "
+        f"({est.test}) wall={wall:.0f}s"
+    )
 
 
 def agreement(a: DeltaEstimate, b: DeltaEstimate, name_a: str, name_b: str) -> str:
@@ -64,22 +83,29 @@ def agreement(a: DeltaEstimate, b: DeltaEstimate, name_a: str, name_b: str) -> s
     t = (math.log1p(a.delta) - math.log1p(b.delta)) / se
     crit = float(sps.t.ppf(0.975, df))
     inside = b.ci_low is not None and b.ci_high is not None and b.ci_low <= a.delta <= b.ci_high
-    return (f"difference of the estimates: t = {t:+.2f} on {df:.1f} df (critical {crit:.2f}): "
-            f"{'agree' if abs(t) < crit else 'DISAGREE'}; {name_a} estimate "
-            f"{'inside' if inside else 'outside'} the {name_b} interval")
+    return (
+        f"difference of the estimates: t = {t:+.2f} on {df:.1f} df (critical {crit:.2f}): "
+        f"{'agree' if abs(t) < crit else 'DISAGREE'}; {name_a} estimate "
+        f"{'inside' if inside else 'outside'} the {name_b} interval"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", nargs="?", type=Path,
-                        default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
+    parser.add_argument(
+        "scenario", nargs="?", type=Path, default=ROOT / "scenarios" / "cpu-medusa-proposer.yaml"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args()
     shared = yaml.safe_load(args.scenario.read_text())
     prompts = args.scenario.parent / "prompts"
-    separate = {**shared, "design": "launch-per-arm", "rounds": args.rounds,
-                "repeats": args.repeats}
+    separate = {
+        **shared,
+        "design": "launch-per-arm",
+        "rounds": args.rounds,
+        "repeats": args.repeats,
+    }
     separate.pop("precision", None)
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -90,8 +116,9 @@ def main() -> int:
             est, wall = run(data, tmp, name)
             results[name] = est
             print(describe(name, est, wall), flush=True)
-    print(agreement(results["one-engine"], results["launch-per-arm"], "one-engine",
-                    "launch-per-arm"))
+    print(
+        agreement(results["one-engine"], results["launch-per-arm"], "one-engine", "launch-per-arm")
+    )
     return 0
 
 

@@ -29,20 +29,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
     args = parser.parse_args()
-    rows = [("no change, 30 runs", History(runs=30)),
-            *[(f"drift {100 * d:+.0f}% over 30 runs", History(runs=30, trend=math.log1p(d)))
-              for d in (-0.01, -0.02, -0.04)],
-            ("step -5% at run 20, 3 after", History(runs=23, step=math.log1p(-0.05), at=20))]
+    rows = [
+        ("no change, 30 runs", History(runs=30)),
+        *[
+            (f"drift {100 * d:+.0f}% over 30 runs", History(runs=30, trend=math.log1p(d)))
+            for d in (-0.01, -0.02, -0.04)
+        ],
+        ("step -5% at run 20, 3 after", History(runs=23, step=math.log1p(-0.05), at=20)),
+    ]
     print(f"{args.trials} simulated histories per row (deltas)")
-    print(f"{'history':<30} {'names a commit':>14} {'found':>7} {'drift reported':>15} "
-          f"{'drift size':>10}")
+    print(
+        f"{'history':<30} {'names a commit':>14} {'found':>7} {'drift reported':>15} "
+        f"{'drift size':>10}"
+    )
     start = time.perf_counter()
     for seed, (label, h) in enumerate(rows):
         d = detection(h, args.trials, seed=100 + seed, series="delta")
         found = f"{100 * d.detected:.1f}%" if h.at is not None else "—"
         size = "—" if math.isnan(d.median_drift) else f"{100 * d.median_drift:+.2f}%"
-        print(f"{label:<30} {100 * (1 - d.quiet):>13.1f}% {found:>7} "
-              f"{100 * d.drifted:>14.1f}% {size:>10}", flush=True)
+        print(
+            f"{label:<30} {100 * (1 - d.quiet):>13.1f}% {found:>7} "
+            f"{100 * d.drifted:>14.1f}% {size:>10}",
+            flush=True,
+        )
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 

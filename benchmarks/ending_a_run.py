@@ -47,9 +47,19 @@ def refusals(repeats: int) -> None:
             walls = []
             for _ in range(repeats):
                 t = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "harness.cli", command, str(path),
-                                       *(["--results-dir", f"{tmp}/r"] if command == "run"
-                                         else [])], capture_output=True, cwd=ROOT, check=False)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "harness.cli",
+                        command,
+                        str(path),
+                        *(["--results-dir", f"{tmp}/r"] if command == "run" else []),
+                    ],
+                    capture_output=True,
+                    cwd=ROOT,
+                    check=False,
+                )
                 walls.append(time.perf_counter() - t)
                 assert proc.returncode == code, (name, proc.stderr)
             times.append((statistics.median(walls), name))
@@ -58,22 +68,39 @@ def refusals(repeats: int) -> None:
             data = copy.deepcopy(MINIMAL)
             suffix = ".jsonl" if kind == "jsonl" else ".json"
             (Path(tmp) / f"p{suffix}").write_bytes(content)
-            data["workload"] = {"kind": kind, "path": f"p{suffix}", "num_prompts": 1,
-                                "max_tokens": 8}
+            data["workload"] = {
+                "kind": kind,
+                "path": f"p{suffix}",
+                "num_prompts": 1,
+                "max_tokens": 8,
+            }
             path = Path(tmp) / "s.yaml"
             path.write_text(yaml.safe_dump(data))
             walls = []
             for _ in range(repeats):
                 t = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
-                                       "--results-dir", f"{tmp}/r"], capture_output=True,
-                                      cwd=ROOT, check=False)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "harness.cli",
+                        "run",
+                        str(path),
+                        "--results-dir",
+                        f"{tmp}/r",
+                    ],
+                    capture_output=True,
+                    cwd=ROOT,
+                    check=False,
+                )
                 walls.append(time.perf_counter() - t)
                 assert proc.returncode == 2, (name, proc.stderr)
             times.append((statistics.median(walls), f"file:{name}"))
     walls = sorted(t for t, _ in times)
-    print(f"refusals: {len(times)} cases, median {statistics.median(walls):.2f} s, "
-          f"slowest {walls[-1]:.2f} s ({max(times)[1]})")
+    print(
+        f"refusals: {len(times)} cases, median {statistics.median(walls):.2f} s, "
+        f"slowest {walls[-1]:.2f} s ({max(times)[1]})"
+    )
 
 
 def _busy(seconds: float) -> None:
@@ -91,12 +118,28 @@ def sigint(repeats: int, load: int) -> list[float]:
         for _ in range(repeats):
             with tempfile.TemporaryDirectory() as tmp:
                 scenario = fault_scenario(Path(tmp), {"good": "ok", "stuck": "hang"}, timeout_s=300)
-                env = {**os.environ, "SPECBENCH_WORKER_MODULE": "tests.fakes.worker",
-                       "FAKE_PID_DIR": tmp}
+                env = {
+                    **os.environ,
+                    "SPECBENCH_WORKER_MODULE": "tests.fakes.worker",
+                    "FAKE_PID_DIR": tmp,
+                }
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-                     f"{tmp}/results", "--run-id", "r"], stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+                    [
+                        sys.executable,
+                        "-m",
+                        "harness.cli",
+                        "run",
+                        str(scenario),
+                        "--results-dir",
+                        f"{tmp}/results",
+                        "--run-id",
+                        "r",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=ROOT,
+                    env=env,
+                )
                 while not (Path(tmp) / "stuck.r0.pids").exists():
                     time.sleep(0.05)
                 t = time.perf_counter()
@@ -113,9 +156,21 @@ def sigkill(scenario: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-             str(results), "--run-id", "killed"], stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                str(scenario),
+                "--results-dir",
+                str(results),
+                "--run-id",
+                "killed",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
         sessions: set[int] = set()
         try:
             while not any("EngineCor" in p for p in processes_in(sessions)):
@@ -134,8 +189,10 @@ def sigkill(scenario: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
     names = ", ".join(sorted({p.split(" ", 1)[1] for p in before}))
-    print(f"SIGKILL {scenario.name}: {len(before)} processes before ({names}); "
-          f"{len(after)} after, all gone in {gone:.1f} s")
+    print(
+        f"SIGKILL {scenario.name}: {len(before)} processes before ({names}); "
+        f"{len(after)} after, all gone in {gone:.1f} s"
+    )
 
 
 def main() -> int:
@@ -146,8 +203,10 @@ def main() -> int:
     refusals(args.repeats)
     for load in (0, 4):
         walls = sigint(args.repeats, load)
-        print(f"SIGINT to exit, {load} busy processes: median {statistics.median(walls):.1f} s, "
-              f"max {max(walls):.1f} s over {len(walls)}")
+        print(
+            f"SIGINT to exit, {load} busy processes: median {statistics.median(walls):.1f} s, "
+            f"max {max(walls):.1f} s over {len(walls)}"
+        )
     if not args.skip_engines:
         sigkill(ROOT / "scenarios" / "cpu-medusa-proposer.yaml")
         sigkill(ROOT / "scenarios" / "cpu-eagle-tp2-argmax-serve.yaml")

@@ -79,8 +79,14 @@ def prompt_token_ids(prompt: Any) -> list[int]:
 class Responder:
     """Builds (and caches) response bytes; holds the server's options and counters."""
 
-    def __init__(self, tokens_per_chunk: int, fail_every: int, drop_after: int | None,
-                 default_model: str, steps: bool = False) -> None:
+    def __init__(
+        self,
+        tokens_per_chunk: int,
+        fail_every: int,
+        drop_after: int | None,
+        default_model: str,
+        steps: bool = False,
+    ) -> None:
         self.tokens_per_chunk = tokens_per_chunk
         self.steps = steps
         self.fail_every = fail_every
@@ -105,9 +111,17 @@ class Responder:
 
     def head(self, status: str, content_type: bytes, extra: bytes = b"") -> bytes:
         """Status line and headers (uvicorn's set), up to the blank line."""
-        return (b"HTTP/1.1 " + status.encode() + b"\r\ndate: " + self.date()
-                + b"\r\nserver: uvicorn\r\ncontent-type: " + content_type + b"\r\n"
-                + extra + b"\r\n")
+        return (
+            b"HTTP/1.1 "
+            + status.encode()
+            + b"\r\ndate: "
+            + self.date()
+            + b"\r\nserver: uvicorn\r\ncontent-type: "
+            + content_type
+            + b"\r\n"
+            + extra
+            + b"\r\n"
+        )
 
     def plain(self, status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
         """A complete non-streamed response with Content-Length."""
@@ -115,8 +129,7 @@ class Responder:
 
     def error(self, code: int, status: str, message: str, kind: str) -> bytes:
         """vLLM's JSON error body."""
-        body = _compact({"error": {"message": message, "type": kind, "param": None,
-                                   "code": code}})
+        body = _compact({"error": {"message": message, "type": kind, "param": None, "code": code}})
         return self.plain(f"{code} {status}", body)
 
     def token_chunks(self, model: str, max_tokens: int, return_ids: bool) -> Chunks:
@@ -131,14 +144,25 @@ class Responder:
         for start in range(0, max_tokens, k):
             ids = [token_id(p) for p in range(start, min(start + k, max_tokens))]
             last = start + k >= max_tokens
-            events.append({
-                "id": f"cmpl-fake-{max_tokens}", "object": "text_completion",
-                "created": self.created, "model": model,
-                "choices": [{"index": 0, "text": "".join(f" w{t}" for t in ids),
-                             "logprobs": None, "finish_reason": "length" if last else None,
-                             "stop_reason": None, "prompt_token_ids": None,
-                             "token_ids": ids if return_ids else None}],
-            })
+            events.append(
+                {
+                    "id": f"cmpl-fake-{max_tokens}",
+                    "object": "text_completion",
+                    "created": self.created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": "".join(f" w{t}" for t in ids),
+                            "logprobs": None,
+                            "finish_reason": "length" if last else None,
+                            "stop_reason": None,
+                            "prompt_token_ids": None,
+                            "token_ids": ids if return_ids else None,
+                        }
+                    ],
+                }
+            )
         encoded = [_sse(e) for e in events]
         entry = (events, encoded, b"".join(encoded[1:]))
         if len(self.cache) >= CACHE_ENTRIES:
@@ -166,18 +190,26 @@ class Responder:
         self.completions += 1
         if self.fail_every and self.completions % self.fail_every == 0:
             self.failed += 1
-            return [self.error(500, "Internal Server Error", "injected failure (--fail-every)",
-                               "InternalServerError")], False
+            return [
+                self.error(
+                    500,
+                    "Internal Server Error",
+                    "injected failure (--fail-every)",
+                    "InternalServerError",
+                )
+            ], False
         return_ids = bool(request.get("return_token_ids"))
         options = request.get("stream_options") or {}
         usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
         events, encoded, rest = self.token_chunks(model, max_tokens, return_ids)
 
         first = dict(events[0])
-        first["choices"] = [dict(events[0]["choices"][0],
-                                 prompt_token_ids=prompt_ids if return_ids else None)]
-        head = self.head("200 OK", b"text/event-stream; charset=utf-8",
-                         b"transfer-encoding: chunked\r\n")
+        first["choices"] = [
+            dict(events[0]["choices"][0], prompt_token_ids=prompt_ids if return_ids else None)
+        ]
+        head = self.head(
+            "200 OK", b"text/event-stream; charset=utf-8", b"transfer-encoding: chunked\r\n"
+        )
         if self.drop_after is not None:
             kept = max(self.drop_after, 0)
             self.dropped += 1
@@ -187,10 +219,22 @@ class Responder:
         tail = []
         if usage:
             n = len(prompt_ids)
-            tail.append(_sse({"id": events[0]["id"], "object": "text_completion",
-                              "created": self.created, "model": model, "choices": [],
-                              "usage": {"prompt_tokens": n, "total_tokens": n + max_tokens,
-                                        "completion_tokens": max_tokens}}))
+            tail.append(
+                _sse(
+                    {
+                        "id": events[0]["id"],
+                        "object": "text_completion",
+                        "created": self.created,
+                        "model": model,
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": n,
+                            "total_tokens": n + max_tokens,
+                            "completion_tokens": max_tokens,
+                        },
+                    }
+                )
+            )
         tail += [_http_chunk(b"data: [DONE]\n\n"), b"0\r\n\r\n"]
         self.tokens += max_tokens
         if not self.steps:
@@ -215,8 +259,11 @@ class Responder:
             ("fake:steps", self.steps_run),
         ]
         for name, value in counters:
-            lines += [f"# HELP {name} Fake server counter.", f"# TYPE {name} counter",
-                      f"{name}_total{labels} {float(value)}"]
+            lines += [
+                f"# HELP {name} Fake server counter.",
+                f"# TYPE {name} counter",
+                f"{name}_total{labels} {float(value)}",
+            ]
         return ("\n".join(lines) + "\n").encode()
 
     def respond(self, method: bytes, target: bytes, body: bytes) -> tuple[list[bytes], bool]:
@@ -224,16 +271,21 @@ class Responder:
         path = target.split(b"?", 1)[0]
         if path == b"/v1/completions":
             if method != b"POST":
-                return [self.error(405, "Method Not Allowed", "use POST",
-                                   "MethodNotAllowed")], False
+                return [
+                    self.error(405, "Method Not Allowed", "use POST", "MethodNotAllowed")
+                ], False
             return self.completion(body)
         if path == b"/health" and method in (b"GET", b"HEAD"):
             return [self.plain("200 OK", b"", b"application/json")], False
         if path == b"/metrics" and method == b"GET":
-            return [self.plain("200 OK", self.metrics(),
-                               b"text/plain; version=0.0.4; charset=utf-8")], False
-        return [self.error(404, "Not Found", f"no route {path.decode(errors='replace')}",
-                           "NotFoundError")], False
+            return [
+                self.plain("200 OK", self.metrics(), b"text/plain; version=0.0.4; charset=utf-8")
+            ], False
+        return [
+            self.error(
+                404, "Not Found", f"no route {path.decode(errors='replace')}", "NotFoundError"
+            )
+        ], False
 
 
 class Stepper:
@@ -315,8 +367,9 @@ class HttpProtocol(asyncio.Protocol):
             try:
                 method, target, version = lines[0].split(b" ", 2)
             except ValueError:
-                transport.write(self.responder.error(400, "Bad Request", "bad request line",
-                                                     "BadRequestError"))
+                transport.write(
+                    self.responder.error(400, "Bad Request", "bad request line", "BadRequestError")
+                )
                 transport.close()
                 return
             length = 0
@@ -331,8 +384,8 @@ class HttpProtocol(asyncio.Protocol):
                     close = value == b"close" or (close and value != b"keep-alive")
             if len(self.buffer) < end + 4 + length:
                 return  # body not complete yet
-            body = bytes(self.buffer[end + 4:end + 4 + length])
-            del self.buffer[:end + 4 + length]
+            body = bytes(self.buffer[end + 4 : end + 4 + length])
+            del self.buffer[: end + 4 + length]
             pieces, drop = self.responder.respond(method, target, body)
             transport.write(pieces[0])
             if len(pieces) > 1 and self.stepper is not None:
@@ -348,8 +401,9 @@ async def serve(host: str, port: int, responder: Responder, step_s: float | None
     """Bind, announce the port, and serve until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
     stepper = Stepper(step_s, responder) if step_s is not None else None
-    server = await loop.create_server(lambda: HttpProtocol(responder, stepper), host, port,
-                                      reuse_address=True, backlog=1024)
+    server = await loop.create_server(
+        lambda: HttpProtocol(responder, stepper), host, port, reuse_address=True, backlog=1024
+    )
     bound = server.sockets[0].getsockname()[1]
     print(f"listening on {bound}", flush=True)
     stop = loop.create_future()
@@ -369,25 +423,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--cpu", type=int, default=None, help="pin this process to this CPU")
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
-    parser.add_argument("--fail-every", type=int, default=0,
-                        help="answer every Nth completion request with HTTP 500 (0: never)")
-    parser.add_argument("--drop-after", type=int, default=None,
-                        help="close the connection after K token chunks, without [DONE]")
+    parser.add_argument(
+        "--fail-every",
+        type=int,
+        default=0,
+        help="answer every Nth completion request with HTTP 500 (0: never)",
+    )
+    parser.add_argument(
+        "--drop-after",
+        type=int,
+        default=None,
+        help="close the connection after K token chunks, without [DONE]",
+    )
     parser.add_argument("--model", default="tiny-llama", help="model name when none is sent")
-    parser.add_argument("--steps", action="store_true",
-                        help="write chunks like an engine: per step one chunk per running "
-                             "stream, each its own write (default: a response in one write)")
-    parser.add_argument("--step-ms", type=float, default=0.0,
-                        help="with --steps, the least time per step (0: yield only)")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="write chunks like an engine: per step one chunk per running "
+        "stream, each its own write (default: a response in one write)",
+    )
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="with --steps, the least time per step (0: yield only)",
+    )
     args = parser.parse_args(argv)
     if args.tokens_per_chunk < 1:
         parser.error("--tokens-per-chunk must be at least 1")
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    responder = Responder(args.tokens_per_chunk, args.fail_every, args.drop_after, args.model,
-                          steps=args.steps)
-    asyncio.run(serve(args.host, args.port, responder,
-                      args.step_ms / 1000 if args.steps else None))
+    responder = Responder(
+        args.tokens_per_chunk, args.fail_every, args.drop_after, args.model, steps=args.steps
+    )
+    asyncio.run(serve(args.host, args.port, responder, args.step_ms / 1000 if args.steps else None))
     return 0
 
 

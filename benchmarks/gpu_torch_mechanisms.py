@@ -55,10 +55,24 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "gpu-mistral-m
 SCENARIO_HEADS = 3  # its draft.num_speculative_tokens, when the file is not beside the script
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # CUDA defaults: Mistral-7B-Instruct-v0.2 (hidden 4096, vocab 32000), the scenario's model.
-GPU_DEFAULTS = {"batches": BATCHES, "hidden": 4096, "vocab": 32000, "size": 1024,
-                "steps": 100, "repeats": 15, "warmup": 10}
-CPU_DEFAULTS = {"batches": (1, 4, 16), "hidden": 64, "vocab": 1024, "size": 64,
-                "steps": 10, "repeats": 9, "warmup": 2}
+GPU_DEFAULTS = {
+    "batches": BATCHES,
+    "hidden": 4096,
+    "vocab": 32000,
+    "size": 1024,
+    "steps": 100,
+    "repeats": 15,
+    "warmup": 10,
+}
+CPU_DEFAULTS = {
+    "batches": (1, 4, 16),
+    "hidden": 64,
+    "vocab": 1024,
+    "size": 64,
+    "steps": 10,
+    "repeats": 9,
+    "warmup": 2,
+}
 MAX_STEPS, MAX_REPEATS, MAX_BUDGET_S = 500, 41, 280.0
 MIN_REPEATS = 2  # a cell stops adding repeats past its share of the budget, never below this
 EXIT_NO_CUDA = 3
@@ -77,6 +91,7 @@ def scenario_heads(path: Path = SCENARIO) -> int:
 
 # ---------------------------------------------------------------- statistics (stdlib only)
 
+
 def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """(median, low, high): the order-statistic interval for the median, the widest symmetric
     pair of order statistics whose binomial coverage is at least `level` (min..max when n is
@@ -87,7 +102,7 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
         raise ValueError("no values")
 
     def below(j: int) -> float:  # P(Binomial(n, 1/2) <= j)
-        return sum(math.comb(n, i) for i in range(j + 1)) / 2.0 ** n
+        return sum(math.comb(n, i) for i in range(j + 1)) / 2.0**n
 
     k = 1  # 1-based: the interval is the k-th smallest .. the k-th largest
     while k < (n + 1) // 2 and 2.0 * below(k) <= 1.0 - level:
@@ -96,6 +111,7 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
 
 
 # ---------------------------------------------------------------- the device, as a parameter
+
 
 class HostEvent:
     """torch.cuda.Event's interface on the host clock (a CPU dry run)."""
@@ -153,31 +169,36 @@ class Device:
 
 # ---------------------------------------------------------------- 1. the Medusa draft
 
+
 @dataclass
 class Medusa:
     """One batch size's tensors: H heads (ResBlock + lm_head each), the target's hidden
     states, the step's sampled ids, and the optimized path's pinned buffer, stream, event."""
 
     dev: Device
-    hidden: Any        # [batch, hidden]
-    res: list[Any]     # H x [hidden, hidden]
-    heads: list[Any]   # H x [hidden, vocab]
-    sampled: Any       # [batch, H + 1] int64, on the device
-    pinned: Any        # [batch, H] int64, host (pinned on CUDA)
+    hidden: Any  # [batch, hidden]
+    res: list[Any]  # H x [hidden, hidden]
+    heads: list[Any]  # H x [hidden, vocab]
+    sampled: Any  # [batch, H + 1] int64, on the device
+    pinned: Any  # [batch, H] int64, host (pinned on CUDA)
     stream: Any
     event: Any
 
 
-def medusa_weights(dev: Device, heads: int, hidden: int, vocab: int,
-                   seed: int = 0) -> tuple[list[Any], list[Any]]:
+def medusa_weights(
+    dev: Device, heads: int, hidden: int, vocab: int, seed: int = 0
+) -> tuple[list[Any], list[Any]]:
     """The heads' ResBlock and lm_head weights, made once on the device (shared by batches)."""
     torch = dev.torch
     torch.manual_seed(seed)
-    scale = hidden ** -0.5
-    res = [torch.randn(hidden, hidden, device=dev.device, dtype=dev.dtype) * scale
-           for _ in range(heads)]
-    lm = [torch.randn(hidden, vocab, device=dev.device, dtype=dev.dtype) * scale
-          for _ in range(heads)]
+    scale = hidden**-0.5
+    res = [
+        torch.randn(hidden, hidden, device=dev.device, dtype=dev.dtype) * scale
+        for _ in range(heads)
+    ]
+    lm = [
+        torch.randn(hidden, vocab, device=dev.device, dtype=dev.dtype) * scale for _ in range(heads)
+    ]
     return res, lm
 
 
@@ -187,11 +208,15 @@ def medusa_setup(dev: Device, batch: int, weights: tuple[list[Any], list[Any]]) 
     hidden = res[0].shape[0]
     heads = len(res)
     return Medusa(
-        dev=dev, hidden=torch.randn(batch, hidden, device=dev.device, dtype=dev.dtype),
-        res=res, heads=lm,
+        dev=dev,
+        hidden=torch.randn(batch, hidden, device=dev.device, dtype=dev.dtype),
+        res=res,
+        heads=lm,
         sampled=torch.zeros(batch, heads + 1, dtype=torch.long, device=dev.device),
         pinned=dev.host_buffer((batch, heads), torch.long),
-        stream=dev.side_stream(), event=dev.event())
+        stream=dev.side_stream(),
+        event=dev.event(),
+    )
 
 
 def _before_draft(m: Medusa) -> list[list[int]]:
@@ -205,8 +230,10 @@ def _before_draft(m: Medusa) -> list[list[int]]:
 def _head_logits(m: Medusa) -> list[Any]:
     """Medusa's model and compute_logits: per head h + SiLU(h @ R), then its lm_head."""
     torch = m.dev.torch
-    return [(m.hidden + torch.nn.functional.silu(m.hidden @ r)) @ w
-            for r, w in zip(m.res, m.heads, strict=True)]
+    return [
+        (m.hidden + torch.nn.functional.silu(m.hidden @ r)) @ w
+        for r, w in zip(m.res, m.heads, strict=True)
+    ]
 
 
 def medusa_step_tolist(m: Medusa) -> list[list[int]]:
@@ -281,21 +308,30 @@ def _rows(mechanism: str, arms: dict[str, list[float]], baseline: str) -> list[R
         med, low, high = median_interval(values)
         ratio = None
         if arm != baseline:
-            ratio = median_interval([v / b for v, b in zip(values, arms[baseline],
-                                                             strict=True)])
+            ratio = median_interval([v / b for v, b in zip(values, arms[baseline], strict=True)])
         out.append(Row(mechanism, arm, len(values), 1e6 * med, 1e6 * low, 1e6 * high, ratio))
     return out
 
 
-def measure_medusa(dev: Device, batches: Sequence[int], heads: int, hidden: int, vocab: int,
-                   steps: int, repeats: int, warmup: int, cells: Cells) -> list[Row]:
+def measure_medusa(
+    dev: Device,
+    batches: Sequence[int],
+    heads: int,
+    hidden: int,
+    vocab: int,
+    steps: int,
+    repeats: int,
+    warmup: int,
+    cells: Cells,
+) -> list[Row]:
     rows: list[Row] = []
     weights = medusa_weights(dev, heads, hidden, vocab)
     for batch in batches:
         m = medusa_setup(dev, batch, weights)
         arms: dict[str, Callable[[], Any]] = {
             ".tolist() x H": functools.partial(medusa_step_tolist, m),
-            "on device, 1 wait": functools.partial(medusa_step_device, m)}
+            "on device, 1 wait": functools.partial(medusa_step_device, m),
+        }
         for step in arms.values():
             for _ in range(warmup):
                 step()
@@ -311,6 +347,7 @@ def measure_medusa(dev: Device, batches: Sequence[int], heads: int, hidden: int,
 
 # ---------------------------------------------------------------- 2. the step timer
 
+
 class Workload:
     """A stand-in engine step: execute_model (input prep, then the forward: `forwards`
     matmuls) and sample_tokens (sampling, then the draft: 2 matmuls). Into fixed buffers:
@@ -320,7 +357,7 @@ class Workload:
         torch = dev.torch
         torch.manual_seed(1)
         self.torch = torch
-        self.a = torch.randn(size, size, device=dev.device, dtype=dev.dtype) / size ** 0.5
+        self.a = torch.randn(size, size, device=dev.device, dtype=dev.dtype) / size**0.5
         self.x = torch.randn(size, size, device=dev.device, dtype=dev.dtype)
         self.y = torch.empty_like(self.x)
         self.forwards = forwards
@@ -355,8 +392,9 @@ def timer_step(w: Workload, timed: Callable[[str, Callable[[], None]], None]) ->
     timed("step_s", sample_tokens)
 
 
-def measure_step_timer(dev: Device, size: int, steps: int, repeats: int, warmup: int,
-                       cells: Cells) -> list[Row]:
+def measure_step_timer(
+    dev: Device, size: int, steps: int, repeats: int, warmup: int, cells: Cells
+) -> list[Row]:
     w = Workload(dev, size)
 
     def untimed(total: str, call: Callable[[], None]) -> None:
@@ -377,8 +415,11 @@ def measure_step_timer(dev: Device, size: int, steps: int, repeats: int, warmup:
         call()
         dev.sync()
 
-    arms = {"untimed": untimed, "events, 8 a step": events,
-            "synchronised, 8 syncs a step": synchronised}
+    arms = {
+        "untimed": untimed,
+        "events, 8 a step": events,
+        "synchronised, 8 syncs a step": synchronised,
+    }
     for way in arms.values():
         for _ in range(warmup):
             timer_step(w, way)
@@ -387,7 +428,7 @@ def measure_step_timer(dev: Device, size: int, steps: int, repeats: int, warmup:
     read: list[float] = []
     for r in cells.repeats(repeats):
         names = list(arms)
-        order = names[r % 3:] + names[:r % 3]
+        order = names[r % 3 :] + names[: r % 3]
         for name in order:
             times[name].append(_pass(dev, functools.partial(timer_step, w, arms[name]), steps))
             if pending:  # settle, between passes as the worker does: not part of the step
@@ -401,12 +442,29 @@ def measure_step_timer(dev: Device, size: int, steps: int, repeats: int, warmup:
         diffs = [v - b for v, b in zip(times[name], base, strict=True)]
         med, low, high = median_interval(diffs)
         rel = median_interval([d / b for d, b in zip(diffs, base, strict=True)])
-        rows.append(Row("timer cost", f"{name.split(',')[0]} - untimed", len(diffs),
-                        1e6 * med, 1e6 * low, 1e6 * high, rel))
+        rows.append(
+            Row(
+                "timer cost",
+                f"{name.split(',')[0]} - untimed",
+                len(diffs),
+                1e6 * med,
+                1e6 * low,
+                1e6 * high,
+                rel,
+            )
+        )
     med, low, high = median_interval(read)
-    rows.append(Row("events' reading", "step_s as read", len(read), 1e6 * med, 1e6 * low,
-                    1e6 * high, median_interval([v / b for v, b in zip(read, base,
-                                                                        strict=True)])))
+    rows.append(
+        Row(
+            "events' reading",
+            "step_s as read",
+            len(read),
+            1e6 * med,
+            1e6 * low,
+            1e6 * high,
+            median_interval([v / b for v, b in zip(read, base, strict=True)]),
+        )
+    )
     return rows
 
 
@@ -419,17 +477,31 @@ def format_table(rows: Sequence[Row]) -> str:
     cells = [HEADER]
     for row in rows:
         sign = "+" if row.mechanism == "timer cost" else ""  # a difference's share of untimed
-        ratio = ("1 (baseline)" if row.ratio is None else
-                 f"{row.ratio[0]:{sign}.3f} [{row.ratio[1]:{sign}.3f}, {row.ratio[2]:{sign}.3f}]")
-        cells.append((row.mechanism, row.arm, str(row.n), f"{row.median_us:.1f}",
-                      f"[{row.low_us:.1f}, {row.high_us:.1f}]", ratio))
+        ratio = (
+            "1 (baseline)"
+            if row.ratio is None
+            else f"{row.ratio[0]:{sign}.3f} [{row.ratio[1]:{sign}.3f}, {row.ratio[2]:{sign}.3f}]"
+        )
+        cells.append(
+            (
+                row.mechanism,
+                row.arm,
+                str(row.n),
+                f"{row.median_us:.1f}",
+                f"[{row.low_us:.1f}, {row.high_us:.1f}]",
+                ratio,
+            )
+        )
     widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
     right = {2, 3}
     lines = []
     for k, c in enumerate(cells):
-        lines.append("  ".join(v.rjust(wd) if i in right else v.ljust(wd)
-                               for i, (v, wd) in enumerate(zip(c, widths, strict=True)))
-                     .rstrip())
+        lines.append(
+            "  ".join(
+                v.rjust(wd) if i in right else v.ljust(wd)
+                for i, (v, wd) in enumerate(zip(c, widths, strict=True))
+            ).rstrip()
+        )
         if k == 0:
             lines.append("  ".join("-" * wd for wd in widths))
     return "\n".join(lines)
@@ -437,12 +509,14 @@ def format_table(rows: Sequence[Row]) -> str:
 
 # ---------------------------------------------------------------- main
 
+
 def _positive(limit: float, kind: type = int) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         value = kind(text)
         if not 0 < value <= limit:
             raise argparse.ArgumentTypeError(f"must be in (0, {limit}]")
         return value
+
     return parse
 
 
@@ -455,21 +529,34 @@ def _batches(text: str) -> tuple[int, ...]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="cpu: a dry run on small shapes (default: cuda, else exit 3)")
-    parser.add_argument("--heads", type=_positive(16), default=None,
-                        help=f"Medusa heads (default: {SCENARIO.name}'s, {scenario_heads()})")
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: a dry run on small shapes (default: cuda, else exit 3)",
+    )
+    parser.add_argument(
+        "--heads",
+        type=_positive(16),
+        default=None,
+        help=f"Medusa heads (default: {SCENARIO.name}'s, {scenario_heads()})",
+    )
     parser.add_argument("--batches", type=_batches, default=None)
     parser.add_argument("--hidden", type=_positive(16384), default=None)
     parser.add_argument("--vocab", type=_positive(262144), default=None)
-    parser.add_argument("--size", type=_positive(8192), default=None,
-                        help="matmul size, step timer part")
+    parser.add_argument(
+        "--size", type=_positive(8192), default=None, help="matmul size, step timer part"
+    )
     parser.add_argument("--steps", type=_positive(MAX_STEPS), default=None)
     parser.add_argument("--repeats", type=_positive(MAX_REPEATS), default=None)
     parser.add_argument("--warmup", type=_positive(100), default=None)
-    parser.add_argument("--budget-s", type=_positive(MAX_BUDGET_S, float), default=240.0,
-                        help="wall-clock bound of the measurements, shared equally by the "
-                             f"cells (at most {MAX_BUDGET_S:.0f})")
+    parser.add_argument(
+        "--budget-s",
+        type=_positive(MAX_BUDGET_S, float),
+        default=240.0,
+        help="wall-clock bound of the measurements, shared equally by the "
+        f"cells (at most {MAX_BUDGET_S:.0f})",
+    )
     args = parser.parse_args(argv)
     defaults = GPU_DEFAULTS if args.device == "cuda" else CPU_DEFAULTS
     for key, value in defaults.items():
@@ -485,13 +572,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import torch
     except ImportError:
-        print("gpu_torch_mechanisms: torch is not installed here; nothing measured",
-              file=sys.stderr)
+        print(
+            "gpu_torch_mechanisms: torch is not installed here; nothing measured", file=sys.stderr
+        )
         return EXIT_NO_CUDA
     if args.device == "cuda" and not torch.cuda.is_available():
-        print(f"gpu_torch_mechanisms: no CUDA device here (torch {torch.__version__}); "
-              "nothing measured (run it on a GPU machine, or --device cpu for a dry run)",
-              file=sys.stderr)
+        print(
+            f"gpu_torch_mechanisms: no CUDA device here (torch {torch.__version__}); "
+            "nothing measured (run it on a GPU machine, or --device cpu for a dry run)",
+            file=sys.stderr,
+        )
         return EXIT_NO_CUDA
     started = time.perf_counter()
     dev = Device(args.device)
@@ -501,19 +591,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells = Cells(args.budget_s, len(args.batches) + 1)
     try:
         with torch.inference_mode():
-            rows = measure_medusa(dev, args.batches, args.heads, args.hidden, args.vocab,
-                                  args.steps, args.repeats, args.warmup, cells)
-            rows += measure_step_timer(dev, args.size, args.steps, args.repeats,
-                                       args.warmup, cells)
+            rows = measure_medusa(
+                dev,
+                args.batches,
+                args.heads,
+                args.hidden,
+                args.vocab,
+                args.steps,
+                args.repeats,
+                args.warmup,
+                cells,
+            )
+            rows += measure_step_timer(dev, args.size, args.steps, args.repeats, args.warmup, cells)
     finally:
         torch.set_num_threads(threads)
     print(format_table(rows))
-    print(f"device {dev.name()}; torch {torch.__version__}; {str(dev.dtype).split('.')[-1]}; "
-          f"medusa: {args.heads} heads, hidden {args.hidden}, vocab {args.vocab}, batches "
-          f"{','.join(map(str, args.batches))}; step timer: 8+2 matmuls of {args.size}x"
-          f"{args.size} a step; {args.steps} steps a pass, {args.repeats} repeats asked "
-          f"(n: done), {args.warmup} warm-up steps; total "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"device {dev.name()}; torch {torch.__version__}; {str(dev.dtype).split('.')[-1]}; "
+        f"medusa: {args.heads} heads, hidden {args.hidden}, vocab {args.vocab}, batches "
+        f"{','.join(map(str, args.batches))}; step timer: 8+2 matmuls of {args.size}x"
+        f"{args.size} a step; {args.steps} steps a pass, {args.repeats} repeats asked "
+        f"(n: done), {args.warmup} warm-up steps; total "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     return 0
 
 

@@ -61,9 +61,23 @@ def main() -> int:
         path = tmp / "interaction.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path),
-                               "--results-dir", str(tmp), "--run-id", "interaction"],
-                              cwd=ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                str(path),
+                "--results-dir",
+                str(tmp),
+                "--run-id",
+                "interaction",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             sys.exit(f"run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -78,10 +92,20 @@ def main() -> int:
             y = np.log(frame["output_throughput"].to_numpy())
             arm = (frame["variant"] == cand.name).to_numpy()
             blocks = frame["block"].to_numpy()
-            d = np.array([y[(blocks == b) & arm].mean() - y[(blocks == b) & ~arm].mean()
-                          for b in np.unique(blocks)])
-            per_launch.append((float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))),
-                               float(d.std(ddof=1)), len(d)))
+            d = np.array(
+                [
+                    y[(blocks == b) & arm].mean() - y[(blocks == b) & ~arm].mean()
+                    for b in np.unique(blocks)
+                ]
+            )
+            per_launch.append(
+                (
+                    float(d.mean()),
+                    float(d.std(ddof=1) / math.sqrt(len(d))),
+                    float(d.std(ddof=1)),
+                    len(d),
+                )
+            )
         m = np.array([p[0] for p in per_launch])
         within = math.sqrt(float(np.mean([p[2] ** 2 for p in per_launch])))
         n_b = float(np.mean([p[3] for p in per_launch]))
@@ -94,18 +118,26 @@ def main() -> int:
         hi = (big_l - 1) * s2 / float(sps.chi2.ppf(0.025, big_l - 1)) - within**2 / n_b
         est = row.estimate
         out = {
-            "scenario": str(args.scenario), "changes": args.changes, "launches": big_l,
-            "blocks_per_launch": n_b, "wall_s": round(wall),
+            "scenario": str(args.scenario),
+            "changes": args.changes,
+            "launches": big_l,
+            "blocks_per_launch": n_b,
+            "wall_s": round(wall),
             "per_launch_delta_pct": [round(100 * math.expm1(p[0]), 2) for p in per_launch],
             "per_launch_se_pct": [round(100 * p[1], 2) for p in per_launch],
             "pooled_pct": round(100 * est.delta, 2),
-            "pooled_ci_pct": [round(100 * (est.ci_low or math.nan), 2),
-                              round(100 * (est.ci_high or math.nan), 2)],
-            "pooled_mde_pct": round(100 * (est.mde or math.nan), 2), "df": est.df,
+            "pooled_ci_pct": [
+                round(100 * (est.ci_low or math.nan), 2),
+                round(100 * (est.ci_high or math.nan), 2),
+            ],
+            "pooled_mde_pct": round(100 * (est.mde or math.nan), 2),
+            "df": est.df,
             "within_block_sd_pct": round(100 * within, 2),
             "interaction_sd_pct": round(100 * math.sqrt(max(tau2, 0.0)), 2),
-            "interaction_sd_ci_pct": [round(100 * math.sqrt(max(lo, 0.0)), 2),
-                                      round(100 * math.sqrt(max(hi, 0.0)), 2)],
+            "interaction_sd_ci_pct": [
+                round(100 * math.sqrt(max(lo, 0.0)), 2),
+                round(100 * math.sqrt(max(hi, 0.0)), 2),
+            ],
             "findings": list(est.findings),
         }
         print(json.dumps(out, indent=1))

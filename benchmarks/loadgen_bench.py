@@ -75,11 +75,22 @@ def pick_cpus(server_cpu: int | None, client_cpu: int | None) -> tuple[int, int]
     return server, client
 
 
-def start_server(cpu: int, tokens_per_chunk: int,
-                 step_ms: float | None) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(
+    cpu: int, tokens_per_chunk: int, step_ms: float | None
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start the fake server pinned to `cpu` on a free port; returns it and its port."""
-    cmd = [sys.executable, str(HERE / "fake_openai_server.py"), "--port", "0", "--cpu",
-           str(cpu), "--tokens-per-chunk", str(tokens_per_chunk), "--model", MODEL]
+    cmd = [
+        sys.executable,
+        str(HERE / "fake_openai_server.py"),
+        "--port",
+        "0",
+        "--cpu",
+        str(cpu),
+        "--tokens-per-chunk",
+        str(tokens_per_chunk),
+        "--model",
+        MODEL,
+    ]
     if step_ms is not None:
         cmd += ["--steps", "--step-ms", str(step_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
@@ -126,8 +137,10 @@ def check(results: list[StreamedRequest], max_tokens: int, tokens_per_chunk: int
             problem = f"finish_reason {r.finish_reason!r}"
         if problem:
             failed = sum(x.error is not None for x in results)
-            raise BenchError(f"request {r.index} failed: {problem} "
-                             f"({failed} of {len(results)} requests have errors)")
+            raise BenchError(
+                f"request {r.index} failed: {problem} "
+                f"({failed} of {len(results)} requests have errors)"
+            )
 
 
 def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, Any]], Any]:
@@ -147,16 +160,28 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=256, help="tokens per request")
     parser.add_argument("--repeats", type=int, default=5, help="measured passes")
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
-    parser.add_argument("--target", type=float, default=20_000,
-                        help="median streamed tokens/s required to PASS")
+    parser.add_argument(
+        "--target", type=float, default=20_000, help="median streamed tokens/s required to PASS"
+    )
     parser.add_argument("--uvloop", action="store_true", help="use uvloop's event loop")
-    parser.add_argument("--steps", action="store_true",
-                        help="server writes one chunk per stream per step (engine-like) "
-                             "instead of each response in one write")
-    parser.add_argument("--step-ms", type=float, default=0.0,
-                        help="with --steps, the least time per server step (0: no pacing)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="per-request timeout in seconds (a hung request fails the run)")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="server writes one chunk per stream per step (engine-like) "
+        "instead of each response in one write",
+    )
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="with --steps, the least time per server step (0: no pacing)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="per-request timeout in seconds (a hung request fails the run)",
+    )
     parser.add_argument("--server-cpu", type=int, default=None)
     parser.add_argument("--client-cpu", type=int, default=None)
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures here")
@@ -167,44 +192,66 @@ def main() -> int:
     run = event_loop_runner(args.uvloop)
     server_cpu, client_cpu = pick_cpus(args.server_cpu, args.client_cpu)
     prompt = list(range(1, PROMPT_TOKENS + 1))
-    payloads = [completion_payload(MODEL, prompt, args.max_tokens, ignore_eos=True,
-                                   temperature=0.0, seed=None) for _ in range(args.requests)]
+    payloads = [
+        completion_payload(
+            MODEL, prompt, args.max_tokens, ignore_eos=True, temperature=0.0, seed=None
+        )
+        for _ in range(args.requests)
+    ]
     load_before = os.getloadavg()
-    print(f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
-          f"server on CPU {server_cpu}, client on CPU {client_cpu}; "
-          f"loop {'uvloop' if args.uvloop else 'asyncio'}; concurrency {args.concurrency}, "
-          f"{args.requests} requests x {args.max_tokens} tokens, "
-          f"{args.tokens_per_chunk} token(s) per chunk; server writes "
-          + (f"one chunk per stream per step (>= {args.step_ms} ms)" if args.steps
-             else "each response at once"))
+    print(
+        f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
+        f"server on CPU {server_cpu}, client on CPU {client_cpu}; "
+        f"loop {'uvloop' if args.uvloop else 'asyncio'}; concurrency {args.concurrency}, "
+        f"{args.requests} requests x {args.max_tokens} tokens, "
+        f"{args.tokens_per_chunk} token(s) per chunk; server writes "
+        + (
+            f"one chunk per stream per step (>= {args.step_ms} ms)"
+            if args.steps
+            else "each response at once"
+        )
+    )
 
-    server, port = start_server(server_cpu, args.tokens_per_chunk,
-                                args.step_ms if args.steps else None)
+    server, port = start_server(
+        server_cpu, args.tokens_per_chunk, args.step_ms if args.steps else None
+    )
     passes: list[dict[str, float]] = []
     try:
         os.sched_setaffinity(0, {client_cpu})
         url = f"http://127.0.0.1:{port}/v1/completions"
-        warm, _ = run(run_requests(url, payloads[:args.concurrency], args.concurrency,
-                                   timeout_s=args.timeout))
+        warm, _ = run(
+            run_requests(
+                url, payloads[: args.concurrency], args.concurrency, timeout_s=args.timeout
+            )
+        )
         check(warm, args.max_tokens, args.tokens_per_chunk)
         for repeat in range(args.repeats):
             client0, server0 = time.process_time(), cpu_seconds(server.pid)
-            results, duration = run(run_requests(url, payloads, args.concurrency,
-                                                 timeout_s=args.timeout))
+            results, duration = run(
+                run_requests(url, payloads, args.concurrency, timeout_s=args.timeout)
+            )
             client_s, server_s = time.process_time() - client0, cpu_seconds(server.pid) - server0
             check(results, args.max_tokens, args.tokens_per_chunk)
             tokens = sum(len(r.token_ids) for r in results)
             chunks = sum(len(r.chunk_tokens) for r in results)
-            figures = {"duration_s": duration, "tokens": tokens, "chunks": chunks,
-                       "tokens_per_s": tokens / duration, "chunks_per_s": chunks / duration,
-                       "client_cpu": client_s / duration, "server_cpu": server_s / duration,
-                       "tokens_per_client_cpu_s": tokens / client_s if client_s else math.inf}
+            figures = {
+                "duration_s": duration,
+                "tokens": tokens,
+                "chunks": chunks,
+                "tokens_per_s": tokens / duration,
+                "chunks_per_s": chunks / duration,
+                "client_cpu": client_s / duration,
+                "server_cpu": server_s / duration,
+                "tokens_per_client_cpu_s": tokens / client_s if client_s else math.inf,
+            }
             passes.append(figures)
-            print(f"pass {repeat}: {figures['tokens_per_s']:9.0f} tok/s "
-                  f"{figures['chunks_per_s']:9.0f} chunks/s  {duration:6.3f} s  "
-                  f"client CPU {figures['client_cpu']:4.0%}  "
-                  f"server CPU {figures['server_cpu']:4.0%}  "
-                  f"{figures['tokens_per_client_cpu_s']:9.0f} tok per client CPU s")
+            print(
+                f"pass {repeat}: {figures['tokens_per_s']:9.0f} tok/s "
+                f"{figures['chunks_per_s']:9.0f} chunks/s  {duration:6.3f} s  "
+                f"client CPU {figures['client_cpu']:4.0%}  "
+                f"server CPU {figures['server_cpu']:4.0%}  "
+                f"{figures['tokens_per_client_cpu_s']:9.0f} tok per client CPU s"
+            )
     except BenchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 2
@@ -219,20 +266,31 @@ def main() -> int:
     capacity = statistics.median(p["tokens_per_client_cpu_s"] for p in passes)
     verdict = "PASS" if median >= args.target else "FAIL"
     load_after = os.getloadavg()
-    print(f"streamed tokens/s: median {median:.0f}, min {low:.0f}; chunks/s median "
-          f"{statistics.median(p['chunks_per_s'] for p in passes):.0f}; tokens per client CPU "
-          f"second median {capacity:.0f}; target {args.target:.0f}: {verdict} "
-          f"(load average now {load_after[0]:.2f})")
+    print(
+        f"streamed tokens/s: median {median:.0f}, min {low:.0f}; chunks/s median "
+        f"{statistics.median(p['chunks_per_s'] for p in passes):.0f}; tokens per client CPU "
+        f"second median {capacity:.0f}; target {args.target:.0f}: {verdict} "
+        f"(load average now {load_after[0]:.2f})"
+    )
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps({
-            "config": {k: v for k, v in vars(args).items() if k != "json_out"}
-            | {"server_cpu_id": server_cpu, "client_cpu_id": client_cpu},
-            "load_average_before": load_before, "load_average_after": load_after,
-            "passes": passes, "median_tokens_per_s": median, "min_tokens_per_s": low,
-            "median_tokens_per_client_cpu_s": capacity,
-            "verdict": verdict,
-        }, indent=2) + "\n")
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "config": {k: v for k, v in vars(args).items() if k != "json_out"}
+                    | {"server_cpu_id": server_cpu, "client_cpu_id": client_cpu},
+                    "load_average_before": load_before,
+                    "load_average_after": load_after,
+                    "passes": passes,
+                    "median_tokens_per_s": median,
+                    "min_tokens_per_s": low,
+                    "median_tokens_per_client_cpu_s": capacity,
+                    "verdict": verdict,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0 if verdict == "PASS" else 1
 
 

@@ -26,11 +26,15 @@ from typing import Any
 # (stage, candidates as module:function, first that exists wins)
 WORK = {
     "run folder loaded": ["harness.results.run:load_run", "harness.store:load_results"],
-    "scenario parsed": ["harness.config.scenario:parse_scenario",
-                        "harness.scenario:parse_scenario"],
+    "scenario parsed": [
+        "harness.config.scenario:parse_scenario",
+        "harness.scenario:parse_scenario",
+    ],
     "pass frame built": ["harness.results.metrics:passes_frame", "harness.metrics:passes_frame"],
-    "comparison computed": ["harness.analysis.compare:compare_records",
-                            "harness.compare:compare_records"],
+    "comparison computed": [
+        "harness.analysis.compare:compare_records",
+        "harness.compare:compare_records",
+    ],
     "sweep grid expanded": ["harness.config.sweep:Sweep.steps", "harness.scenario:Sweep.steps"],
 }
 
@@ -93,10 +97,17 @@ def trace(fixture: Path) -> tuple[Counter[str], Counter[str], int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
-                        help="The checkout whose harness to trace (default: this one).")
-    parser.add_argument("--fixture", default="cpu-medusa-small",
-                        help="A run under results/fixtures (cpu-eagle-tp2-sweep-small: a sweep).")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path(__file__).resolve().parents[1],
+        help="The checkout whose harness to trace (default: this one).",
+    )
+    parser.add_argument(
+        "--fixture",
+        default="cpu-medusa-small",
+        help="A run under results/fixtures (cpu-eagle-tp2-sweep-small: a sweep).",
+    )
     args = parser.parse_args()
     global ROOT
     ROOT = args.root
@@ -110,8 +121,10 @@ def main() -> int:
     for label, count in work.items():
         print(f"  {label:<22} {count}")
     again = sum(n - 1 for n in entries.values())
-    print(f"  {steps} calls cross modules; {len(entries)} modules entered; "
-          f"{again} re-entries into a module already entered")
+    print(
+        f"  {steps} calls cross modules; {len(entries)} modules entered; "
+        f"{again} re-entries into a module already entered"
+    )
     for module, count in entries.most_common(6):
         print(f"    {module:<40} entered {count} times")
     return 0

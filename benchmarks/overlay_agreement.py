@@ -30,8 +30,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="pairs of runs (alternating)")
     args = parser.parse_args()
-    scenarios = {"overlay": ROOT / "scenarios" / "cpu-medusa-overlay.yaml",
-                 "swap": ROOT / "scenarios" / "cpu-medusa-proposer.yaml"}
+    scenarios = {
+        "overlay": ROOT / "scenarios" / "cpu-medusa-overlay.yaml",
+        "swap": ROOT / "scenarios" / "cpu-medusa-proposer.yaml",
+    }
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         for i in range(args.runs):

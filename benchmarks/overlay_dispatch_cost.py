@@ -46,11 +46,30 @@ def per_call_overhead(calls: int) -> tuple[float, float]:
     module = importlib.import_module(MODULE)
     direct = module.Proposer()
     original = module.Proposer.propose
-    spec = {"arms": [{"variant": "a", "change": None, "code": [{
-        "module": MODULE, "owner": "Proposer", "name": "propose", "kind": "function",
-        "source": "    def propose(self, x, y=None):\n        return x\n", "line": 3,
-        "file": f"{MODULE}.py", "future": []}]}, {"variant": "b", "change": None, "code": []}],
-        "functions": [f"{MODULE}:Proposer.propose"], "active": "a", "vllm_location": str(tmp)}
+    spec = {
+        "arms": [
+            {
+                "variant": "a",
+                "change": None,
+                "code": [
+                    {
+                        "module": MODULE,
+                        "owner": "Proposer",
+                        "name": "propose",
+                        "kind": "function",
+                        "source": "    def propose(self, x, y=None):\n        return x\n",
+                        "line": 3,
+                        "file": f"{MODULE}.py",
+                        "future": [],
+                    }
+                ],
+            },
+            {"variant": "b", "change": None, "code": []},
+        ],
+        "functions": [f"{MODULE}:Proposer.propose"],
+        "active": "a",
+        "vllm_location": str(tmp),
+    }
     path = tmp / "overlay.json"
     path.write_text(json.dumps(spec))
     assert impls.install_overlay(str(path))
@@ -74,26 +93,38 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200_000)
     args = parser.parse_args()
     added, direct = per_call_overhead(args.calls)
-    print(f"dispatcher: +{added * 1e9:.0f} ns per call (direct call {direct * 1e9:.0f} ns; "
-          f"median of 9 x {args.calls} calls)")
+    print(
+        f"dispatcher: +{added * 1e9:.0f} ns per call (direct call {direct * 1e9:.0f} ns; "
+        f"median of 9 x {args.calls} calls)"
+    )
     results = load_run(args.run)
     shares = []
     per_pass_calls = []
     for run in results.runs:
         for p in run.result.passes if run.result else []:
             # The busiest process's calls: processes run side by side (TP ranks).
-            calls = max((sum(r.paths.values()) for r in p.impl_reports or []
-                         if r.implementation == "overlay"), default=0)
+            calls = max(
+                (
+                    sum(r.paths.values())
+                    for r in p.impl_reports or []
+                    if r.implementation == "overlay"
+                ),
+                default=0,
+            )
             if calls and p.duration_s > 0:
                 per_pass_calls.append(calls)
                 shares.append(added * calls / p.duration_s)
     if not shares:
         print(f"{args.run}: no overlay calls in its passes")
         return 1
-    print(f"{args.run.name}: {len(shares)} passes, {statistics.median(per_pass_calls):.0f} "
-          f"dispatched calls per pass per process (median)")
-    print(f"dispatcher cost: {100 * statistics.median(shares):.4f}% of pass time (median), "
-          f"{100 * max(shares):.4f}% (max); target <= 0.3%")
+    print(
+        f"{args.run.name}: {len(shares)} passes, {statistics.median(per_pass_calls):.0f} "
+        f"dispatched calls per pass per process (median)"
+    )
+    print(
+        f"dispatcher cost: {100 * statistics.median(shares):.4f}% of pass time (median), "
+        f"{100 * max(shares):.4f}% (max); target <= 0.3%"
+    )
     return 0
 
 

@@ -45,8 +45,14 @@ STRUCTURES = {
 }
 
 
-def _arm(rng: np.random.Generator, moves: np.ndarray, p_pass: float, drift: float,
-         times: range, scale: float) -> list[float]:
+def _arm(
+    rng: np.random.Generator,
+    moves: np.ndarray,
+    p_pass: float,
+    drift: float,
+    times: range,
+    scale: float,
+) -> list[float]:
     """Per pass (at the pass positions `times`), the fraction of prompts identical to the
     baseline's first pass."""
     out = []
@@ -57,15 +63,20 @@ def _arm(rng: np.random.Generator, moves: np.ndarray, p_pass: float, drift: floa
     return out
 
 
-def _trial(rng: np.random.Generator, structure: tuple[float, ...], scale: float,
-           prompts_fisher: bool) -> bool:
+def _trial(
+    rng: np.random.Generator, structure: tuple[float, ...], scale: float, prompts_fisher: bool
+) -> bool:
     passes, prompts, p_pass, p_prompt, concentration, drift, interleaved = structure
     n, m = int(passes), int(prompts)
-    moves = (rng.beta(p_prompt * concentration, (1 - p_prompt) * concentration, m)
-             if concentration else np.full(m, p_prompt))
+    moves = (
+        rng.beta(p_prompt * concentration, (1 - p_prompt) * concentration, m)
+        if concentration
+        else np.full(m, p_prompt)
+    )
     # The baseline's later passes, then the candidate's: after them, or between them.
-    own_at, cand_at = ((range(2, 2 * n, 2), range(1, 2 * n, 2)) if interleaved
-                       else (range(1, n), range(n, 2 * n)))
+    own_at, cand_at = (
+        (range(2, 2 * n, 2), range(1, 2 * n, 2)) if interleaved else (range(1, n), range(n, 2 * n))
+    )
     own = _arm(rng, moves, p_pass, drift, own_at, 1.0)
     cand = _arm(rng, moves, p_pass, drift, cand_at, scale)
     if prompts_fisher:
@@ -73,9 +84,16 @@ def _trial(rng: np.random.Generator, structure: tuple[float, ...], scale: float,
         table = [[a, n * m - a], [b, (n - 1) * m - b]]
         return a < n * m and bool(fisher_exact(table, alternative="less").pvalue < 0.01)
     identical = round(sum(cand) * m)
-    parity = Parity(compared=n * m, identical=identical, first_divergence=None,
-                    baseline_self_identical=None, expected=True, exact=False,
-                    pass_identical=cand, self_pass_identical=own)
+    parity = Parity(
+        compared=n * m,
+        identical=identical,
+        first_divergence=None,
+        baseline_self_identical=None,
+        expected=True,
+        exact=False,
+        pass_identical=cand,
+        self_pass_identical=own,
+    )
     return parity.violated
 
 
@@ -83,7 +101,7 @@ def _rate(trials: int, hit: Callable[[], bool]) -> str:
     k = sum(hit() for _ in range(trials))
     p, z = k / trials, 1.96
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials ** 2)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials**2)) / (1 + z * z / trials)
     return f"{100 * p:5.1f}% [{100 * max(0, centre - half):.1f}, {100 * (centre + half):.1f}]"
 
 
@@ -98,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         power = _rate(args.trials, lambda s=structure: _trial(rng, s, 2.0, False))
         naive = _rate(args.trials, lambda s=structure: _trial(rng, s, 1.0, True))
         print(f"{name:26} {aa:22} {power:22} {naive:22}")
-    print(f"shipped: permutation test on the passes' identical fractions, one-sided, "
-          f"alpha {PARITY_ALPHA:g}; {args.trials} trials per cell")
+    print(
+        f"shipped: permutation test on the passes' identical fractions, one-sided, "
+        f"alpha {PARITY_ALPHA:g}; {args.trials} trials per cell"
+    )
     return 0
 
 

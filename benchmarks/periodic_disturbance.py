@@ -31,21 +31,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--mde", type=float, default=0.02)
-    parser.add_argument("--amplitudes", type=float, nargs="+", default=AMPLITUDES,
-                        help="log amplitudes of the sine (default: 0.005 0.015 0.02)")
+    parser.add_argument(
+        "--amplitudes",
+        type=float,
+        nargs="+",
+        default=AMPLITUDES,
+        help="log amplitudes of the sine (default: 0.005 0.015 0.02)",
+    )
     args = parser.parse_args()
     precision = Precision(mde=args.mde, budget_s=10**6)
-    print("| period (passes) | amplitude | A/A significant | coverage of +1% | median MDE |"
-          " trials |\n|---|---|---|---|---|---|")
+    print(
+        "| period (passes) | amplitude | A/A significant | coverage of +1% | median MDE |"
+        " trials |\n|---|---|---|---|---|---|"
+    )
     worst = 0.0
     for amp in args.amplitudes:
         for i, period in enumerate(PERIODS):
             noise = Noise(sigma_p=0.03, period=period, period_amp=amp)
-            sig, cover, mde = rates(simulate(noise, 12, args.trials, seed=1000 * i + int(
-                amp * 1000), precision=precision), 0.0)
+            sig, cover, mde = rates(
+                simulate(
+                    noise, 12, args.trials, seed=1000 * i + int(amp * 1000), precision=precision
+                ),
+                0.0,
+            )
             worst = max(worst, sig)
-            print(f"| {period:.3g} | {100 * amp:.1f}% | {100 * sig:.1f}% | {100 * cover:.1f}% |"
-                  f" ±{100 * mde:.2f}% | {args.trials} |", flush=True)
+            print(
+                f"| {period:.3g} | {100 * amp:.1f}% | {100 * sig:.1f}% | {100 * cover:.1f}% |"
+                f" ±{100 * mde:.2f}% | {args.trials} |",
+                flush=True,
+            )
     print(f"worst A/A: {100 * worst:.1f}% (target 3-6.5%)")
     return 0
 

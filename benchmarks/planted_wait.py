@@ -36,12 +36,18 @@ ROWS = ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step", "outside
 def scenario(wait_us: float, blocks: int, threads_bind: str | None) -> dict:
     data = yaml.safe_load((ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text())
     data.pop("precision", None)
-    data.update(name="planted-wait", repeats=2 * blocks,
-                env={"SPECBENCH_PLANTED_WAIT_US": str(wait_us),
-                     **({"VLLM_CPU_OMP_THREADS_BIND": threads_bind} if threads_bind else {})},
-                variants={"baseline": {"baseline": True},
-                          "wait": {"patch": "testkit.patches.medusa_wait:install",
-                                   "switchable": True}})
+    data.update(
+        name="planted-wait",
+        repeats=2 * blocks,
+        env={
+            "SPECBENCH_PLANTED_WAIT_US": str(wait_us),
+            **({"VLLM_CPU_OMP_THREADS_BIND": threads_bind} if threads_bind else {}),
+        },
+        variants={
+            "baseline": {"baseline": True},
+            "wait": {"patch": "testkit.patches.medusa_wait:install", "switchable": True},
+        },
+    )
     return data
 
 
@@ -60,18 +66,29 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=40)
     parser.add_argument("--threads-bind", default=None)
     parser.add_argument("--results-dir", type=Path, default=Path("/tmp/planted"))
-    parser.add_argument("--run", type=Path, default=None,
-                        help="read this run folder instead of running one")
+    parser.add_argument(
+        "--run", type=Path, default=None, help="read this run folder instead of running one"
+    )
     args = parser.parse_args()
     run_dir = args.run
     if run_dir is None:
         args.results_dir.mkdir(parents=True, exist_ok=True)
         path = args.results_dir / "planted-wait.yaml"
-        path.write_text(yaml.safe_dump(scenario(args.wait_us, args.blocks, args.threads_bind),
-                                       sort_keys=False))
-        done = subprocess.run([str(ROOT / ".venv" / "bin" / "specbench"), "run", str(path),
-                               "--results-dir", str(args.results_dir)], check=False,
-                              capture_output=True, text=True)
+        path.write_text(
+            yaml.safe_dump(scenario(args.wait_us, args.blocks, args.threads_bind), sort_keys=False)
+        )
+        done = subprocess.run(
+            [
+                str(ROOT / ".venv" / "bin" / "specbench"),
+                "run",
+                str(path),
+                "--results-dir",
+                str(args.results_dir),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             print(done.stderr[-3000:], file=sys.stderr)
             return done.returncode
@@ -81,17 +98,23 @@ def main() -> int:
     comparison = compare_run(run)
     [cand] = comparison.candidates
     env = run.scenario.env
-    print(f"run {run_dir.name}: {comparison.design}, "
-          f"{env.get('VLLM_CPU_OMP_THREADS_BIND', 'default')} OpenMP binding")
+    print(
+        f"run {run_dir.name}: {comparison.design}, "
+        f"{env.get('VLLM_CPU_OMP_THREADS_BIND', 'default')} OpenMP binding"
+    )
     for key in ROWS:
         row = next(r for r in cand.rows if r.key == key)
         e = row.estimate
-        print(f"  {row.label}: {row.baseline:.4g} -> {row.candidate:.4g}, "
-              f"{100 * e.delta:+.1f}% [{100 * e.ci_low:+.1f}, {100 * e.ci_high:+.1f}]")
+        print(
+            f"  {row.label}: {row.baseline:.4g} -> {row.candidate:.4g}, "
+            f"{100 * e.delta:+.1f}% [{100 * e.ci_low:+.1f}, {100 * e.ci_high:+.1f}]"
+        )
     mean, low, high, n = additive_us(run.passes)
-    print(f"  added draft time per call (one call per step), mean of {n} block differences: "
-          f"{mean:.1f} µs [{low:.1f}, {high:.1f}] (planted: the wait of "
-          f"{env.get('SPECBENCH_PLANTED_WAIT_US', '50')} µs)")
+    print(
+        f"  added draft time per call (one call per step), mean of {n} block differences: "
+        f"{mean:.1f} µs [{low:.1f}, {high:.1f}] (planted: the wait of "
+        f"{env.get('SPECBENCH_PLANTED_WAIT_US', '50')} µs)"
+    )
     return 0
 
 

@@ -31,22 +31,26 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=101)
     parser.add_argument("--mde", type=float, nargs="+", default=[0.02, 0.01])
     args = parser.parse_args()
-    print("| target MDE | stress | A/A significant | coverage of +1% | median blocks | "
-          "median warm-up blocks | trials |\n|---|---|---|---|---|---|---|")
+    print(
+        "| target MDE | stress | A/A significant | coverage of +1% | median blocks | "
+        "median warm-up blocks | trials |\n|---|---|---|---|---|---|---|"
+    )
     for mde in args.mde:
-        for label, noise in (("clean", Noise(sigma_p=0.03)),
-                             ("warm-up: 10% slower over 60 passes",
-                              Noise(sigma_p=0.03, warm_amp=0.10, warm_len=60)),
-                             ("stalls: 1 pass in 20 in either arm", Noise(sigma_p=0.03,
-                                                                          stall_every=20))):
-            results = simulate(noise, 12,
-                               args.trials, seed=args.seed,
-                               precision=Precision(mde=mde, budget_s=10**6))
+        for label, noise in (
+            ("clean", Noise(sigma_p=0.03)),
+            ("warm-up: 10% slower over 60 passes", Noise(sigma_p=0.03, warm_amp=0.10, warm_len=60)),
+            ("stalls: 1 pass in 20 in either arm", Noise(sigma_p=0.03, stall_every=20)),
+        ):
+            results = simulate(
+                noise, 12, args.trials, seed=args.seed, precision=Precision(mde=mde, budget_s=10**6)
+            )
             aa, cover, _ = rates(results, 0.0)
-            print(f"| {100 * mde:.0f}% | {label} | {100 * aa:.2f}% | {100 * cover:.2f}% | "
-                  f"{np.median([b for _, _, b in results]):.0f} | "
-                  f"{np.median([w.blocks for _, w, _ in results]):.0f} | {args.trials} |",
-                  flush=True)
+            print(
+                f"| {100 * mde:.0f}% | {label} | {100 * aa:.2f}% | {100 * cover:.2f}% | "
+                f"{np.median([b for _, _, b in results]):.0f} | "
+                f"{np.median([w.blocks for _, w, _ in results]):.0f} | {args.trials} |",
+                flush=True,
+            )
     return 0
 
 

@@ -99,29 +99,56 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-prompts", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--warmups", type=int, default=None,
-                   help="warm-up requests before each measured run (default: --concurrency)")
-    p.add_argument("--prime-passes", type=int, default=1,
-                   help="unmeasured full passes right after the server starts")
-    p.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS,
-                   help="JSONL with a 'prompt' text per line")
+    p.add_argument(
+        "--warmups",
+        type=int,
+        default=None,
+        help="warm-up requests before each measured run (default: --concurrency)",
+    )
+    p.add_argument(
+        "--prime-passes",
+        type=int,
+        default=1,
+        help="unmeasured full passes right after the server starts",
+    )
+    p.add_argument(
+        "--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSONL with a 'prompt' text per line"
+    )
     p.add_argument("--draft", choices=("eagle", "medusa", "none"), default="eagle")
     p.add_argument("--num-speculative-tokens", type=int, default=3)
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--startup-timeout", type=float, default=600.0)
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds per client run")
-    p.add_argument("--vllm-first", action="store_true",
-                   help="run vllm bench before specbench in each repeat (to see order effects)")
-    p.add_argument("--match-payload", action="store_true",
-                   help="also ask vllm bench for return_token_ids, as specbench's requests do")
+    p.add_argument(
+        "--vllm-first",
+        action="store_true",
+        help="run vllm bench before specbench in each repeat (to see order effects)",
+    )
+    p.add_argument(
+        "--match-payload",
+        action="store_true",
+        help="also ask vllm bench for return_token_ids, as specbench's requests do",
+    )
     p.add_argument("--json-out", type=Path, default=None, help="write the figures here")
-    p.add_argument("--keep-dir", type=Path, default=None,
-                   help="folder for the server log, prompts and raw vllm bench results "
-                        "(default: a new temp dir, left in place)")
-    p.add_argument("--throughput-tolerance", type=float, default=0.03,
-                   help="allowed |ratio - 1| for output throughput")
-    p.add_argument("--latency-tolerance", type=float, default=0.10,
-                   help="allowed |ratio - 1| for median TTFT and median TPOT")
+    p.add_argument(
+        "--keep-dir",
+        type=Path,
+        default=None,
+        help="folder for the server log, prompts and raw vllm bench results "
+        "(default: a new temp dir, left in place)",
+    )
+    p.add_argument(
+        "--throughput-tolerance",
+        type=float,
+        default=0.03,
+        help="allowed |ratio - 1| for output throughput",
+    )
+    p.add_argument(
+        "--latency-tolerance",
+        type=float,
+        default=0.10,
+        help="allowed |ratio - 1| for median TTFT and median TPOT",
+    )
     args = p.parse_args(argv)
     if args.warmups is None:
         args.warmups = args.concurrency
@@ -162,9 +189,14 @@ def engine_args(args: argparse.Namespace, models: dict[str, Path]) -> dict[str, 
 def start_server(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """Launch the server in its own session (process group) so it can be killed as a whole."""
     with log_path.open("wb") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **ENGINE_ENV},
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **ENGINE_ENV},
+            start_new_session=True,
+        )
 
 
 def kill_server(proc: subprocess.Popen[bytes]) -> None:
@@ -194,19 +226,32 @@ def run_specbench(base_url: str, prompts: list[str], args: argparse.Namespace) -
     url = base_url + "/v1/completions"
 
     def payload(prompt: str) -> dict[str, Any]:
-        return completion_payload(SERVED_NAME, prompt, args.max_tokens, ignore_eos=True,
-                                  temperature=0.0, seed=None)
+        return completion_payload(
+            SERVED_NAME, prompt, args.max_tokens, ignore_eos=True, temperature=0.0, seed=None
+        )
 
     if args.warmups:
-        warm, _ = asyncio.run(run_requests(url, [payload(prompts[0])] * args.warmups,
-                                           args.concurrency, timeout_s=args.run_timeout))
+        warm, _ = asyncio.run(
+            run_requests(
+                url,
+                [payload(prompts[0])] * args.warmups,
+                args.concurrency,
+                timeout_s=args.run_timeout,
+            )
+        )
         errors = [r.error for r in warm if r.error]
         if errors:
             raise ClientFailed(f"specbench warm-up failed: {errors[0]}")
-    before = (parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
-              if args.draft != "none" else None)
-    streamed, duration = asyncio.run(run_requests(url, [payload(p) for p in prompts],
-                                                  args.concurrency, timeout_s=args.run_timeout))
+    before = (
+        parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
+        if args.draft != "none"
+        else None
+    )
+    streamed, duration = asyncio.run(
+        run_requests(
+            url, [payload(p) for p in prompts], args.concurrency, timeout_s=args.run_timeout
+        )
+    )
     accept = acceptance_length(base_url, before)
     ttfts, tpots, itls, e2els = [], [], [], []
     for r in streamed:
@@ -238,22 +283,62 @@ def run_specbench(base_url: str, prompts: list[str], args: argparse.Namespace) -
     }
 
 
-def vllm_bench_command(args: argparse.Namespace, base_url: str, tokenizer: Path,
-                       prompts_file: Path, result_dir: Path, name: str) -> list[str]:
+def vllm_bench_command(
+    args: argparse.Namespace,
+    base_url: str,
+    tokenizer: Path,
+    prompts_file: Path,
+    result_dir: Path,
+    name: str,
+) -> list[str]:
     """`vllm bench serve` with the same prompts, lengths, sampling, concurrency and warm-up."""
     cmd = [
-        sys.executable, "-c", VLLM_CLI, "bench", "serve",
-        "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
-        "--model", SERVED_NAME, "--tokenizer", str(tokenizer),
-        "--dataset-name", "custom", "--dataset-path", str(prompts_file),
-        "--disable-shuffle", "--skip-chat-template", "--no-oversample",
-        "--custom-output-len", str(args.max_tokens), "--num-prompts", str(args.num_prompts),
-        "--max-concurrency", str(args.concurrency), "--request-rate", "inf",
-        "--ignore-eos", "--temperature", "0", "--num-warmups", str(args.warmups),
-        "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--seed", "0", "--disable-tqdm",
-        "--save-result", "--save-detailed", "--result-dir", str(result_dir),
-        "--result-filename", name,
+        sys.executable,
+        "-c",
+        VLLM_CLI,
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        SERVED_NAME,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(prompts_file),
+        "--disable-shuffle",
+        "--skip-chat-template",
+        "--no-oversample",
+        "--custom-output-len",
+        str(args.max_tokens),
+        "--num-prompts",
+        str(args.num_prompts),
+        "--max-concurrency",
+        str(args.concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        str(args.warmups),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--seed",
+        "0",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(result_dir),
+        "--result-filename",
+        name,
     ]
     if args.match_payload:
         cmd += ["--extra-body", json.dumps({"return_token_ids": True})]
@@ -264,25 +349,37 @@ def run_vllm_bench(cmd: list[str], result: Path, log: Path, timeout_s: float) ->
     """Run `vllm bench serve` in a subprocess and read its result JSON."""
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}  # without it the client dies (SIGILL)
     with log.open("wb") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=env, timeout=timeout_s,
-                              check=False, cwd=ROOT)
+        proc = subprocess.run(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+            cwd=ROOT,
+        )
     if proc.returncode != 0 or not result.is_file():
-        raise ClientFailed(f"vllm bench serve exited with {proc.returncode}; log tail:\n"
-                           f"{read_tail(log, LOG_TAIL_LINES)}")
+        raise ClientFailed(
+            f"vllm bench serve exited with {proc.returncode}; log tail:\n"
+            f"{read_tail(log, LOG_TAIL_LINES)}"
+        )
     data = json.loads(result.read_text())
     errors = [e for e in data.get("errors", []) if e]
     data["first_error"] = errors[0] if errors else None
     return data
 
 
-def parity_problems(run: dict[str, Any], args: argparse.Namespace,
-                    input_lens: list[int] | None) -> list[str]:
+def parity_problems(
+    run: dict[str, Any], args: argparse.Namespace, input_lens: list[int] | None
+) -> list[str]:
     """What makes a run not comparable: failures, wrong output lengths, different prompts."""
     problems = []
     if run["failed"] or run["completed"] != args.num_prompts:
-        problems.append(f"{run['failed']} failed, {run['completed']} completed "
-                        f"(first error: {run.get('first_error')})")
+        problems.append(
+            f"{run['failed']} failed, {run['completed']} completed "
+            f"(first error: {run.get('first_error')})"
+        )
     lens = run.get("output_lens") or []
     if lens and any(n != args.max_tokens for n in lens):
         problems.append(f"output lengths {sorted(set(lens))}, expected {args.max_tokens}")
@@ -291,8 +388,9 @@ def parity_problems(run: dict[str, Any], args: argparse.Namespace,
     return problems
 
 
-def summarize(runs: dict[str, list[dict[str, Any]]],
-              args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+def summarize(
+    runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
     """Per metric: each client's median over repeats, the ratio and PASS/FAIL."""
     rows: dict[str, dict[str, Any]] = {}
     for key, (label, tolerance_arg) in METRICS.items():
@@ -305,25 +403,38 @@ def summarize(runs: dict[str, list[dict[str, Any]]],
         ok = row["specbench"] is not None and row["vllm"]
         row["ratio"] = row["specbench"] / row["vllm"] if ok else None
         # Each specbench run over the vllm run of the same repeat: drift cancels, noise shows.
-        paired = [a / b for a, b in zip(row["specbench_runs"], row["vllm_runs"], strict=True)
-                  if a is not None and b]
+        paired = [
+            a / b
+            for a, b in zip(row["specbench_runs"], row["vllm_runs"], strict=True)
+            if a is not None and b
+        ]
         row["paired_ratios"] = paired
         row["median_paired_ratio"] = statistics.median(paired) if paired else None
-        row["pass"] = (None if tolerance is None else
-                       row["ratio"] is not None and abs(row["ratio"] - 1) <= tolerance)
+        row["pass"] = (
+            None
+            if tolerance is None
+            else row["ratio"] is not None and abs(row["ratio"] - 1) <= tolerance
+        )
         rows[key] = row
     return rows
 
 
 def print_table(rows: dict[str, dict[str, Any]]) -> None:
     """Medians, ratio and verdict per metric."""
-    print(f"\n{'metric (median of runs)':<28}{'specbench':>11}{'vllm bench':>11}{'ratio':>8}"
-          f"{'paired':>8}  verdict (on ratio)")
+    print(
+        f"\n{'metric (median of runs)':<28}{'specbench':>11}{'vllm bench':>11}{'ratio':>8}"
+        f"{'paired':>8}  verdict (on ratio)"
+    )
     for row in rows.values():
-        verdict = ("info" if row["tolerance"] is None else
-                   f"{'PASS' if row['pass'] else 'FAIL'} (within {100 * row['tolerance']:g}%)")
-        print(f"{row['label']:<28}{fmt(row['specbench'], 2):>11}{fmt(row['vllm'], 2):>11}"
-              f"{fmt(row['ratio'], 4):>8}{fmt(row['median_paired_ratio'], 4):>8}  {verdict}")
+        verdict = (
+            "info"
+            if row["tolerance"] is None
+            else f"{'PASS' if row['pass'] else 'FAIL'} (within {100 * row['tolerance']:g}%)"
+        )
+        print(
+            f"{row['label']:<28}{fmt(row['specbench'], 2):>11}{fmt(row['vllm'], 2):>11}"
+            f"{fmt(row['ratio'], 4):>8}{fmt(row['median_paired_ratio'], 4):>8}  {verdict}"
+        )
 
 
 def load_snapshot(own_pid: int | None = None) -> str:
@@ -358,8 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     prompts = text_prompts(args.prompts, args.num_prompts)
     names = ["tiny-llama"] + ([f"tiny-llama-{args.draft}"] if args.draft != "none" else [])
     models = ensure_models(names)
-    work = Path(tempfile.mkdtemp(prefix="specbench-fidelity-")) if args.keep_dir is None \
+    work = (
+        Path(tempfile.mkdtemp(prefix="specbench-fidelity-"))
+        if args.keep_dir is None
         else args.keep_dir
+    )
     work.mkdir(parents=True, exist_ok=True)
     prompts_file = work / "prompts.jsonl"
     prompts_file.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
@@ -379,8 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     order = ("vllm", "specbench") if args.vllm_first else ("specbench", "vllm")
     try:
         up = wait_healthy(server, base_url, args.startup_timeout)
-        print(f"server healthy after {up:.0f}s; priming with {args.prime_passes} pass(es)",
-              flush=True)
+        print(
+            f"server healthy after {up:.0f}s; priming with {args.prime_passes} pass(es)", flush=True
+        )
         for _ in range(args.prime_passes):
             run_specbench(base_url, prompts, args)
         input_lens: list[int] | None = None
@@ -391,28 +506,36 @@ def main(argv: list[str] | None = None) -> int:
                     result[client] = run_specbench(base_url, prompts, args)
                     continue
                 name = f"vllm-{repeat}.json"
-                bench_cmd = vllm_bench_command(args, base_url, models["tiny-llama"],
-                                               prompts_file, work, name)
-                result[client] = run_vllm_bench(bench_cmd, work / name,
-                                                work / f"vllm-{repeat}.log", args.run_timeout)
+                bench_cmd = vllm_bench_command(
+                    args, base_url, models["tiny-llama"], prompts_file, work, name
+                )
+                result[client] = run_vllm_bench(
+                    bench_cmd, work / name, work / f"vllm-{repeat}.log", args.run_timeout
+                )
             spec, vllm = result["specbench"], result["vllm"]
             input_lens = input_lens or spec["input_lens"]
             for client in order:
-                problems += [f"{client} run {repeat}: {m}"
-                             for m in parity_problems(result[client], args, input_lens)]
+                problems += [
+                    f"{client} run {repeat}: {m}"
+                    for m in parity_problems(result[client], args, input_lens)
+                ]
                 runs[client].append(result[client])
-            print(f"repeat {repeat} (specbench / vllm): output tok/s "
-                  f"{fmt(spec['output_throughput'])} / {fmt(vllm['output_throughput'])}; "
-                  f"median TTFT {fmt(spec['median_ttft_ms'])} / {fmt(vllm['median_ttft_ms'])}"
-                  f" ms; median TPOT {fmt(spec['median_tpot_ms'], 2)} / "
-                  f"{fmt(vllm['median_tpot_ms'], 2)} ms  [{load_snapshot(server.pid)}]",
-                  flush=True)
+            print(
+                f"repeat {repeat} (specbench / vllm): output tok/s "
+                f"{fmt(spec['output_throughput'])} / {fmt(vllm['output_throughput'])}; "
+                f"median TTFT {fmt(spec['median_ttft_ms'])} / {fmt(vllm['median_ttft_ms'])}"
+                f" ms; median TPOT {fmt(spec['median_tpot_ms'], 2)} / "
+                f"{fmt(vllm['median_tpot_ms'], 2)} ms  [{load_snapshot(server.pid)}]",
+                flush=True,
+            )
             if server.poll() is not None:
                 raise ServerFailed(f"vLLM server exited with code {server.returncode}")
     except (ServerFailed, ClientFailed, subprocess.TimeoutExpired) as exc:
-        print(f"error: {exc}\n--- server log tail ({server_log}) ---\n"
-              f"{read_tail(server_log, LOG_TAIL_LINES)}",
-              file=sys.stderr)
+        print(
+            f"error: {exc}\n--- server log tail ({server_log}) ---\n"
+            f"{read_tail(server_log, LOG_TAIL_LINES)}",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("interrupted; stopping the server", file=sys.stderr)
@@ -421,33 +544,44 @@ def main(argv: list[str] | None = None) -> int:
         kill_server(server)
 
     rows = summarize(runs, args)
-    print(f"\n{args.repeats} alternating repeats each ({' then '.join(order)}); "
-          f"{args.num_prompts} prompts, max_tokens "
-          f"{args.max_tokens}, concurrency {args.concurrency}, draft {args.draft}; "
-          f"after: {load_snapshot()}")
+    print(
+        f"\n{args.repeats} alternating repeats each ({' then '.join(order)}); "
+        f"{args.num_prompts} prompts, max_tokens "
+        f"{args.max_tokens}, concurrency {args.concurrency}, draft {args.draft}; "
+        f"after: {load_snapshot()}"
+    )
     print_table(rows)
-    print("ratio = median(specbench runs) / median(vllm runs); paired = median over repeats of "
-          "specbench run / vllm run of the same repeat")
+    print(
+        "ratio = median(specbench runs) / median(vllm runs); paired = median over repeats of "
+        "specbench run / vllm run of the same repeat"
+    )
     for problem in problems:
         print("PARITY FAIL:", problem)
     passed = not problems and all(r["pass"] is not False for r in rows.values())
     print("\nRESULT:", "PASS" if passed else "FAIL")
     if not passed:
-        print(f"--- server log tail ({server_log}) ---\n"
-              f"{read_tail(server_log, LOG_TAIL_LINES)}")
+        print(f"--- server log tail ({server_log}) ---\n{read_tail(server_log, LOG_TAIL_LINES)}")
     if args.json_out:
         keep = ("duration", "completed", "failed", "total_output_tokens", *METRICS)
-        args.json_out.write_text(json.dumps({
-            "settings": {k: (str(v) if isinstance(v, Path) else v)
-                         for k, v in vars(args).items()},
-            "server_command": cmd,
-            "vllm_bench_command": bench_cmd,
-            "machine_after": load_snapshot(),
-            "metrics": rows,
-            "runs": {c: [{k: r.get(k) for k in keep} for r in rs] for c, rs in runs.items()},
-            "parity_problems": problems,
-            "passed": passed,
-        }, indent=2))
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "settings": {
+                        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                    },
+                    "server_command": cmd,
+                    "vllm_bench_command": bench_cmd,
+                    "machine_after": load_snapshot(),
+                    "metrics": rows,
+                    "runs": {
+                        c: [{k: r.get(k) for k in keep} for r in rs] for c, rs in runs.items()
+                    },
+                    "parity_problems": problems,
+                    "passed": passed,
+                },
+                indent=2,
+            )
+        )
     return 0 if passed else 1
 
 

@@ -54,8 +54,7 @@ def main() -> int:
     timed_class = type("Timed", (_Runner,), {})
     steptimes.wrap(timed_class, steptimes.Clock())
     timed = timed_class()
-    added = statistics.median(_per_step(timed, args.n) - _per_step(plain, args.n)
-                              for _ in range(7))
+    added = statistics.median(_per_step(timed, args.n) - _per_step(plain, args.n) for _ in range(7))
     line = f"step timer: {1e6 * added:.2f} us added per engine step (median of 7 x {args.n})"
     if args.run_dir is not None:
         from harness.api import load_run
@@ -67,8 +66,10 @@ def main() -> int:
             print(f"{args.run_dir}: no pass timed its steps", file=sys.stderr)
             return 1
         step = float((timed_passes["step_s"] / timed_passes["steps"]).median())
-        line += (f"; {args.run_dir.name}'s median step {1e3 * step:.3f} ms over "
-                 f"{len(timed_passes)} passes: {100 * added / step:.3f}% of a step")
+        line += (
+            f"; {args.run_dir.name}'s median step {1e3 * step:.3f} ms over "
+            f"{len(timed_passes)} passes: {100 * added / step:.3f}% of a step"
+        )
     print(line)
     return 0
 

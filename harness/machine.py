@@ -49,8 +49,12 @@ def lock_paths(gpus: Sequence[str] | None = None) -> dict[Path, str]:
     base = lock_path()
     if not gpus:
         return {base: "the machine"}
-    named = {base.with_name(f"{base.stem}-gpu-{re.sub(r'[^A-Za-z0-9._-]', '_', gpu)}"
-                            f"{base.suffix}"): f"GPU {gpu}" for gpu in gpus}
+    named = {
+        base.with_name(
+            f"{base.stem}-gpu-{re.sub(r'[^A-Za-z0-9._-]', '_', gpu)}{base.suffix}"
+        ): f"GPU {gpu}"
+        for gpu in gpus
+    }
     return dict(sorted(named.items()))
 
 
@@ -65,8 +69,13 @@ class Holding:
     gpus: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lock": self.path, "shared": self.path is None, "waited_s": self.waited_s,
-                "waited_for": self.waited_for, "gpus": self.gpus}
+        return {
+            "lock": self.path,
+            "shared": self.path is None,
+            "waited_s": self.waited_s,
+            "waited_for": self.waited_for,
+            "gpus": self.gpus,
+        }
 
 
 def _describe(path: Path) -> str:
@@ -79,8 +88,10 @@ def _describe(path: Path) -> str:
         return "another specbench run (it left no details)"
     since = time.strftime("%H:%M:%S", time.localtime(info.get("since_unix", 0)))
     what = info.get("what") or "a run"
-    return (f"{what} (pid {info.get('pid')} on {info.get('host')}, user "
-            f"{info.get('user')}) since {since}")
+    return (
+        f"{what} (pid {info.get('pid')} on {info.get('host')}, user "
+        f"{info.get('user')}) since {since}"
+    )
 
 
 @dataclass
@@ -96,7 +107,8 @@ class _Lock:
     def _busy(self, holder: str) -> MachineBusy:
         return MachineBusy(
             f"{self.guards} is busy: {holder} holds {self.path}; wait for it (drop --no-wait), "
-            "or run beside it with --shared-machine (the table then says so)")
+            "or run beside it with --shared-machine (the table then says so)"
+        )
 
     def _take(self, fd: int) -> str | None:
         """Flock `fd`, polling; the holder waited for, if any."""
@@ -112,9 +124,11 @@ class _Lock:
                 now = time.monotonic()
                 if waited_for is None or now - last_said >= REMIND_S:
                     per = " per GPU" if self.guards != "the machine" else ""
-                    self.say(f"waiting for {self.guards}: {holder} holds {self.path} (one "
-                             f"benchmark at a time{per}; --shared-machine runs beside it), "
-                             f"{now - self.started:.0f}s so far")
+                    self.say(
+                        f"waiting for {self.guards}: {holder} holds {self.path} (one "
+                        f"benchmark at a time{per}; --shared-machine runs beside it), "
+                        f"{now - self.started:.0f}s so far"
+                    )
                     last_said = now
                 waited_for = holder
                 time.sleep(POLL_S)
@@ -129,10 +143,19 @@ class _Lock:
             waited_for = self._take(fd)
             with contextlib.suppress(OSError):  # a read-only handle cannot say who holds it
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps({
-                    "pid": os.getpid(), "host": socket.gethostname(),
-                    "user": os.environ.get("USER") or str(os.getuid()), "what": what,
-                    "since_unix": time.time()}).encode(), 0)
+                os.pwrite(
+                    fd,
+                    json.dumps(
+                        {
+                            "pid": os.getpid(),
+                            "host": socket.gethostname(),
+                            "user": os.environ.get("USER") or str(os.getuid()),
+                            "what": what,
+                            "since_unix": time.time(),
+                        }
+                    ).encode(),
+                    0,
+                )
             yield waited_for
         finally:
             with contextlib.suppress(OSError):
@@ -141,9 +164,13 @@ class _Lock:
 
 
 @contextlib.contextmanager
-def machine(what: str, wait: bool = True, shared: bool = False,
-            say: Callable[[str], Any] = print,
-            gpus: Sequence[str] | None = None) -> Iterator[Holding]:
+def machine(
+    what: str,
+    wait: bool = True,
+    shared: bool = False,
+    say: Callable[[str], Any] = print,
+    gpus: Sequence[str] | None = None,
+) -> Iterator[Holding]:
     """Hold the machine's benchmark lock for the block (`shared`: take none; `gpus`, a run on
     those GPUs: one lock per GPU instead, all of them, so runs on other GPUs of the node go on
     beside it). Waits while another run holds one, saying so, or with `wait=False` raises
@@ -154,8 +181,13 @@ def machine(what: str, wait: bool = True, shared: bool = False,
     started = time.monotonic()
     paths = lock_paths(gpus)
     with contextlib.ExitStack() as stack:
-        waited = [stack.enter_context(_Lock(path, guards, wait, say, started).held(what))
-                  for path, guards in paths.items()]
-        yield Holding(", ".join(str(p) for p in paths), round(time.monotonic() - started, 1),
-                      "; ".join(w for w in waited if w) or None,
-                      sorted(set(gpus)) if gpus else None)
+        waited = [
+            stack.enter_context(_Lock(path, guards, wait, say, started).held(what))
+            for path, guards in paths.items()
+        ]
+        yield Holding(
+            ", ".join(str(p) for p in paths),
+            round(time.monotonic() - started, 1),
+            "; ".join(w for w in waited if w) or None,
+            sorted(set(gpus)) if gpus else None,
+        )

@@ -62,11 +62,15 @@ def machine_note(machine: dict[str, Any] | None) -> str | None:
     if not machine:
         return None
     if machine.get("shared"):
-        return ("shared (--shared-machine): no machine lock was taken, so another benchmark "
-                "may have run beside this one")
+        return (
+            "shared (--shared-machine): no machine lock was taken, so another benchmark "
+            "may have run beside this one"
+        )
     if machine.get("waited_for"):
-        return (f"waited {machine.get('waited_s', 0):.0f}s for {machine['waited_for']}, then "
-                "held the machine's lock (one benchmark at a time)")
+        return (
+            f"waited {machine.get('waited_s', 0):.0f}s for {machine['waited_for']}, then "
+            "held the machine's lock (one benchmark at a time)"
+        )
     return None
 
 
@@ -74,9 +78,14 @@ def _run(run: Run | Path | str) -> Run:
     return run if isinstance(run, Run) else load_run(run)
 
 
-def write_report(run: Run | Path | str, html: bool = False, figures: bool = True,
-                 force: bool = False, rows: str = "pr",
-                 github_summary: bool = False) -> tuple[Analysis, str]:
+def write_report(
+    run: Run | Path | str,
+    html: bool = False,
+    figures: bool = True,
+    force: bool = False,
+    rows: str = "pr",
+    github_summary: bool = False,
+) -> tuple[Analysis, str]:
     """Compare a stored run and write its tables (`rows`: pr, all or keys), summary, frames
     and figures (harness.present.outputs; `github_summary`: the Markdown to the job summary
     too); the analysis and the terminal table."""
@@ -85,10 +94,15 @@ def write_report(run: Run | Path | str, html: bool = False, figures: bool = True
     return analysis, write_outputs(run, analysis, html, figures, rows, github_summary)
 
 
-def gate_run(run: Run | Path | str, against: str | None = None,
-             baselines_dir: Path | None = None, variant: str | None = None,
-             force: bool = False, combine: bool = False,
-             analysis: Analysis | None = None) -> tuple[Comparison, GateResult]:
+def gate_run(
+    run: Run | Path | str,
+    against: str | None = None,
+    baselines_dir: Path | None = None,
+    variant: str | None = None,
+    force: bool = False,
+    combine: bool = False,
+    analysis: Analysis | None = None,
+) -> tuple[Comparison, GateResult]:
     """Judge a stored run with its scenario's gates: its candidates against its baseline
     (`analysis`: that comparison, when the caller already made it), or (`against`) its
     `variant` (default: its baseline) against a saved reference run's same-named variant
@@ -100,22 +114,26 @@ def gate_run(run: Run | Path | str, against: str | None = None,
     if interpreted(scenario.device, scenario.model_runner):
         raise ResultsError(f"{run.path}: {NOT_PERFORMANCE}, so no gate judges them")
     if scenario.sweep is not None:
-        raise ResultsError(f"{run.path}: a sweep; a gate judges one A/B (gate a scenario "
-                           "without sweep:, e.g. the cell you ship)")
+        raise ResultsError(
+            f"{run.path}: a sweep; a gate judges one A/B (gate a scenario "
+            "without sweep:, e.g. the cell you ship)"
+        )
     if combine:
         if against is not None:
-            raise ResultsError("--combine gates a run with its own earlier runs; --against "
-                               "gates it against a saved baseline: choose one")
-        comparison = combined(run, [load_run(p, scenario) for p in earlier_runs(run)],
-                              force)[0]
+            raise ResultsError(
+                "--combine gates a run with its own earlier runs; --against "
+                "gates it against a saved baseline: choose one"
+            )
+        comparison = combined(run, [load_run(p, scenario) for p in earlier_runs(run)], force)[0]
     elif against is None:
         comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
     elif against == HISTORY:
         comparison = analysis if isinstance(analysis, Comparison) else compare_run(run)
         return comparison, gate_against_history(run, comparison)
     else:
-        reference = load_run(resolve_baseline(against, *(
-            [baselines_dir] if baselines_dir is not None else [])))
+        reference = load_run(
+            resolve_baseline(against, *([baselines_dir] if baselines_dir is not None else []))
+        )
         name = variant or scenario.baseline
         if name not in scenario.variants:
             raise ResultsError(f"{run.path}: no variant {name!r} to gate")
@@ -135,12 +153,15 @@ def gate_against_history(run: Run, comparison: Comparison) -> GateResult:
     from harness.results.index import history, machine_of
 
     frame = history(run.path.parent, scenario=run.scenario.name)
-    frame = frame[(frame["scenario_hash"] == run.manifest.scenario_hash)
-                  & (frame["machine"] == machine_of(run.manifest))]
+    frame = frame[
+        (frame["scenario_hash"] == run.manifest.scenario_hash)
+        & (frame["machine"] == machine_of(run.manifest))
+    ]
     result, notes = judge_against_history(run, comparison, frame, run.scenario.gates)
     own = judge(comparison, run.scenario.gates)
-    result.decisions.extend(d for d in own.decisions
-                            if d.check in ("output_parity", "implementation_proof", "launches"))
+    result.decisions.extend(
+        d for d in own.decisions if d.check in ("output_parity", "implementation_proof", "launches")
+    )
     comparison.warnings.extend(notes)
     return result
 
@@ -151,7 +172,8 @@ def gate_exit_code(result: GateResult, inconclusive: Inconclusive) -> int:
         return int(ExitCode.GATE_FAILED)
     if result.verdict == "INCONCLUSIVE":
         return {"pass": 0, "fail": int(ExitCode.GATE_FAILED)}.get(
-            inconclusive, int(ExitCode.INCONCLUSIVE))
+            inconclusive, int(ExitCode.INCONCLUSIVE)
+        )
     return 0
 
 
@@ -165,25 +187,38 @@ class Gated:
     exit_code: int
 
 
-def gate_and_write(run: Run | Path | str, inconclusive: Inconclusive = "inconclusive",
-                   against: str | None = None, baselines_dir: Path | None = None,
-                   variant: str | None = None, junit: Path | None = None,
-                   markdown: Path | None = None, force: bool = False, combine: bool = False,
-                   analysis: Analysis | None = None) -> Gated:
+def gate_and_write(
+    run: Run | Path | str,
+    inconclusive: Inconclusive = "inconclusive",
+    against: str | None = None,
+    baselines_dir: Path | None = None,
+    variant: str | None = None,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+    force: bool = False,
+    combine: bool = False,
+    analysis: Analysis | None = None,
+) -> Gated:
     """gate_run, then the gate's files (gate.json, gate.md, gate.junit.xml and the copies
     asked for), and the exit code its verdict maps to."""
     run = _run(run)
-    comparison, result = gate_run(run, against, baselines_dir, variant, force, combine,
-                                  analysis)
-    files = write_gate_files(run.path, comparison, result, junit, markdown,
-                             inconclusive_fails=inconclusive == "fail")
+    comparison, result = gate_run(run, against, baselines_dir, variant, force, combine, analysis)
+    files = write_gate_files(
+        run.path, comparison, result, junit, markdown, inconclusive_fails=inconclusive == "fail"
+    )
     return Gated(comparison, result, files, gate_exit_code(result, inconclusive))
 
 
-def scenario_to_run(path: Path | None, mde: float | None, budget: float | None, gate: bool,
-                    max_cells: int, resume: Path | None = None,
-                    run_id: str | None = None, profile: bool = False,
-                    ) -> tuple[Path | None, Scenario, Path | None]:
+def scenario_to_run(
+    path: Path | None,
+    mde: float | None,
+    budget: float | None,
+    gate: bool,
+    max_cells: int,
+    resume: Path | None = None,
+    run_id: str | None = None,
+    profile: bool = False,
+) -> tuple[Path | None, Scenario, Path | None]:
     """The scenario `specbench run` runs, with the precision the command line asks for: the
     file given, or (resume) the interrupted run's own. Returns the scenario file (if any), the
     scenario, and the folder its relative paths resolve against when not the file's."""
@@ -195,25 +230,34 @@ def scenario_to_run(path: Path | None, mde: float | None, budget: float | None, 
         raise SpecbenchError("missing SCENARIO (a scenario file; or --resume RUN)")
     spec = load_scenario(path, max_cells)
     if gate and spec.sweep is not None:
-        raise SpecbenchError(f"{path}: --gate judges one A/B; this scenario is a sweep "
-                             "(gate a scenario without sweep:, e.g. the cell you ship)")
+        raise SpecbenchError(
+            f"{path}: --gate judges one A/B; this scenario is a sweep "
+            "(gate a scenario without sweep:, e.g. the cell you ship)"
+        )
     if mde is not None or budget is not None or (gate and spec.precision is not None):
         # A gated precision run samples until every gate can decide, not to a fixed MDE.
-        spec = with_precision(spec, mde, budget, str(path),
-                              "gates" if gate and mde is None else None)
+        spec = with_precision(
+            spec, mde, budget, str(path), "gates" if gate and mde is None else None
+        )
     if profile:
         spec = with_profile(spec, str(path))
     return path, spec, None
 
 
-def resumed_scenario(resume: Path, scenario: Path | None, run_id: str | None,
-                     mde: float | None, budget: float | None, max_cells: int,
-                     ) -> tuple[Path | None, Scenario, Path | None]:
+def resumed_scenario(
+    resume: Path,
+    scenario: Path | None,
+    run_id: str | None,
+    mde: float | None,
+    budget: float | None,
+    max_cells: int,
+) -> tuple[Path | None, Scenario, Path | None]:
     """The scenario a resumed run continues: the file given, else the run's own file if it is
     still there, else the copy in its manifest (the runner checks that it is unchanged)."""
     if run_id is not None or mde is not None or budget is not None:
-        raise SpecbenchError("--resume continues a run as it was planned: drop --run-id, --mde "
-                             "and --budget")
+        raise SpecbenchError(
+            "--resume continues a run as it was planned: drop --run-id, --mde and --budget"
+        )
     stored = load_run(resume)
     if scenario is None:
         own = stored.manifest.scenario_file
@@ -248,13 +292,23 @@ class Finished:
     gated: Gated | None = None
 
 
-def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | None,
-                 results_dir: Path, executor: Any, progress: Progress,
-                 run_id: str | None = None, clean: bool = False, resume: Path | None = None,
-                 gate: Inconclusive | None = None,
-                 on_launches: Callable[[int], Any] | None = None, wait: bool = True,
-                 shared_machine: bool = False, rows: str = "pr",
-                 github_summary: bool = False) -> Finished:
+def run_scenario(
+    spec: Scenario,
+    scenario_file: Path | None,
+    base_dir: Path | None,
+    results_dir: Path,
+    executor: Any,
+    progress: Progress,
+    run_id: str | None = None,
+    clean: bool = False,
+    resume: Path | None = None,
+    gate: Inconclusive | None = None,
+    on_launches: Callable[[int], Any] | None = None,
+    wait: bool = True,
+    shared_machine: bool = False,
+    rows: str = "pr",
+    github_summary: bool = False,
+) -> Finished:
     """Plan `spec`, run every launch through `executor`, load the Run once, analyse it once,
     write its files and (`gate`: with this policy for undecided metrics) judge it. The exit
     code: an interrupted or storage-failed run as the runner says; else a gate's verdict when
@@ -264,54 +318,75 @@ def run_scenario(spec: Scenario, scenario_file: Path | None, base_dir: Path | No
     from harness.plan.plan import expand_plan
 
     if gate is not None and interpreted(spec.device, spec.model_runner):
-        raise ScenarioError(f"--gate: model_runner: V2 on device: cpu runs {NOT_PERFORMANCE}; "
-                            "no gate judges them (run it without --gate)")
+        raise ScenarioError(
+            f"--gate: model_runner: V2 on device: cpu runs {NOT_PERFORMANCE}; "
+            "no gate judges them (run it without --gate)"
+        )
     plan = expand_plan(spec, base_dir=base_dir, scenario_file=scenario_file)
     if on_launches is not None:
         on_launches(len(plan.runs))
-    outcome = run_plan(plan, results_dir, executor, progress, run_id=run_id, clean=clean,
-                       resume=None if resume is None else resolve_run_dir(resume), wait=wait,
-                       shared_machine=shared_machine)
+    outcome = run_plan(
+        plan,
+        results_dir,
+        executor,
+        progress,
+        run_id=run_id,
+        clean=clean,
+        resume=None if resume is None else resolve_run_dir(resume),
+        wait=wait,
+        shared_machine=shared_machine,
+    )
     run = load_run(outcome.run_dir, plan.scenario)
     try:
         analysis = analyze(run)
     except IncomparableError as exc:
-        raise IncomparableError(f"{exc}; the run's records are kept in "
-                                f"{outcome.run_dir}") from None
+        raise IncomparableError(f"{exc}; the run's records are kept in {outcome.run_dir}") from None
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.
-    text = write_outputs(run, analysis, figures=not outcome.interrupted, rows=rows,
-                         github_summary=github_summary)
+    text = write_outputs(
+        run, analysis, figures=not outcome.interrupted, rows=rows, github_summary=github_summary
+    )
     finished = Finished(run, analysis, text, int(outcome.exit_code))
     # A launch the proof refused in its warm-up failed as UNPROVEN, not as a broken engine.
-    refused_only = all(r.status == "ok" or ProofRefused.refused(r.error)
-                       for r in outcome.records)
+    refused_only = all(r.status == "ok" or ProofRefused.refused(r.error) for r in outcome.records)
     if outcome.exit_code == ExitCode.RUN_FAILED and not refused_only:
-        finished.errors.append("some launches failed; see the table's FAILED notes and the "
-                               f"logs in {outcome.run_dir / 'logs'}")
-    if analysis.unproven and (outcome.exit_code == ExitCode.OK or (
-            outcome.exit_code == ExitCode.RUN_FAILED and refused_only)):
+        finished.errors.append(
+            "some launches failed; see the table's FAILED notes and the "
+            f"logs in {outcome.run_dir / 'logs'}"
+        )
+    if analysis.unproven and (
+        outcome.exit_code == ExitCode.OK
+        or (outcome.exit_code == ExitCode.RUN_FAILED and refused_only)
+    ):
         finished.errors.append(
             "a launch was refused before its first measured block: an arm's warm-up never "
             "proved its implementation ran (UNPROVEN line under the table)"
-            if outcome.exit_code == ExitCode.RUN_FAILED else
-            "vLLM's processes did not prove every launch or pass ran its implementation "
-            "(UNPROVEN lines under the table); those passes were left out")
+            if outcome.exit_code == ExitCode.RUN_FAILED
+            else "vLLM's processes did not prove every launch or pass ran its implementation "
+            "(UNPROVEN lines under the table); those passes were left out"
+        )
         finished.exit_code = int(ExitCode.UNPROVEN)
     elif gate is not None and outcome.exit_code in (ExitCode.OK, ExitCode.RUN_FAILED):
         finished.gated = gate_and_write(run, gate, analysis=analysis)
         finished.exit_code = finished.gated.exit_code
     elif outcome.exit_code == ExitCode.OK and analysis.parity_violations:
-        finished.errors.append("greedy outputs differ from the baseline where they must not: "
-                               + ", ".join(analysis.parity_violations))
+        finished.errors.append(
+            "greedy outputs differ from the baseline where they must not: "
+            + ", ".join(analysis.parity_violations)
+        )
         finished.exit_code = int(ExitCode.PARITY)
     # Best-effort (a locked index is synced by its next reader), from the manifest in hand.
     index_run(run.path, run.manifest)
     return finished
 
 
-def calibrate(scenario: Scenario, scenario_path: Path | None, results_root: Path,
-              models_cache: Path | None, progress: Progress,
-              false_alarm: float) -> tuple[Path, dict[str, float]]:
+def calibrate(
+    scenario: Scenario,
+    scenario_path: Path | None,
+    results_root: Path,
+    models_cache: Path | None,
+    progress: Progress,
+    false_alarm: float,
+) -> tuple[Path, dict[str, float]]:
     """Run the scenario's A/A on real vLLM, write its report, and return its run folder and
     the gate tolerances its measured noise supports at `false_alarm`."""
     from harness.analysis.gate import propose_tolerances
@@ -341,9 +416,12 @@ def scenario_name(given: str | None) -> str | None:
     return given
 
 
-def show_history(results_root: Path, scenario: str | None = None,
-                 metric: str = "output_throughput",
-                 html_to: Path | None = None) -> tuple[str, Path | None]:
+def show_history(
+    results_root: Path,
+    scenario: str | None = None,
+    metric: str = "output_throughput",
+    html_to: Path | None = None,
+) -> tuple[str, Path | None]:
     """`specbench history`: the store's series of `scenario` (a name or its YAML; None: all)
     for the metrics matching `metric` (a glob), with change points; the other metrics' change
     points in a line each. `html_to`: also write the page with the series figures there."""
@@ -357,13 +435,16 @@ def show_history(results_root: Path, scenario: str | None = None,
     frame = history(results_root, scenario=name)
     if frame.empty and name is not None:
         known = sorted(set(history(results_root)["scenario"].dropna()))
-        raise ResultsError(f"no complete run of scenario {name!r} in {results_root} (has: "
-                           f"{', '.join(known) or 'none'})")
+        raise ResultsError(
+            f"no complete run of scenario {name!r} in {results_root} (has: "
+            f"{', '.join(known) or 'none'})"
+        )
     every = build_series(frame)
     shown = [s for s in every if fnmatch.fnmatchcase(s.metric, metric)]
     if not shown and not frame.empty:
-        raise ResultsError(f"no metric matches {metric!r} (has: "
-                           f"{', '.join(sorted(set(frame['metric'])))})")
+        raise ResultsError(
+            f"no metric matches {metric!r} (has: {', '.join(sorted(set(frame['metric'])))})"
+        )
     text = render_history(shown, [s for s in every if s not in shown])
     if html_to is not None:
         write_text_atomic(html_to, history_page(shown, text, name or str(results_root)))

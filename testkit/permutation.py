@@ -15,8 +15,9 @@ from harness.analysis.compare import compare_scenario
 from harness.results.run import Run
 
 
-def relabel_blocks(passes: pd.DataFrame, baseline: str, candidate: str,
-                   rng: np.random.Generator) -> pd.DataFrame:
+def relabel_blocks(
+    passes: pd.DataFrame, baseline: str, candidate: str, rng: np.random.Generator
+) -> pd.DataFrame:
     """The passes with the two arms' labels swapped in a random half of the blocks (each
     block of each launch alone, with probability 1/2)."""
     out = passes.copy()
@@ -25,8 +26,9 @@ def relabel_blocks(passes: pd.DataFrame, baseline: str, candidate: str,
     swapped = {b for b, flip in zip(blocks, rng.random(len(blocks)) < 0.5, strict=True) if flip}
     flip = np.array([k in swapped for k in keys])
     arms = out["variant"].to_numpy(dtype=object)
-    out["variant"] = np.where(flip & (arms == baseline), candidate,
-                              np.where(flip & (arms == candidate), baseline, arms))
+    out["variant"] = np.where(
+        flip & (arms == baseline), candidate, np.where(flip & (arms == candidate), baseline, arms)
+    )
     return out
 
 
@@ -52,11 +54,11 @@ def permute(run: Run, trials: int, seed: int = 0) -> Permutations:
     found = Permutations()
     for _ in range(trials):
         passes = relabel_blocks(run.passes, baseline, candidate, rng)
-        comparison = compare_scenario(run.runs, scenario, run.run_id, run.design,
-                                      labels=run.proof_labels, passes=passes)
+        comparison = compare_scenario(
+            run.runs, scenario, run.run_id, run.design, labels=run.proof_labels, passes=passes
+        )
         rows = next(c for c in comparison.candidates if c.name == candidate).rows
-        noisy = [r for r in rows if r.estimate.p_value is not None
-                 and not r.estimate.known_exactly]
+        noisy = [r for r in rows if r.estimate.p_value is not None and not r.estimate.known_exactly]
         found.trials += 1
         found.noisy_rows = len(noisy)
         for row in noisy:

@@ -65,8 +65,16 @@ def kill_once_engine_runs(scenario: Path, results: Path, timeout_s: float = 240)
     its launches' sessions, and return those sessions (for the caller to check they empty)."""
     import time
 
-    proc = start_specbench("run", str(scenario), "--results-dir", str(results), "--run-id",
-                           "killed", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_specbench(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "killed",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sessions: set[int] = set()
     try:
         deadline = time.monotonic() + timeout_s

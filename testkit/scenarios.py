@@ -28,22 +28,31 @@ def fake_model(tmp_path: Path) -> Path:
     """A folder that passes the pre-flight model checks (fake workers never load it)."""
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
-    (model / "config.json").write_text(json.dumps(
-        {"architectures": ["LlamaForCausalLM"], "vocab_size": 100}))
+    (model / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "vocab_size": 100})
+    )
     (model / "model.safetensors").write_bytes(b"")
     return model
 
 
-def fault_scenario(tmp_path: Path, modes: dict[str, str], timeout_s: float = 60,
-                   repeats: int = 2, **extra: Any) -> Path:
+def fault_scenario(
+    tmp_path: Path, modes: dict[str, str], timeout_s: float = 60, repeats: int = 2, **extra: Any
+) -> Path:
     """A scenario file in `tmp_path` whose variants (the first the baseline) run the fake
     worker in the given FAKE_MODEs, on fake_model."""
     data: dict[str, Any] = {
-        "name": "faults", "model": str(fake_model(tmp_path)), "batch_size": 2,
+        "name": "faults",
+        "model": str(fake_model(tmp_path)),
+        "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
-        "warmup": 0, "repeats": repeats, "timeout_s": timeout_s, **extra,
-        "variants": {name: {"baseline": i == 0, "env": {"FAKE_MODE": mode}}
-                     for i, (name, mode) in enumerate(modes.items())},
+        "warmup": 0,
+        "repeats": repeats,
+        "timeout_s": timeout_s,
+        **extra,
+        "variants": {
+            name: {"baseline": i == 0, "env": {"FAKE_MODE": mode}}
+            for i, (name, mode) in enumerate(modes.items())
+        },
     }
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

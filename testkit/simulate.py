@@ -48,8 +48,9 @@ class Noise:
     period_amp: float = 0.0  # ... in passes, and its amplitude (log), at a random phase
 
 
-def shared_run(blocks: int, precision: Precision | None = None, seed: int = 0,
-               step_times: bool | None = None) -> RunSpec:
+def shared_run(
+    blocks: int, precision: Precision | None = None, seed: int = 0, step_times: bool | None = None
+) -> RunSpec:
     """The one-engine RunSpec of a two-arm scenario (arms 'base' and 'opt')."""
     data: dict[str, Any] = copy.deepcopy(MINIMAL)
     data["variants"] = {"base": {"baseline": True}, "opt": {}}  # nothing to switch or prove
@@ -64,10 +65,25 @@ def shared_run(blocks: int, precision: Precision | None = None, seed: int = 0,
     return run
 
 
-_REQUEST = RequestRecord(index=0, prompt_tokens=16, output_tokens=64, ttft_s=0.001, e2el_s=1.0,
-                         finish_reason="length", output_token_ids=[])
-_PASS = PassRecord(repeat=0, started_unix=0.0, duration_s=1.0, requests=[_REQUEST],
-                   spec_decode=None, workload_hash="w", arm="base", block=0)
+_REQUEST = RequestRecord(
+    index=0,
+    prompt_tokens=16,
+    output_tokens=64,
+    ttft_s=0.001,
+    e2el_s=1.0,
+    finish_reason="length",
+    output_token_ids=[],
+)
+_PASS = PassRecord(
+    repeat=0,
+    started_unix=0.0,
+    duration_s=1.0,
+    requests=[_REQUEST],
+    spec_decode=None,
+    workload_hash="w",
+    arm="base",
+    block=0,
+)
 
 
 def _copy(template: Any, **values: Any) -> Any:
@@ -76,8 +92,9 @@ def _copy(template: Any, **values: Any) -> Any:
     run makes hundreds of thousands of passes)."""
     new = object.__new__(type(template))
     object.__setattr__(new, "__dict__", {**template.__dict__, **values})
-    object.__setattr__(new, "__pydantic_fields_set__",
-                       template.__pydantic_fields_set__ | values.keys())
+    object.__setattr__(
+        new, "__pydantic_fields_set__", template.__pydantic_fields_set__ | values.keys()
+    )
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
@@ -91,8 +108,9 @@ class Launch:
         self.ar = 0.0
         self.count = 0
         self.cand_count = 0
-        self.effect = noise.effect + rng.normal(0, noise.launch_x_arm) \
-            if noise.launch_x_arm else noise.effect
+        self.effect = (
+            noise.effect + rng.normal(0, noise.launch_x_arm) if noise.launch_x_arm else noise.effect
+        )
         self.phase = rng.uniform(0, 2 * math.pi) if noise.period else 0.0
 
     def measure(self, _i: int, arm: ArmSpec, block: int) -> PassRecord:
@@ -105,10 +123,13 @@ class Launch:
             y += self.effect
             if n.warm_amp and self.cand_count < n.warm_len:
                 left = 1 - self.cand_count / n.warm_len
-                y += math.log(1 - n.warm_amp * left ** n.warm_shape)
+                y += math.log(1 - n.warm_amp * left**n.warm_shape)
             self.cand_count += 1
-        if n.stall_every and (n.stall_arm is None or n.stall_arm == arm.variant) \
-                and rng.random() < 1 / n.stall_every:
+        if (
+            n.stall_every
+            and (n.stall_arm is None or n.stall_arm == arm.variant)
+            and rng.random() < 1 / n.stall_every
+        ):
             y -= math.log(n.stall_factor)
         self.count += 1
         duration = 64 / math.exp(y)  # 64 tokens: one request stands for the pass's batch
@@ -117,8 +138,15 @@ class Launch:
         # model_construct's default filling) was a third of its time. test_stats_stress
         # checks that a copy is what validating its fields gives.
         reqs = [_copy(_REQUEST, e2el_s=duration)]
-        return _copy(_PASS, repeat=_i, started_unix=float(self.count), duration_s=duration,
-                     requests=reqs, arm=arm.variant, block=block)
+        return _copy(
+            _PASS,
+            repeat=_i,
+            started_unix=float(self.count),
+            duration_s=duration,
+            requests=reqs,
+            arm=arm.variant,
+            block=block,
+        )
 
 
 def estimate(passes: list[PassRecord]) -> DeltaEstimate:
@@ -130,8 +158,14 @@ def estimate(passes: list[PassRecord]) -> DeltaEstimate:
     return arm_delta(values, cand, zeros, zeros, block, "relative", "one-engine")
 
 
-def simulate(noise: Noise, blocks: int, trials: int, seed: int, checked_warmup: bool = True,
-             precision: Precision | None = None) -> list[tuple[DeltaEstimate, WarmUp, int]]:
+def simulate(
+    noise: Noise,
+    blocks: int,
+    trials: int,
+    seed: int,
+    checked_warmup: bool = True,
+    precision: Precision | None = None,
+) -> list[tuple[DeltaEstimate, WarmUp, int]]:
     """`trials` launches through drive_shared_launch: (estimate, its warm-up, blocks run)."""
     run = shared_run(blocks, precision)
     rng = np.random.default_rng(seed)
@@ -141,21 +175,36 @@ def simulate(noise: Noise, blocks: int, trials: int, seed: int, checked_warmup: 
         warm = WarmUp() if checked_warmup else None
         # Each launch its own orientation draw (block_arms), without taking from the noise's
         # stream: the same seed gives the same noise whatever the scheduler draws.
-        passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
-                                        log=lambda _m: None, warmup=warm,
-                                        block_seed=seed * 100_003 + trial)
+        passes, _ = drive_shared_launch(
+            run,
+            launch.measure,
+            None,
+            None,
+            1,
+            None,
+            log=lambda _m: None,
+            warmup=warm,
+            block_seed=seed * 100_003 + trial,
+        )
         out.append((estimate(passes), warm or WarmUp(), len(passes) // 4))
     return out
 
 
-def rates(results: list[tuple[DeltaEstimate, WarmUp, int]], effect: float
-          ) -> tuple[float, float, float]:
+def rates(
+    results: list[tuple[DeltaEstimate, WarmUp, int]], effect: float
+) -> tuple[float, float, float]:
     """(significant share, coverage of the true effect, median MDE)."""
     ests = [e for e, _, _ in results]
     truth = math.expm1(effect)
     sig = float(np.mean([e.significant for e in ests]))
-    cover = float(np.mean([e.ci_low is not None and e.ci_high is not None
-                           and e.ci_low <= truth <= e.ci_high for e in ests]))
+    cover = float(
+        np.mean(
+            [
+                e.ci_low is not None and e.ci_high is not None and e.ci_low <= truth <= e.ci_high
+                for e in ests
+            ]
+        )
+    )
     mde = float(np.median([e.mde for e in ests if e.mde is not None]))
     return sig, cover, mde
 
@@ -196,20 +245,37 @@ def history_frame(h: History, rng: np.random.Generator) -> pd.DataFrame:
         effect = h.noise.effect + (h.step if h.at is not None and i >= h.at else 0.0)
         effect += h.trend * i / max(h.runs - 1, 1)
         launch = Launch(replace(h.noise, effect=effect), rng)
-        passes, _ = drive_shared_launch(run, launch.measure, None, None, 1, None,
-                                        log=lambda _m: None, block_seed=i)
+        passes, _ = drive_shared_launch(
+            run, launch.measure, None, None, 1, None, log=lambda _m: None, block_seed=i
+        )
         est = estimate(passes)
         tput = np.array([pass_throughput(p) for p in passes]) * math.exp(offset)
         cand = np.array([p.arm == "opt" for p in passes])
-        rows.append({
-            "run_id": f"r{i:03d}", "created": None, "created_unix": float(i),
-            "commit": f"{i:040x}", "scenario": "sim", "machine": "m", "cell": None,
-            "candidate": "opt", "baseline": "base", "metric": "output_throughput",
-            "label": "Output throughput (tok/s)", "kind": "relative", "exact": False,
-            "delta": est.delta, "ci_low": est.ci_low, "ci_high": est.ci_high,
-            "significant": est.significant, "improved": est.delta > 0, "gate": None,
-            "baseline_value": float(np.mean(tput[~cand])),
-            "candidate_value": float(np.mean(tput[cand]))})
+        rows.append(
+            {
+                "run_id": f"r{i:03d}",
+                "created": None,
+                "created_unix": float(i),
+                "commit": f"{i:040x}",
+                "scenario": "sim",
+                "machine": "m",
+                "cell": None,
+                "candidate": "opt",
+                "baseline": "base",
+                "metric": "output_throughput",
+                "label": "Output throughput (tok/s)",
+                "kind": "relative",
+                "exact": False,
+                "delta": est.delta,
+                "ci_low": est.ci_low,
+                "ci_high": est.ci_high,
+                "significant": est.significant,
+                "improved": est.delta > 0,
+                "gate": None,
+                "baseline_value": float(np.mean(tput[~cand])),
+                "candidate_value": float(np.mean(tput[cand])),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -249,9 +315,15 @@ def detection(h: History, trials: int, seed: int, series: str = "delta") -> Dete
         sizes += [x.step for x in hits[:1]]
         false += len(steps) - len(hits[:1])
         quiet += not steps
-    return Detection(trials, found / trials, 100 * false / (trials * h.runs), quiet / trials,
-                     float(np.median(sizes)) if sizes else math.nan, drifted / trials,
-                     float(np.median(drifts)) if drifts else math.nan)
+    return Detection(
+        trials,
+        found / trials,
+        100 * false / (trials * h.runs),
+        quiet / trials,
+        float(np.median(sizes)) if sizes else math.nan,
+        drifted / trials,
+        float(np.median(drifts)) if drifts else math.nan,
+    )
 
 
 @dataclass
@@ -295,20 +367,33 @@ class PartsLaunch:
         draft, fwd, rest, out = (m / 1000 * math.exp(x) for m, x in zip(p.ms, logs, strict=True))
         step_s = p.steps * (draft + fwd + rest)
         duration = step_s + out
-        times = StepTimes(steps=p.steps, step_s=step_s, forward_s=p.steps * fwd,
-                          draft_s=p.steps * draft)
+        times = StepTimes(
+            steps=p.steps, step_s=step_s, forward_s=p.steps * fwd, draft_s=p.steps * draft
+        )
         reqs = [_copy(_REQUEST, e2el_s=duration)]
         # Greedy: the same drafts and acceptance in every pass (a speculative arm's counters).
-        counters = SpecDecodeCounters(num_drafts=8 * p.steps, num_draft_tokens=24 * p.steps,
-                                      num_accepted_tokens=5 * p.steps,
-                                      accepted_per_pos=[3 * p.steps, p.steps, p.steps])
-        return _copy(_PASS, repeat=_i, started_unix=float(self.count), duration_s=duration,
-                     requests=reqs, arm=arm.variant, block=block, step_times=times,
-                     spec_decode=counters)
+        counters = SpecDecodeCounters(
+            num_drafts=8 * p.steps,
+            num_draft_tokens=24 * p.steps,
+            num_accepted_tokens=5 * p.steps,
+            accepted_per_pos=[3 * p.steps, p.steps, p.steps],
+        )
+        return _copy(
+            _PASS,
+            repeat=_i,
+            started_unix=float(self.count),
+            duration_s=duration,
+            requests=reqs,
+            arm=arm.variant,
+            block=block,
+            step_times=times,
+            spec_decode=counters,
+        )
 
 
-def parts_trials(parts: Parts, blocks: int, trials: int, seed: int,
-                 precision: Precision | None = None) -> list[dict[str, DeltaEstimate | Any]]:
+def parts_trials(
+    parts: Parts, blocks: int, trials: int, seed: int, precision: Precision | None = None
+) -> list[dict[str, DeltaEstimate | Any]]:
     """`trials` launches through drive_shared_launch (checked warm-up; with `precision`, its
     stopping rule), each read by the shipped code: passes_frame, the component rows
     (compare_metric) and the attribution (analysis.attribution.attribute). Per trial: {row
@@ -323,13 +408,27 @@ def parts_trials(parts: Parts, blocks: int, trials: int, seed: int,
     out: list[dict[str, Any]] = []
     for trial in range(trials):
         launch = PartsLaunch(parts, rng)
-        passes, stopped = drive_shared_launch(run, launch.measure, None, None, 1, None,
-                                              log=lambda _m: None, warmup=WarmUp(),
-                                              block_seed=seed * 100_003 + trial)
-        record = RunRecord(run_key="base+opt.r0", variant="base+opt", arms=["base", "opt"],
-                           round=0, order=0, status="ok", wall_s=1.0,
-                           result=WorkerResult(run_key="base+opt.r0", status="ok",
-                                               passes=passes))
+        passes, stopped = drive_shared_launch(
+            run,
+            launch.measure,
+            None,
+            None,
+            1,
+            None,
+            log=lambda _m: None,
+            warmup=WarmUp(),
+            block_seed=seed * 100_003 + trial,
+        )
+        record = RunRecord(
+            run_key="base+opt.r0",
+            variant="base+opt",
+            arms=["base", "opt"],
+            round=0,
+            order=0,
+            status="ok",
+            wall_s=1.0,
+            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
+        )
         frame = passes_frame([record])
         found: dict[str, Any] = {}
         for metric in COMPONENT_METRICS:

@@ -15,9 +15,17 @@ from pathlib import Path
 import pytest
 
 # No background networking: this machine's closed network refuses Chromium's own calls home.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--virtual-time-budget=10000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=10000",
+]
 
 
 def chromium() -> str:
@@ -32,9 +40,13 @@ def chromium() -> str:
 
 def _run(args: list[str], page: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="specbench-chromium-") as profile:
-        result = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", *args,
-                                 page.resolve().as_uri()], capture_output=True, text=True,
-                                timeout=120, check=False)
+        result = subprocess.run(
+            [chromium(), *FLAGS, f"--user-data-dir={profile}", *args, page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 

@@ -21,8 +21,10 @@ SCENARIOS = ROOT / "scenarios"
 # each other nor for a benchmark on this machine; tests run one at a time (the integration
 # tier, real engines) take the machine's own lock like any run, and wait for a benchmark.
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("SPECBENCH_MACHINE_LOCK", str(
-        Path(tempfile.mkdtemp(prefix="specbench-lock-")) / "machine.lock"))
+    os.environ.setdefault(
+        "SPECBENCH_MACHINE_LOCK",
+        str(Path(tempfile.mkdtemp(prefix="specbench-lock-")) / "machine.lock"),
+    )
 
 
 @pytest.fixture
@@ -64,21 +66,24 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         passes = result.get("passes") or []
         # Real vLLM engines started in this session: not a fake worker's record (no vLLM
         # version), nor a stored fixture copied into a test's folder (its passes are older).
-        if not isinstance(timings, dict) or "engine_start_s" not in timings \
-                or "vllm" not in (result.get("engine_versions") or {}) \
-                or not any((p.get("started_unix") or 0) >= _SESSION_START[0] for p in passes):
+        if (
+            not isinstance(timings, dict)
+            or "engine_start_s" not in timings
+            or "vllm" not in (result.get("engine_versions") or {})
+            or not any((p.get("started_unix") or 0) >= _SESSION_START[0] for p in passes)
+        ):
             continue
         launches += 1
         wall += float(record.get("wall_s") or 0.0)
         for key, value in timings.items():
             sums[key] = sums.get(key, 0.0) + float(value or 0.0)
     if launches:
-        start = sums.get("startup_s", 0) + sums.get("import_s", 0) + sums.get(
-            "engine_start_s", 0)
+        start = sums.get("startup_s", 0) + sums.get("import_s", 0) + sums.get("engine_start_s", 0)
         terminalreporter.write_line(
             f"real engine launches that measured passes: {launches}, {wall:.0f} s in all: "
             f"start {start:.0f} s (Python, "
             f"vLLM imports {sums.get('import_s', 0):.0f} s, engine and its processes "
             f"{sums.get('engine_start_s', 0):.0f} s), warm-up {sums.get('warmup_s', 0):.0f} s, "
             f"measured {sums.get('measure_s', 0):.0f} s, shutdown "
-            f"{sums.get('shutdown_s', 0):.0f} s")
+            f"{sums.get('shutdown_s', 0):.0f} s"
+        )

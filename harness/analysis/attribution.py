@@ -30,9 +30,13 @@ from harness.analysis.comparison import Attribution, Factor
 from harness.analysis.stats import ALPHA, Design, _t
 
 # The parts, in reading order: key, label, how to get their seconds per pass from the frame.
-PARTS = (("draft", "draft time"), ("forward", "verification forward"),
-         ("rest", "rest of the step"), ("outside", "outside the steps"),
-         ("tokens", "tokens per pass"))
+PARTS = (
+    ("draft", "draft time"),
+    ("forward", "verification forward"),
+    ("rest", "rest of the step"),
+    ("outside", "outside the steps"),
+    ("tokens", "tokens per pass"),
+)
 NEEDED = ("output_tokens", "duration_s", "step_s", "forward_s", "draft_s", "steps")
 
 
@@ -54,20 +58,29 @@ def _interval(key: str, label: str, values: np.ndarray) -> Factor:
     return Factor(key, label, mean, mean - half, mean + half)
 
 
-def attribute(passes: pd.DataFrame, baseline: str, candidate: str,
-              design: Design) -> Attribution | None:
+def attribute(
+    passes: pd.DataFrame, baseline: str, candidate: str, design: Design
+) -> Attribution | None:
     """The candidate's delta split into the parts (module doc); None without step times in
     every pass of both arms, or without a unit holding both."""
     frame = passes[passes["variant"].isin([baseline, candidate])]
-    if frame.empty or any(c not in frame for c in NEEDED) \
-            or frame[list(NEEDED)].isna().any().any() or not (frame["steps"] > 0).all() \
-            or not (frame["duration_s"] > 0).all() or not (frame["output_tokens"] > 0).all():
+    if (
+        frame.empty
+        or any(c not in frame for c in NEEDED)
+        or frame[list(NEEDED)].isna().any().any()
+        or not (frame["steps"] > 0).all()
+        or not (frame["duration_s"] > 0).all()
+        or not (frame["output_tokens"] > 0).all()
+    ):
         return None
     if design == "one-engine" and frame["block"].isna().any():
         return None
     means = _unit_means(frame, design)
-    units = [u for u in means.index.get_level_values(0).unique()
-             if (u, baseline) in means.index and (u, candidate) in means.index]
+    units = [
+        u
+        for u in means.index.get_level_values(0).unique()
+        if (u, baseline) in means.index and (u, candidate) in means.index
+    ]
     if not units:
         return None
     a = means.loc[[(u, baseline) for u in units]].to_numpy(dtype=float)
@@ -76,8 +89,12 @@ def attribute(passes: pd.DataFrame, baseline: str, candidate: str,
 
     def parts(x: np.ndarray) -> dict[str, np.ndarray]:
         step, fwd, draft = x[:, col["step_s"]], x[:, col["forward_s"]], x[:, col["draft_s"]]
-        return {"draft": draft, "forward": fwd, "rest": step - fwd - draft,
-                "outside": x[:, col["duration_s"]] - step}
+        return {
+            "draft": draft,
+            "forward": fwd,
+            "rest": step - fwd - draft,
+            "outside": x[:, col["duration_s"]] - step,
+        }
 
     pa, pb = parts(a), parts(b)
     n_a, n_b = a[:, col["output_tokens"]], b[:, col["output_tokens"]]
@@ -87,17 +104,27 @@ def attribute(passes: pd.DataFrame, baseline: str, candidate: str,
     total = (n_b / t_b) / (n_a / a[:, col["duration_s"]]) - 1.0
     found = [_interval(key, label, share[key]) for key, label in PARTS]
     measured = _interval("measured", "output throughput", total)
-    significant = [f for f in found if f.low is not None and f.high is not None
-                   and (f.low > 0 or f.high < 0)]
+    significant = [
+        f for f in found if f.low is not None and f.high is not None and (f.low > 0 or f.high < 0)
+    ]
     carrier = max(significant, key=lambda f: abs(f.value)).key if significant else None
     outside = next(f for f in found if f.key == "outside")
     finding = None
     if outside in significant:
-        finding = (f"{100 * outside.value:+.2f}% of {candidate}'s output-throughput delta "
-                   f"[{100 * (outside.low or 0):+.2f}, {100 * (outside.high or 0):+.2f}] is "
-                   "outside the timed steps: the change acts outside the drafter, the forward "
-                   "and the step around them (scheduling, output processing), or the machine "
-                   "interfered between steps")
-    return Attribution(candidate=candidate, baseline=baseline, units=len(units),
-                       unit="blocks" if design == "one-engine" else "rounds",
-                       measured=measured, parts=found, carrier=carrier, finding=finding)
+        finding = (
+            f"{100 * outside.value:+.2f}% of {candidate}'s output-throughput delta "
+            f"[{100 * (outside.low or 0):+.2f}, {100 * (outside.high or 0):+.2f}] is "
+            "outside the timed steps: the change acts outside the drafter, the forward "
+            "and the step around them (scheduling, output processing), or the machine "
+            "interfered between steps"
+        )
+    return Attribution(
+        candidate=candidate,
+        baseline=baseline,
+        units=len(units),
+        unit="blocks" if design == "one-engine" else "rounds",
+        measured=measured,
+        parts=found,
+        carrier=carrier,
+        finding=finding,
+    )

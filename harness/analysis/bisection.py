@@ -243,8 +243,9 @@ class Levels:
     run's reference index and its deltas against it. A zero-width (exactly known) delta, as a
     greedy acceptance metric gives, is taken as it is (the newest one per candidate)."""
 
-    def __init__(self, runs: list[tuple[int, dict[int, Interval]]],
-                 correlation: float = RUN_CORRELATION) -> None:
+    def __init__(
+        self, runs: list[tuple[int, dict[int, Interval]]], correlation: float = RUN_CORRELATION
+    ) -> None:
         self._exact: dict[int, Interval] = {}
         self._seen: dict[int, list[Interval]] = {}
         for ref, deltas in runs:
@@ -258,8 +259,9 @@ class Levels:
         info = np.zeros((len(index), len(index)))
         score = np.zeros(len(index))
         for ref, deltas in runs:
-            usable = [(i, iv) for i, iv in deltas.items()
-                      if iv.finite and iv.high > iv.low and i != ref]
+            usable = [
+                (i, iv) for i, iv in deltas.items() if iv.finite and iv.high > iv.low and i != ref
+            ]
             if not usable:
                 continue
             var = np.array([_se(iv) ** 2 for _, iv in usable])

@@ -108,12 +108,14 @@ def _monotone(values: np.ndarray, weights: np.ndarray, rising: bool) -> np.ndarr
     to the estimates, so noise near zero is pooled instead of picked from."""
     from scipy.optimize import isotonic_regression
 
-    return np.array([isotonic_regression(row, weights=weights, increasing=rising).x
-                     for row in values])
+    return np.array(
+        [isotonic_regression(row, weights=weights, increasing=rising).x for row in values]
+    )
 
 
-def break_even(points: list[AxisPoint], scale: str = "auto", draws: int = DRAWS,
-               seed: int = 0) -> Crossing:
+def break_even(
+    points: list[AxisPoint], scale: str = "auto", draws: int = DRAWS, seed: int = 0
+) -> Crossing:
     """The crossing of zero along the axis, and its bootstrap interval (see the module)."""
     pts = sorted(points, key=lambda p: p.x)
     xs = np.array([p.x for p in pts], dtype=float)
@@ -135,8 +137,20 @@ def break_even(points: list[AxisPoint], scale: str = "auto", draws: int = DRAWS,
     sign = 0 if estimate is not None else (1 if fitted[0, 0] >= 0 else -1)
     direction: Direction = "rising" if rising else "falling"
     if any(p.se is None or not math.isfinite(p.se) or p.df is None or p.df < 1 for p in pts):
-        return Crossing(chosen, direction, estimate, None, None, math.nan, math.nan, math.nan,
-                        crossings, float(xs[0]), float(xs[-1]), sign)
+        return Crossing(
+            chosen,
+            direction,
+            estimate,
+            None,
+            None,
+            math.nan,
+            math.nan,
+            math.nan,
+            crossings,
+            float(xs[0]),
+            float(xs[-1]),
+            sign,
+        )
     rng = np.random.default_rng(seed)
     se = np.array([p.se for p in pts], dtype=float)
     dfs = np.array([p.df for p in pts], dtype=float)
@@ -144,10 +158,20 @@ def break_even(points: list[AxisPoint], scale: str = "auto", draws: int = DRAWS,
     found = _boundary(_monotone(sampled, w, rising), u, rising)
     tail = (1 - CONFIDENCE) / 2
     low, high = np.quantile(found, [tail, 1 - tail], method="inverted_cdf")
-    return Crossing(chosen, direction, estimate, _to_axis(float(low), chosen),
-                    _to_axis(float(high), chosen), float(np.mean(np.isfinite(found))),
-                    float(np.mean(found == -np.inf)), float(np.mean(found == np.inf)),
-                    crossings, float(xs[0]), float(xs[-1]), sign)
+    return Crossing(
+        chosen,
+        direction,
+        estimate,
+        _to_axis(float(low), chosen),
+        _to_axis(float(high), chosen),
+        float(np.mean(np.isfinite(found))),
+        float(np.mean(found == -np.inf)),
+        float(np.mean(found == np.inf)),
+        crossings,
+        float(xs[0]),
+        float(xs[-1]),
+        sign,
+    )
 
 
 def _to_axis(u: float, scale: Scale) -> float:
@@ -156,8 +180,9 @@ def _to_axis(u: float, scale: Scale) -> float:
     return math.exp(u) if scale == "log" else u
 
 
-def describe(c: Crossing, axis: str, candidate: str, metric_label: str,
-             higher_is_better: bool) -> str:
+def describe(
+    c: Crossing, axis: str, candidate: str, metric_label: str, higher_is_better: bool
+) -> str:
     """One sentence: where the candidate starts (or stops) winning, with its interval."""
     # The delta rising through zero means the candidate gains with the axis.
     gains = (c.direction == "rising") == higher_is_better
@@ -171,21 +196,33 @@ def describe(c: Crossing, axis: str, candidate: str, metric_label: str,
             return f"above {_num(c.x_max)}"
         return _num(x)
 
-    interval = ("no interval (a cell has too few units to estimate its error)"
-                if c.ci_low is None or c.ci_high is None else
-                f"95% interval [{fmt(c.ci_low)}, {fmt(c.ci_high)}]; {100 * c.inside:.0f}% of "
-                f"draws cross inside the grid")
+    interval = (
+        "no interval (a cell has too few units to estimate its error)"
+        if c.ci_low is None or c.ci_high is None
+        else f"95% interval [{fmt(c.ci_low)}, {fmt(c.ci_high)}]; {100 * c.inside:.0f}% of "
+        f"draws cross inside the grid"
+    )
     grid = f"{axis} {_num(c.x_min)}..{_num(c.x_max)}"
     if c.estimate is None:
         where = "ahead" if (c.sign > 0) == higher_is_better else "behind"
-        wiggle = (f" (the raw estimates cross zero {c.crossings} times; a monotone fit pools "
-                  "them)" if c.crossings else "")
-        return (f"break-even on {axis}: no crossing within the grid ({grid}): {candidate} is "
-                f"{where} everywhere{wiggle}; {interval}")
-    shape = "" if c.crossings <= 1 else (
-        f" (the raw estimates cross zero {c.crossings} times; a monotone fit pools them)")
-    return (f"break-even on {axis}: {wins} {axis} ≈ {_num(c.estimate)}; {interval} "
-            f"({c.scale} interpolation){shape}")
+        wiggle = (
+            f" (the raw estimates cross zero {c.crossings} times; a monotone fit pools them)"
+            if c.crossings
+            else ""
+        )
+        return (
+            f"break-even on {axis}: no crossing within the grid ({grid}): {candidate} is "
+            f"{where} everywhere{wiggle}; {interval}"
+        )
+    shape = (
+        ""
+        if c.crossings <= 1
+        else (f" (the raw estimates cross zero {c.crossings} times; a monotone fit pools them)")
+    )
+    return (
+        f"break-even on {axis}: {wins} {axis} ≈ {_num(c.estimate)}; {interval} "
+        f"({c.scale} interpolation){shape}"
+    )
 
 
 def _num(x: float) -> str:

@@ -32,8 +32,7 @@ class LaunchCosts:
         return max(0, int((budget_s - self.overhead_s) // self.block_s))
 
     def describe(self) -> str:
-        return (f"start, warm-up and stop {self.overhead_s:.0f} s, {self.block_s:.1f} s a "
-                "block")
+        return f"start, warm-up and stop {self.overhead_s:.0f} s, {self.block_s:.1f} s a block"
 
 
 def launch_costs(record: RunRecord) -> LaunchCosts | None:
@@ -44,8 +43,10 @@ def launch_costs(record: RunRecord) -> LaunchCosts | None:
     blocks = len(result.passes) / (2 * max(1, len(record.arms)))
     if blocks <= 0:
         return None
-    return LaunchCosts(overhead_s=max(0.0, record.wall_s - result.timings.measure_s),
-                       block_s=result.timings.measure_s / blocks)
+    return LaunchCosts(
+        overhead_s=max(0.0, record.wall_s - result.timings.measure_s),
+        block_s=result.timings.measure_s / blocks,
+    )
 
 
 def short_budget(record: RunRecord) -> str | None:
@@ -56,7 +57,8 @@ def short_budget(record: RunRecord) -> str | None:
         return None
     costs = launch_costs(record)
     if costs is None:
-        return (f"no block finished within budget_s={found.group('budget')}: give more "
-                "budget_s")
-    return (f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} "
-            f"blocks an interval needs ({costs.describe()}, as this launch measured them)")
+        return f"no block finished within budget_s={found.group('budget')}: give more budget_s"
+    return (
+        f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} "
+        f"blocks an interval needs ({costs.describe()}, as this launch measured them)"
+    )

@@ -44,10 +44,10 @@ def _values(requests: list[RequestRecord]) -> dict[str, float]:
     e2el = sum(r.e2el_s for r in ok if r.e2el_s is not None)
     return {
         "acceptance_length": 1.0 + accepted / steps if steps else np.nan,
-        "output_rate": (sum(r.output_tokens for r in ok if r.e2el_s is not None) / e2el
-                        if e2el > 0 else np.nan),
-        "mean_tpot_ms": _stat([_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok],
-                              "mean"),
+        "output_rate": (
+            sum(r.output_tokens for r in ok if r.e2el_s is not None) / e2el if e2el > 0 else np.nan
+        ),
+        "mean_tpot_ms": _stat([_tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) for r in ok], "mean"),
     }
 
 
@@ -55,8 +55,9 @@ def has_categories(runs: list[RunRecord]) -> bool:
     return any(r.category is not None for _, p in measured_passes(runs) for r in p.requests)
 
 
-def category_frame(runs: list[RunRecord],
-                   keep: Collection[tuple[str, int]] | None = None) -> pd.DataFrame:
+def category_frame(
+    runs: list[RunRecord], keep: Collection[tuple[str, int]] | None = None
+) -> pd.DataFrame:
     """One row per measured pass and category; `keep`: the (run_key, repeat) passes to use
     (the main comparison's proven ones), None for all."""
     rows = []
@@ -67,15 +68,25 @@ def category_frame(runs: list[RunRecord],
         for r in p.requests:
             by.setdefault(r.category or NO_CATEGORY, []).append(r)
         for category, requests in by.items():
-            rows.append({"run_key": run.run_key, "variant": p.arm or run.variant,
-                         "round": run.round, "launch": run.order, "block": p.block,
-                         "repeat": p.repeat, "category": category,
-                         "requests": len(requests), **_values(requests)})
+            rows.append(
+                {
+                    "run_key": run.run_key,
+                    "variant": p.arm or run.variant,
+                    "round": run.round,
+                    "launch": run.order,
+                    "block": p.block,
+                    "repeat": p.repeat,
+                    "category": category,
+                    "requests": len(requests),
+                    **_values(requests),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def compare_categories(frame: pd.DataFrame, baseline: str, candidates: list[str],
-                       design: Design) -> dict[str, list[CandidateResult]]:
+def compare_categories(
+    frame: pd.DataFrame, baseline: str, candidates: list[str], design: Design
+) -> dict[str, list[CandidateResult]]:
     """Category -> one CandidateResult per candidate with its CATEGORY_METRICS rows."""
     out: dict[str, list[CandidateResult]] = {}
     if frame.empty:
@@ -85,8 +96,7 @@ def compare_categories(frame: pd.DataFrame, baseline: str, candidates: list[str]
         for name in candidates:
             cand = CandidateResult(name=name, status="ok")
             for metric in CATEGORY_METRICS:
-                row = compare_metric(metric, passes, baseline, name, design,
-                                     one_side_may_lack=True)
+                row = compare_metric(metric, passes, baseline, name, design, one_side_may_lack=True)
                 if row is not None:
                     cand.rows.append(row)
             results.append(cand)

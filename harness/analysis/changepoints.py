@@ -123,8 +123,7 @@ def _t_test(left: np.ndarray, right: np.ndarray) -> tuple[float, float, float]:
     df = n1 + n2 - 2
     if df < 1:
         return 1.0, step, math.inf
-    pooled = (float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
-              / df)
+    pooled = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2)) / df
     se = math.sqrt(pooled * (1 / n1 + 1 / n2))
     if se == 0.0:
         return (0.0 if step != 0 else 1.0), step, 0.0
@@ -169,8 +168,9 @@ def _best_split(x: np.ndarray, min_size: int) -> tuple[int, float] | None:
     return best
 
 
-def _split(x: np.ndarray, start: int, end: int, split_pvalue: float, min_size: int,
-           found: list[int]) -> None:
+def _split(
+    x: np.ndarray, start: int, end: int, split_pvalue: float, min_size: int, found: list[int]
+) -> None:
     chosen = _best_split(x[start:end], min_size)
     if chosen is None:
         return
@@ -187,16 +187,25 @@ def _tested(x: np.ndarray, points: list[int], trend: bool) -> list[ChangePoint]:
     bounds = [0, *points, len(x)]
     out = []
     for i, tau in enumerate(points):
-        left, right = x[bounds[i]:tau], x[tau:bounds[i + 2]]
-        p, step, half = (_trend_step(x, bounds[i], tau, bounds[i + 2]) if trend
-                         else _t_test(left, right))
-        out.append(ChangePoint(tau, float(left.mean()), float(right.mean()), step,
-                               step - half, step + half, p))
+        left, right = x[bounds[i] : tau], x[tau : bounds[i + 2]]
+        p, step, half = (
+            _trend_step(x, bounds[i], tau, bounds[i + 2]) if trend else _t_test(left, right)
+        )
+        out.append(
+            ChangePoint(
+                tau, float(left.mean()), float(right.mean()), step, step - half, step + half, p
+            )
+        )
     return out
 
 
-def change_points(values: Sequence[float], *, max_pvalue: float = MAX_PVALUE,
-                  min_size: int = MIN_SIZE, trend: bool = True) -> list[ChangePoint]:
+def change_points(
+    values: Sequence[float],
+    *,
+    max_pvalue: float = MAX_PVALUE,
+    min_size: int = MIN_SIZE,
+    trend: bool = True,
+) -> list[ChangePoint]:
     """The change points of a series, oldest first; with `trend`, each a jump on top of a
     linear trend across its window (a ramp has none). NaN values are refused (ValueError): a
     caller drops runs without a value before, and maps the indices back."""
@@ -217,8 +226,13 @@ def change_points(values: Sequence[float], *, max_pvalue: float = MAX_PVALUE,
     return []
 
 
-def drifts(values: Sequence[float], points: Sequence[ChangePoint] = (), *,
-           max_pvalue: float = DRIFT_PVALUE, min_size: int = DRIFT_MIN_SIZE) -> list[Drift]:
+def drifts(
+    values: Sequence[float],
+    points: Sequence[ChangePoint] = (),
+    *,
+    max_pvalue: float = DRIFT_PVALUE,
+    min_size: int = DRIFT_MIN_SIZE,
+) -> list[Drift]:
     """The segments of a series between its change `points` whose values trend: the least
     squares slope per value with its 95% interval, kept when its t-test p-value is below
     `max_pvalue`; segments shorter than `min_size` are not tested."""
@@ -250,8 +264,13 @@ def noise_sd(values: Sequence[float]) -> float:
     return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2))
 
 
-def detectable_step(values: Sequence[float], *, max_pvalue: float = MAX_PVALUE,
-                    n_after: int = MIN_SIZE, power: float = 0.8) -> float:
+def detectable_step(
+    values: Sequence[float],
+    *,
+    max_pvalue: float = MAX_PVALUE,
+    n_after: int = MIN_SIZE,
+    power: float = 0.8,
+) -> float:
     """The smallest step (in the series' unit) detected with about `power` when it lands
     `n_after` runs before the end of a series as long as this one with its noise: the
     t-test's critical value plus the power quantile, times the step's standard error (with

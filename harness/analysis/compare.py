@@ -56,8 +56,11 @@ from harness.wire.spec import RunSpec
 def _failures(runs: list[RunRecord], variant: str) -> list[str]:
     """Launches of `variant` that did not complete; a shared launch is a failure of every arm
     it hosted."""
-    return [f"{r.run_key}: {r.status}: {r.error}" for r in runs
-            if variant in r.arms and r.status != "ok"]
+    return [
+        f"{r.run_key}: {r.status}: {r.error}"
+        for r in runs
+        if variant in r.arms and r.status != "ok"
+    ]
 
 
 # The table's stars: the primary metric's row alone at ALPHA; the other noisy rows after it.
@@ -85,33 +88,45 @@ def mark_family(rows: list[MetricRow], primary: str) -> None:
             row.role, row.starred = "secondary", False
             if row.estimate.p_value is not None and math.isfinite(row.estimate.p_value):
                 secondary.append(row)
-    for row, adjusted in zip(secondary, holm([r.estimate.p_value or 1.0 for r in secondary]),
-                             strict=True):
+    for row, adjusted in zip(
+        secondary, holm([r.estimate.p_value or 1.0 for r in secondary]), strict=True
+    ):
         row.adjusted_p = adjusted
         row.starred = open_gate and adjusted < ALPHA
 
 
-def running_estimate(passes: pd.DataFrame, baseline: str, candidate: str, metric_key: str,
-                     design: str, every: int = 4) -> pd.DataFrame:
+def running_estimate(
+    passes: pd.DataFrame,
+    baseline: str,
+    candidate: str,
+    metric_key: str,
+    design: str,
+    every: int = 4,
+) -> pd.DataFrame:
     """A one-engine delta as the blocks came in: the estimate and its 95% interval from each
     launch's first k blocks, for k = every, 2 * every, ... and the last block (where it is the
     table's estimate over the same passes). One row per k: blocks, delta, ci_low, ci_high,
     mde. Empty for launch-per-arm runs (their unit is a launch, not a block)."""
     columns = ["blocks", "delta", "ci_low", "ci_high", "mde"]
     metric = next((m for m in METRICS if m.key == metric_key), None)
-    if (design != "one-engine" or metric is None or passes.empty
-            or passes["block"].isna().all()):
+    if design != "one-engine" or metric is None or passes.empty or passes["block"].isna().all():
         return pd.DataFrame(columns=columns)
     both = passes[passes["variant"].isin([baseline, candidate])]
     last = int(both["block"].max()) + 1
     rows = []
     for k in sorted({*range(every, last, every), last}):
-        row = compare_metric(metric, both[both["block"] < k], baseline, candidate,
-                             "one-engine")
+        row = compare_metric(metric, both[both["block"] < k], baseline, candidate, "one-engine")
         if row is not None and row.estimate.ci_low is not None:
             est = row.estimate
-            rows.append({"blocks": k, "delta": est.delta, "ci_low": est.ci_low,
-                         "ci_high": est.ci_high, "mde": est.mde})
+            rows.append(
+                {
+                    "blocks": k,
+                    "delta": est.delta,
+                    "ci_low": est.ci_low,
+                    "ci_high": est.ci_high,
+                    "mde": est.mde,
+                }
+            )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -136,47 +151,71 @@ class Arms:
     exact_parity: bool = True  # greedy outputs must repeat bit for bit (Parity.exact)
 
     @classmethod
-    def of(cls, scenario: Scenario, design: Design,
-           labels: dict[str, str | None] | None = None) -> Arms:
+    def of(
+        cls, scenario: Scenario, design: Design, labels: dict[str, str | None] | None = None
+    ) -> Arms:
         """The arms as `scenario` declares them. `labels`: what each arm must prove it ran,
         where the plan decided it (default: the scenario's swaps)."""
         return cls(
-            baseline=scenario.baseline, candidates=list(scenario.candidates),
+            baseline=scenario.baseline,
+            candidates=list(scenario.candidates),
             implementations=labels or {n: v.proof_label for n, v in scenario.variants.items()},
             greedy=scenario.workload.temperature == 0.0,
-            expect_identical={n: scenario.expects_identical_outputs(n)
-                              for n in scenario.candidates},
-            design=design, tp_sizes=tp_sizes(scenario),
-            no_speculation=scenario.no_speculation_arm, draft_tokens=draft_tokens(scenario),
-            primary_metric=scenario.primary_metric, exact_parity=scenario.exact_parity)
+            expect_identical={
+                n: scenario.expects_identical_outputs(n) for n in scenario.candidates
+            },
+            design=design,
+            tp_sizes=tp_sizes(scenario),
+            no_speculation=scenario.no_speculation_arm,
+            draft_tokens=draft_tokens(scenario),
+            primary_metric=scenario.primary_metric,
+            exact_parity=scenario.exact_parity,
+        )
 
     @classmethod
     def of_launch(cls, run: RunSpec, tp_size: int) -> Arms:
         """The arms a shared (one-engine) launch hosts, as its worker knows them."""
         base = next(a for a in run.arms if a.baseline)
-        return cls(baseline=base.variant,
-                   candidates=[a.variant for a in run.arms if not a.baseline],
-                   implementations={a.variant: a.implementation for a in run.arms},
-                   greedy=False, design="one-engine",
-                   tp_sizes={a.variant: tp_size for a in run.arms})
+        return cls(
+            baseline=base.variant,
+            candidates=[a.variant for a in run.arms if not a.baseline],
+            implementations={a.variant: a.implementation for a in run.arms},
+            greedy=False,
+            design="one-engine",
+            tp_sizes={a.variant: tp_size for a in run.arms},
+        )
 
     @classmethod
-    def across(cls, base: Arms, base_arm: str, base_label: str, cand: Arms, cand_arm: str,
-               cand_label: str) -> Arms:
+    def across(
+        cls, base: Arms, base_arm: str, base_label: str, cand: Arms, cand_arm: str, cand_label: str
+    ) -> Arms:
         """One arm of one run (`base`'s) against one arm of another, relabelled; each launch
         its own unit. The primary metric is the base run's."""
-        return cls(baseline=base_label, candidates=[cand_label],
-                   implementations={base_label: base.implementations.get(base_arm),
-                                    cand_label: cand.implementations.get(cand_arm)},
-                   greedy=base.greedy, design="launch-per-arm",
-                   tp_sizes={base_label: base.tp_sizes.get(base_arm, 1),
-                             cand_label: cand.tp_sizes.get(cand_arm, 1)},
-                   primary_metric=base.primary_metric)
+        return cls(
+            baseline=base_label,
+            candidates=[cand_label],
+            implementations={
+                base_label: base.implementations.get(base_arm),
+                cand_label: cand.implementations.get(cand_arm),
+            },
+            greedy=base.greedy,
+            design="launch-per-arm",
+            tp_sizes={
+                base_label: base.tp_sizes.get(base_arm, 1),
+                cand_label: cand.tp_sizes.get(cand_arm, 1),
+            },
+            primary_metric=base.primary_metric,
+        )
 
 
-def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: str,
-                    passes: pd.DataFrame | None = None,
-                    only: Collection[str] | None = None) -> Comparison:
+def compare_records(
+    runs: list[RunRecord],
+    arms: Arms,
+    run_id: str,
+    scenario: str,
+    passes: pd.DataFrame | None = None,
+    only: Collection[str] | None = None,
+) -> Comparison:
     """Compare every candidate with the baseline over the given launches, as `arms` declares
     them. With a greedy workload, outputs are compared per prompt; `arms.expect_identical`
     names the candidates whose outputs must match the baseline's exactly. Passes whose vLLM
@@ -194,8 +233,9 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
     unproven: list[str] = []
     bad: dict[tuple[str, int], str] = {}
     for variant in [baseline, *candidates]:
-        found, lines = unproven_passes(runs, variant, implementations.get(variant),
-                                       tp_sizes.get(variant, 1))
+        found, lines = unproven_passes(
+            runs, variant, implementations.get(variant), tp_sizes.get(variant, 1)
+        )
         bad.update(found)
         unproven += lines
     unproven += [f"{r.run_key}: {r.error}" for r in runs if ProofRefused.refused(r.error)]
@@ -209,8 +249,10 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
         passes = passes[[not u for u in unproven_rows]]
     warnings: list[str] = []
     if not passes.empty and passes["workload_hash"].nunique() > 1:
-        warnings.append("passes saw different prompts (workload hashes differ): deltas mix "
-                        "workload and variant effects")
+        warnings.append(
+            "passes saw different prompts (workload hashes differ): deltas mix "
+            "workload and variant effects"
+        )
 
     def status(variant: str) -> str:
         has_ok = not passes.empty and (passes["variant"] == variant).any()
@@ -220,56 +262,86 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
     # The scenario's chosen latency percentiles (columns of the frame), after the seed rows'.
     after = next(i for i, m in enumerate(metrics) if m.key == "p99_e2el_ms") + 1
     metrics[after:after] = chosen_percentiles(passes.columns)
-    metrics += [position_metric(col)
-                for col in (position_metrics(passes) if not passes.empty else [])]
+    metrics += [
+        position_metric(col) for col in (position_metrics(passes) if not passes.empty else [])
+    ]
     if only is not None:
         metrics = [m for m in metrics if any(fnmatchcase(m.key, p) for p in only)]
 
     results = []
     for name in candidates:
-        cand = CandidateResult(name=name, status=status(name),
-                               implementation=implementations.get(name),
-                               ran=ran_paths(runs, name), failures=_failures(runs, name))
+        cand = CandidateResult(
+            name=name,
+            status=status(name),
+            implementation=implementations.get(name),
+            ran=ran_paths(runs, name),
+            failures=_failures(runs, name),
+        )
         if cand.status == "ok" and status(baseline) == "ok":
             for metric in metrics:
-                row = compare_metric(metric, passes, baseline, name, design,
-                                     one_side_may_lack=no_speculation in (baseline, name))
+                row = compare_metric(
+                    metric,
+                    passes,
+                    baseline,
+                    name,
+                    design,
+                    one_side_may_lack=no_speculation in (baseline, name),
+                )
                 if row is not None:
                     cand.rows.append(row)
             mark_family(cand.rows, primary_metric)
             if arms.greedy:
-                cand.parity = output_parity(runs, baseline, name,
-                                            arms.expect_identical.get(name, False),
-                                            arms.exact_parity)
+                cand.parity = output_parity(
+                    runs, baseline, name, arms.expect_identical.get(name, False), arms.exact_parity
+                )
                 if cand.parity is not None and cand.parity.violated:
                     warnings.append(
                         f"{name}: greedy outputs differ from {baseline}'s where they must not "
                         f"({cand.parity.identical}/{cand.parity.compared} identical, first "
-                        f"divergence at token {cand.parity.first_divergence})")
+                        f"divergence at token {cand.parity.first_divergence})"
+                    )
         results.append(cand)
-    per_arm = (passes.groupby("variant").size().to_dict() if not passes.empty else {})
-    stopped = [f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r))
-                                                     else "")
-               for r in sorted(runs, key=lambda r: r.order)
-               if r.result is not None and r.result.stopped]
-    warmups = [f"{r.run_key}: {r.result.warmup_blocks} block(s) "
-               + ("and hit its cap still settling" if r.result.warmup_capped
-                  else "until the arms' difference settled")
-               for r in sorted(runs, key=lambda r: r.order)
-               if r.result is not None and r.result.warmup_blocks]
+    per_arm = passes.groupby("variant").size().to_dict() if not passes.empty else {}
+    stopped = [
+        f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r)) else "")
+        for r in sorted(runs, key=lambda r: r.order)
+        if r.result is not None and r.result.stopped
+    ]
+    warmups = [
+        f"{r.run_key}: {r.result.warmup_blocks} block(s) "
+        + (
+            "and hit its cap still settling"
+            if r.result.warmup_capped
+            else "until the arms' difference settled"
+        )
+        for r in sorted(runs, key=lambda r: r.order)
+        if r.result is not None and r.result.warmup_blocks
+    ]
     comparison = Comparison(
-        run_id=run_id, scenario=scenario, baseline=baseline, baseline_status=status(baseline),
+        run_id=run_id,
+        scenario=scenario,
+        baseline=baseline,
+        baseline_status=status(baseline),
         baseline_ran=ran_paths(runs, baseline),
-        baseline_implementation=implementations.get(baseline), candidates=results,
+        baseline_implementation=implementations.get(baseline),
+        candidates=results,
         baseline_failures=_failures(runs, baseline),
-        passes_per_arm={str(k): int(v) for k, v in per_arm.items()}, warnings=warnings,
-        design=design, discarded=discarded, unproven=unproven, stopped=stopped,
-        warmups=warmups, no_speculation=no_speculation, primary_metric=primary_metric)
+        passes_per_arm={str(k): int(v) for k, v in per_arm.items()},
+        warnings=warnings,
+        design=design,
+        discarded=discarded,
+        unproven=unproven,
+        stopped=stopped,
+        warmups=warmups,
+        no_speculation=no_speculation,
+        primary_metric=primary_metric,
+    )
     if has_categories(runs) and status(baseline) == "ok":
         keep = set(zip(passes["run_key"], passes["repeat"], strict=True))
         frame = category_frame(runs, keep)
         comparison.categories = compare_categories(
-            frame, baseline, [c.name for c in results if c.status == "ok"], design)
+            frame, baseline, [c.name for c in results if c.status == "ok"], design
+        )
         comparison.category_requests = requests_per_category(frame)
     if status(baseline) == "ok" and only is None:  # (a precision look reads its rows only)
         for cand in (c for c in results if c.status == "ok"):
@@ -277,19 +349,27 @@ def compare_records(runs: list[RunRecord], arms: Arms, run_id: str, scenario: st
             if split is not None:
                 comparison.attributions.append(split)
     if no_speculation is not None and status(no_speculation) == "ok":
-        add_speedups(comparison, passes, no_speculation, {
-            arm: k for arm, k in arms.draft_tokens.items() if status(arm) == "ok"}, design)
+        add_speedups(
+            comparison,
+            passes,
+            no_speculation,
+            {arm: k for arm, k in arms.draft_tokens.items() if status(arm) == "ok"},
+            design,
+        )
     return comparison
 
 
-def node_differences(runs: list[RunRecord], baseline: str,
-                     candidates: list[str]) -> list[str]:
+def node_differences(runs: list[RunRecord], baseline: str, candidates: list[str]) -> list[str]:
     """Arms whose launches ran on unlike nodes (a cluster executor's records carry each node's
     fingerprint): 'baseline vs cand: cpu_model (...) differ', naming the fields. Launches on
     this machine (no node) are alike by construction."""
+
     def nodes(variant: str) -> list[dict[str, Any]]:
-        return [r.node.get("fingerprint") or {} for r in runs if r.node is not None
-                and r.status == "ok" and variant in r.arms]
+        return [
+            r.node.get("fingerprint") or {}
+            for r in runs
+            if r.node is not None and r.status == "ok" and variant in r.arms
+        ]
 
     problems = []
     first = nodes(baseline)
@@ -297,41 +377,63 @@ def node_differences(runs: list[RunRecord], baseline: str,
         for fp in nodes(name):
             diffs = fingerprint_differences(first[0], fp, COMPAT_FIELDS) if first else []
             if diffs:
-                problems.append(f"{baseline} vs {name}: launches ran on unlike nodes: "
-                                + ", ".join(diffs))
+                problems.append(
+                    f"{baseline} vs {name}: launches ran on unlike nodes: " + ", ".join(diffs)
+                )
                 break
     return problems
 
 
-def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
-                     design: Design, force: bool = False,
-                     labels: dict[str, str | None] | None = None,
-                     passes: pd.DataFrame | None = None) -> Comparison:
+def compare_scenario(
+    runs: list[RunRecord],
+    scenario: Scenario,
+    run_id: str,
+    design: Design,
+    force: bool = False,
+    labels: dict[str, str | None] | None = None,
+    passes: pd.DataFrame | None = None,
+) -> Comparison:
     """Compare the variants of `scenario` (a whole run, or one sweep cell) over `runs`.
     Refuses (IncomparableError) arms that ran on unlike nodes, unless forced. `labels`: what
     each arm must prove it ran, where the plan decided it (default: the scenario's swaps).
     `passes`: these launches' per-pass frame when the caller holds it."""
     unlike = node_differences(runs, scenario.baseline, scenario.candidates)
     if unlike and not force:
-        raise IncomparableError("; ".join(unlike) + " (pin the arms to one node with --pin "
-                                "node, or compare anyway with specbench report --force)")
-    comparison = compare_records(runs, Arms.of(scenario, design, labels), run_id,
-                                 scenario.name, passes)
+        raise IncomparableError(
+            "; ".join(unlike) + " (pin the arms to one node with --pin "
+            "node, or compare anyway with specbench report --force)"
+        )
+    comparison = compare_records(
+        runs, Arms.of(scenario, design, labels), run_id, scenario.name, passes
+    )
     comparison.setup = scenario.describe_setup()
     comparison.platform = describe_launches(
-        {r.run_key: r.result.platform if r.result is not None else None for r in runs})
-    told = sorted({r.result.prompts_as for r in runs
-                   if r.result is not None and r.result.prompts_as is not None})
+        {r.run_key: r.result.platform if r.result is not None else None for r in runs}
+    )
+    told = sorted(
+        {
+            r.result.prompts_as
+            for r in runs
+            if r.result is not None and r.result.prompts_as is not None
+        }
+    )
     comparison.prompts = "; ".join(told) if told else None
-    kv = kv_capacity_differs({r.run_key: (r.variant, r.result.platform if r.result else None)
-                              for r in runs if len(r.arms) <= 1})
+    kv = kv_capacity_differs(
+        {
+            r.run_key: (r.variant, r.result.platform if r.result else None)
+            for r in runs
+            if len(r.arms) <= 1
+        }
+    )
     if kv is not None:
         comparison.warnings.append(kv)
-    if any(r.result.platform.interpreted for r in runs
-           if r.result is not None and r.result.platform is not None):
+    if any(
+        r.result.platform.interpreted
+        for r in runs
+        if r.result is not None and r.result.platform is not None
+    ):
         comparison.warnings.insert(0, NOT_PERFORMANCE + " (no gate or history reads them)")
-    for line in dict.fromkeys(x for r in runs if r.result is not None
-                              for x in r.result.left_out):
+    for line in dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")
     load = machine_load(runs, scenario.baseline)
     comparison.machine_load = load.line
@@ -344,13 +446,19 @@ def compare_scenario(runs: list[RunRecord], scenario: Scenario, run_id: str,
         comparison.warnings.append(
             f"TP {scenario.tensor_parallel_size} in one launch: on this kind of machine the "
             "effect differed between TP 2 launches by more than one launch's interval shows "
-            "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more")
+            "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more"
+        )
     mark_own_parts(comparison, scenario)  # compare_run adds what its overlay says
     return comparison
 
 
-def add_speedups(comparison: Comparison, passes: pd.DataFrame, reference: str,
-                 draft_tokens: dict[str, int], design: Design) -> None:
+def add_speedups(
+    comparison: Comparison,
+    passes: pd.DataFrame,
+    reference: str,
+    draft_tokens: dict[str, int],
+    design: Design,
+) -> None:
     """Each speculative arm's output throughput over the no-speculation arm's (the 'Speedup
     vs no speculation' row, on the design's unit), and where it goes (from step times).
     `draft_tokens`: k of each speculative arm."""
@@ -365,8 +473,9 @@ def add_speedups(comparison: Comparison, passes: pd.DataFrame, reference: str,
             comparison.decompositions.append(found)
 
 
-def mark_own_parts(comparison: Comparison, scenario: Scenario,
-                   overlay: OverlaySpec | None = None) -> None:
+def mark_own_parts(
+    comparison: Comparison, scenario: Scenario, overlay: OverlaySpec | None = None
+) -> None:
     """Each candidate's own part (CandidateResult.own_part): the row of the part of the step
     its change runs in, where that is known: its swap's declared part, or the part every
     function its overlay replaces runs in (config.scenario.part_of_module). Marks only."""
@@ -375,23 +484,36 @@ def mark_own_parts(comparison: Comparison, scenario: Scenario,
         part: str | None = None
         why: str | None = None
         base = scenario.variants.get(comparison.baseline)
-        if variant is not None and variant.implementation and (
-                base is None or base.implementation != variant.implementation):
+        if (
+            variant is not None
+            and variant.implementation
+            and (base is None or base.implementation != variant.implementation)
+        ):
             # (the same choice in both arms, an A/A, changes nothing)
             name = parse_implementation(variant.implementation)[0]
             swap = SWAPS.get(name)
             if swap is not None and swap.part is not None:
-                part, why = swap.part, f"the swap {name} changes it" + (
-                    f"; {swap.part_leaves_out}" if swap.part_leaves_out else "")
-        arm = next((a for a in (overlay.arms if overlay else [])
-                    if a.variant == cand.name and a.change is not None), None)
+                part, why = (
+                    swap.part,
+                    f"the swap {name} changes it"
+                    + (f"; {swap.part_leaves_out}" if swap.part_leaves_out else ""),
+                )
+        arm = next(
+            (
+                a
+                for a in (overlay.arms if overlay else [])
+                if a.variant == cand.name and a.change is not None
+            ),
+            None,
+        )
         if arm is not None:
-            modules = sorted({c.module for c in arm.code
-                              if c.kind == "function"})
+            modules = sorted({c.module for c in arm.code if c.kind == "function"})
             parts = {part_of_module(m) for m in modules}
-            part, why = (parts.pop(), "its overlay's functions run there ("
-                         + ", ".join(modules) + ")") if len(parts) == 1 and None not in parts \
+            part, why = (
+                (parts.pop(), "its overlay's functions run there (" + ", ".join(modules) + ")")
+                if len(parts) == 1 and None not in parts
                 else (None, None)
+            )
         row = PART_ROWS.get(part or "")
         if row is not None and any(r.key == row for r in cand.rows):
             cand.own_part, cand.own_part_why = row, why
@@ -405,9 +527,11 @@ def profile_tables(run: Run, comparison: Comparison, top: int) -> list[ProfileTa
     if base is None:
         return []
     frame = run.passes
-    measured = ({str(k): float(v) for k, v in
-                 frame.groupby("variant")["duration_s"].median().items()}
-                if not frame.empty else {})
+    measured = (
+        {str(k): float(v) for k, v in frame.groupby("variant")["duration_s"].median().items()}
+        if not frame.empty
+        else {}
+    )
     keys = sorted({r.run_key for r in run.runs if r.result and r.result.profiled})
     out = []
     for cand in comparison.candidates:
@@ -415,29 +539,42 @@ def profile_tables(run: Run, comparison: Comparison, top: int) -> list[ProfileTa
         if prof is None:
             continue
         arms = (comparison.baseline, cand.name)
-        out.append(ProfileTable(
-            candidate=cand.name, baseline=comparison.baseline,
-            passes={a: found[a].passes for a in arms},
-            pass_s={a: found[a].pass_s for a in arms},
-            measured_s={a: measured[a] for a in arms if a in measured},
-            traces=", ".join(f"{PROFILES_DIR}/{k}/" for k in keys),
-            rows=op_deltas(base, prof, top)))
+        out.append(
+            ProfileTable(
+                candidate=cand.name,
+                baseline=comparison.baseline,
+                passes={a: found[a].passes for a in arms},
+                pass_s={a: found[a].pass_s for a in arms},
+                measured_s={a: measured[a] for a in arms if a in measured},
+                traces=", ".join(f"{PROFILES_DIR}/{k}/" for k in keys),
+                rows=op_deltas(base, prof, top),
+            )
+        )
     return out
 
 
-def compare_run(run: Run, force: bool = False,
-                records: list[RunRecord] | None = None) -> Comparison:
+def compare_run(
+    run: Run, force: bool = False, records: list[RunRecord] | None = None
+) -> Comparison:
     """Compare the variants of one stored run, as its scenario declared them (a sweep: see
     harness.analysis.sweep_comparison, one comparison per cell). `records`: launches to
     compare in place of the run's own, under its scenario and builds (its repeats combined:
     harness.analysis.repeats)."""
     if run.is_sweep:
         assert run.scenario.sweep is not None
-        raise ResultsError(f"{run.path}: a sweep of {run.scenario.sweep.cell_count} cells; "
-                           "compare it with compare_sweep (one comparison per cell)")
-    comparison = compare_scenario(run.runs if records is None else records, run.scenario,
-                                  run.run_id, run.design, force, run.proof_labels,
-                                  run.passes if records is None else None)
+        raise ResultsError(
+            f"{run.path}: a sweep of {run.scenario.sweep.cell_count} cells; "
+            "compare it with compare_sweep (one comparison per cell)"
+        )
+    comparison = compare_scenario(
+        run.runs if records is None else records,
+        run.scenario,
+        run.run_id,
+        run.design,
+        force,
+        run.proof_labels,
+        run.passes if records is None else None,
+    )
     comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
     comparison.overlays = run.overlay_notes()
     mark_own_parts(comparison, run.scenario, run.manifest.plan.overlay())
@@ -445,8 +582,9 @@ def compare_run(run: Run, force: bool = False,
         comparison.profiles = profile_tables(run, comparison, run.scenario.profile.top)
     if records is None and run.design == "one-engine":
         for cand in comparison.candidates:
-            frame = running_estimate(run.passes, comparison.baseline, cand.name,
-                                     "output_throughput", run.design)
+            frame = running_estimate(
+                run.passes, comparison.baseline, cand.name, "output_throughput", run.design
+            )
             comparison.running[cand.name] = frame.to_dict("records")
     return comparison
 
@@ -463,5 +601,7 @@ def draft_tokens(scenario: Scenario) -> dict[str, int]:
 
 def tp_sizes(scenario: Scenario) -> dict[str, int]:
     """Tensor-parallel ranks each variant runs with: how many processes must report."""
-    return {name: int(engine_args_for(scenario, name).get("tensor_parallel_size", 1))
-            for name in scenario.variants}
+    return {
+        name: int(engine_args_for(scenario, name).get("tensor_parallel_size", 1))
+        for name in scenario.variants
+    }

@@ -93,8 +93,13 @@ class Parity:
         if np.all(cand == own[0]) and np.all(own == own[0]):
             return 1.0
         result = permutation_test(
-            (cand, own), lambda a, b: np.mean(a) - np.mean(b), permutation_type="independent",
-            alternative="less", n_resamples=1999, random_state=0)
+            (cand, own),
+            lambda a, b: np.mean(a) - np.mean(b),
+            permutation_type="independent",
+            alternative="less",
+            n_resamples=1999,
+            random_state=0,
+        )
         return float(result.pvalue)
 
     @property

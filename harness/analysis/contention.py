@@ -34,8 +34,11 @@ class Load:
 
 
 def machine_load(runs: list[RunRecord], baseline: str) -> Load:
-    rows = [(p.arm or r.variant, r.run_key, p.block, p.foreign_cpu)
-            for r, p in measured_passes(runs) if p.foreign_cpu is not None]
+    rows = [
+        (p.arm or r.variant, r.run_key, p.block, p.foreign_cpu)
+        for r, p in measured_passes(runs)
+        if p.foreign_cpu is not None
+    ]
     if not rows:
         return Load(None, [])
     shares = np.array([x[3] for x in rows], dtype=float)
@@ -50,43 +53,61 @@ def machine_load(runs: list[RunRecord], baseline: str) -> Load:
         worst = f", worst block {block} of {key} {100 * float(np.mean(values)):.1f}%"
     else:
         worst = f", worst pass {100 * float(shares.max()):.1f}%"
-    line = (f"other processes used a median {100 * median:.1f}% of the machine's CPUs during "
-            f"the {len(rows)} measured passes{worst}")
+    line = (
+        f"other processes used a median {100 * median:.1f}% of the machine's CPUs during "
+        f"the {len(rows)} measured passes{worst}"
+    )
     findings = []
     busy = int(np.sum(shares > BUSY_SHARE))
     if median > BUSY_SHARE:
-        findings.append(f"the machine was busy: other processes used a median "
-                        f"{100 * median:.1f}% of its CPUs during the passes (above "
-                        f"{100 * BUSY_SHARE:.0f}%): the interval carries their noise, and "
-                        "a disturbance that varies with them may bias the delta")
+        findings.append(
+            f"the machine was busy: other processes used a median "
+            f"{100 * median:.1f}% of its CPUs during the passes (above "
+            f"{100 * BUSY_SHARE:.0f}%): the interval carries their noise, and "
+            "a disturbance that varies with them may bias the delta"
+        )
     elif busy >= max(2, PART_BUSY * len(rows)):
-        first = next(((key, block) for (key, block), values in blocks.items()
-                      if float(np.mean(values)) > BUSY_SHARE), None)
+        first = next(
+            (
+                (key, block)
+                for (key, block), values in blocks.items()
+                if float(np.mean(values)) > BUSY_SHARE
+            ),
+            None,
+        )
         since = f", from block {first[1]} of {first[0]} on" if first else ""
-        findings.append(f"the machine was busy in part of the run: other processes used more "
-                        f"than {100 * BUSY_SHARE:.0f}% of its CPUs in {busy} of {len(rows)} "
-                        f"passes{since}: those passes carry their noise")
+        findings.append(
+            f"the machine was busy in part of the run: other processes used more "
+            f"than {100 * BUSY_SHARE:.0f}% of its CPUs in {busy} of {len(rows)} "
+            f"passes{since}: those passes carry their noise"
+        )
     arms = sorted({x[0] for x in rows})
     for arm in [a for a in arms if a != baseline]:
         found = _aligned(rows, baseline, arm)
         if found is not None:
             diff, p = found
             more = arm if diff > 0 else baseline
-            findings.append(f"a disturbance lined up with {more}: other processes used "
-                            f"{100 * abs(diff):.1f} points more of the CPUs during its passes "
-                            f"(p={p:.2g}); a bias the interval cannot show, not noise")
+            findings.append(
+                f"a disturbance lined up with {more}: other processes used "
+                f"{100 * abs(diff):.1f} points more of the CPUs during its passes "
+                f"(p={p:.2g}); a bias the interval cannot show, not noise"
+            )
     return Load(line, findings)
 
 
-def _aligned(rows: list[tuple[str, str, int | None, float]], baseline: str,
-             arm: str) -> tuple[float, float] | None:
+def _aligned(
+    rows: list[tuple[str, str, int | None, float]], baseline: str, arm: str
+) -> tuple[float, float] | None:
     """(candidate − baseline foreign share, p) when it is clear and large enough, else None."""
     paired: dict[tuple[str, int], dict[str, list[float]]] = {}
     for who, key, block, share in rows:
         if block is not None and who in (baseline, arm):
             paired.setdefault((key, block), {}).setdefault(who, []).append(share)
-    diffs = [float(np.mean(v[arm]) - np.mean(v[baseline])) for v in paired.values()
-             if arm in v and baseline in v]
+    diffs = [
+        float(np.mean(v[arm]) - np.mean(v[baseline]))
+        for v in paired.values()
+        if arm in v and baseline in v
+    ]
     if len(diffs) >= 3:
         d = np.array(diffs)
         diff = float(d.mean())
@@ -98,8 +119,11 @@ def _aligned(rows: list[tuple[str, str, int | None, float]], baseline: str,
         if len(cand) < 2 or len(base) < 2:
             return None
         diff = float(cand.mean() - base.mean())
-        p = 0.0 if cand.std() == 0 and base.std() == 0 else float(
-            stats.ttest_ind(cand, base, equal_var=False).pvalue)
+        p = (
+            0.0
+            if cand.std() == 0 and base.std() == 0
+            else float(stats.ttest_ind(cand, base, equal_var=False).pvalue)
+        )
     if math.isnan(p) or p >= ALIGNED_P or abs(diff) < ALIGNED_MIN:
         return None
     return diff, p

@@ -22,31 +22,37 @@ def check_comparable(results: list[Run], force: bool = False) -> list[str]:
     for other in results[1:]:
         # The machine must match; the vLLM build may differ on purpose (two checkouts), and
         # compare_runs says so under the table.
-        diffs = fingerprint_differences(first.manifest.fingerprint, other.manifest.fingerprint,
-                                        MACHINE_FIELDS)
+        diffs = fingerprint_differences(
+            first.manifest.fingerprint, other.manifest.fingerprint, MACHINE_FIELDS
+        )
         if diffs:
-            problems.append(f"{first.run_id} vs {other.run_id}: machine differs: "
-                            + ", ".join(diffs))
+            problems.append(
+                f"{first.run_id} vs {other.run_id}: machine differs: " + ", ".join(diffs)
+            )
         for key in ("mode", "serve"):
             va = first.manifest.scenario.get(key)
             vb = other.manifest.scenario.get(key)
             if va != vb:
-                problems.append(f"{first.run_id} vs {other.run_id}: {key} differs: "
-                                f"{json.dumps(va)} vs {json.dumps(vb)}")
+                problems.append(
+                    f"{first.run_id} vs {other.run_id}: {key} differs: "
+                    f"{json.dumps(va)} vs {json.dumps(vb)}"
+                )
         wa = first.manifest.scenario.get("workload")
         wb = other.manifest.scenario.get("workload")
         if wa != wb:
-            keys = sorted(k for k in set(wa or {}) | set(wb or {})
-                          if (wa or {}).get(k) != (wb or {}).get(k))
-            problems.append(f"{first.run_id} vs {other.run_id}: workload differs: "
-                            + ", ".join(f"workload.{k}" for k in keys))
+            keys = sorted(
+                k for k in set(wa or {}) | set(wb or {}) if (wa or {}).get(k) != (wb or {}).get(k)
+            )
+            problems.append(
+                f"{first.run_id} vs {other.run_id}: workload differs: "
+                + ", ".join(f"workload.{k}" for k in keys)
+            )
     if problems and not force:
         raise IncomparableError("; ".join(problems) + " (use --force to compare anyway)")
     return problems
 
 
-def _launches_of(results: Run, variant: str, label: str,
-                 offset: int) -> list[RunRecord]:
+def _launches_of(results: Run, variant: str, label: str, offset: int) -> list[RunRecord]:
     """The launches that ran `variant` (a shared launch keeps only that arm's passes),
     relabelled for a cross-run comparison."""
     out = []
@@ -54,33 +60,45 @@ def _launches_of(results: Run, variant: str, label: str,
         shared = r.result is not None and any(p.arm for p in r.result.passes)
         if not shared and r.variant != variant:
             continue
-        update: dict[str, Any] = {"variant": label, "order": r.order + offset,
-                                  "round": r.round + offset}
+        update: dict[str, Any] = {
+            "variant": label,
+            "order": r.order + offset,
+            "round": r.round + offset,
+        }
         if shared and r.result is not None:
-            passes = [p.model_copy(update={"arm": label}) for p in r.result.passes
-                      if p.arm == variant]
+            passes = [
+                p.model_copy(update={"arm": label}) for p in r.result.passes if p.arm == variant
+            ]
             update["result"] = r.result.model_copy(update={"passes": passes})
         out.append(r.model_copy(update=update))
     return out
 
 
-def compare_runs(base: Run, cand: Run, base_variant: str | None = None,
-                 cand_variant: str | None = None, force: bool = False) -> Comparison:
+def compare_runs(
+    base: Run,
+    cand: Run,
+    base_variant: str | None = None,
+    cand_variant: str | None = None,
+    force: bool = False,
+) -> Comparison:
     """One variant of one run against one variant of another (e.g. two git checkouts).
 
     Refuses (IncomparableError) when the environments or workloads differ, unless forced.
     """
     for run in (base, cand):
         if run.is_sweep:
-            raise ResultsError(f"{run.path}: a sweep; compare runs of one A/B (its "
-                               "cells are compared with each other in its own report)")
+            raise ResultsError(
+                f"{run.path}: a sweep; compare runs of one A/B (its "
+                "cells are compared with each other in its own report)"
+            )
     problems = check_comparable([base, cand], force)
     chosen = []
     for run, variant in ((base, base_variant), (cand, cand_variant)):
         name = variant or run.scenario.baseline
         if name not in run.scenario.variants:
-            raise ResultsError(f"{run.path}: no variant {name!r} (has: "
-                               f"{', '.join(run.scenario.variants)})")
+            raise ResultsError(
+                f"{run.path}: no variant {name!r} (has: {', '.join(run.scenario.variants)})"
+            )
         chosen.append((run, run.scenario, name))
     (b_res, b_scn, b_name), (c_res, c_scn, c_name) = chosen
     # Short column labels; the comparison's run_id names both runs in full.
@@ -88,16 +106,25 @@ def compare_runs(base: Run, cand: Run, base_variant: str | None = None,
     # Launches of different runs share nothing: each is its own unit, and rounds of B are
     # offset so that they never pair with A's.
     runs = _launches_of(b_res, b_name, label_b, 0) + _launches_of(c_res, c_name, label_c, 10_000)
-    arms = Arms.across(Arms.of(b_scn, "launch-per-arm"), b_name, label_b,
-                       Arms.of(c_scn, "launch-per-arm"), c_name, label_c)
-    comparison = compare_records(runs, arms, f"A={b_res.run_id} vs B={c_res.run_id}",
-                                 b_scn.name)
+    arms = Arms.across(
+        Arms.of(b_scn, "launch-per-arm"),
+        b_name,
+        label_b,
+        Arms.of(c_scn, "launch-per-arm"),
+        c_name,
+        label_c,
+    )
+    comparison = compare_records(runs, arms, f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name)
     comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
-    comparison.builds = {**b_res.builds_described({b_name: label_b}),
-                         **c_res.builds_described({c_name: label_c})}
-    builds_differ = fingerprint_differences(base.manifest.fingerprint, cand.manifest.fingerprint,
-                                            BUILD_FIELDS)
+    comparison.builds = {
+        **b_res.builds_described({b_name: label_b}),
+        **c_res.builds_described({c_name: label_c}),
+    }
+    builds_differ = fingerprint_differences(
+        base.manifest.fingerprint, cand.manifest.fingerprint, BUILD_FIELDS
+    )
     if builds_differ:
-        comparison.warnings.append("the builds differ (on purpose, comparing two builds): "
-                                   + ", ".join(builds_differ))
+        comparison.warnings.append(
+            "the builds differ (on purpose, comparing two builds): " + ", ".join(builds_differ)
+        )
     return comparison

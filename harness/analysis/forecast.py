@@ -54,12 +54,24 @@ def forecast(results: Run, target_mde: float) -> Forecast:
     row = max(rows, key=lambda r: r.estimate.error_sd or 0.0)
     est = row.estimate
     if est.error_sd is None or not est.error_sd > 0 or est.error_n < 2:
-        raise ResultsError(f"{results.path}: the run has too few units to estimate their noise "
-                           "(needs at least 2 blocks, or 2 rounds)")
+        raise ResultsError(
+            f"{results.path}: the run has too few units to estimate their noise "
+            "(needs at least 2 blocks, or 2 rounds)"
+        )
     ok = [r for r in results.runs if r.status == "ok" and r.result is not None]
     timings = [r.result.timings for r in ok if r.result is not None]
-    overhead = float(np.median([t.import_s + t.engine_start_s + t.warmup_s + t.shutdown_s
-                                + t.startup_s for t in timings])) if timings else 0.0
+    overhead = (
+        float(
+            np.median(
+                [
+                    t.import_s + t.engine_start_s + t.warmup_s + t.shutdown_s + t.startup_s
+                    for t in timings
+                ]
+            )
+        )
+        if timings
+        else 0.0
+    )
     passes = results.passes  # the frame compare_run built
     one_engine = comparison.design == "one-engine"
     # The unit the interval's error term is made of: the blocks of one launch, or (several
@@ -71,39 +83,64 @@ def forecast(results: Run, target_mde: float) -> Forecast:
         for _, launch in passes.groupby("launch"):
             starts = launch.sort_values("started_unix")
             blocks = starts["block"].nunique()
-            span = (starts["started_unix"].iloc[-1] + starts["duration_s"].iloc[-1]
-                    - starts["started_unix"].iloc[0])
+            span = (
+                starts["started_unix"].iloc[-1]
+                + starts["duration_s"].iloc[-1]
+                - starts["started_unix"].iloc[0]
+            )
             per_launch.append(span / max(blocks, 1))
             blocks_per_launch.append(blocks)
         seconds = float(np.median(per_launch))
         if unit == "launch":  # more launches of as many blocks as these had
             seconds = overhead + float(np.median(blocks_per_launch)) * seconds
     else:
-        seconds = float(sum(np.median([r.wall_s for r in ok if r.variant == v])
-                            for v in {r.variant for r in ok}))
+        seconds = float(
+            sum(
+                np.median([r.wall_s for r in ok if r.variant == v]) for v in {r.variant for r in ok}
+            )
+        )
     needed = blocks_needed(est.error_sd, target_mde, "relative")
     wall = None
     if needed is not None:
         wall = (overhead + needed * seconds) if unit == "block" else needed * seconds
-    return Forecast(results.run_id, comparison.design, target_mde, unit, est.error_sd, needed,
-                    seconds, overhead, wall, est.mde, est.error_n)
+    return Forecast(
+        results.run_id,
+        comparison.design,
+        target_mde,
+        unit,
+        est.error_sd,
+        needed,
+        seconds,
+        overhead,
+        wall,
+        est.mde,
+        est.error_n,
+    )
 
 
 def describe(f: Forecast) -> list[str]:
     """The forecast in a few lines for the terminal."""
-    lines = [f"from run {f.run_id} ({f.design}): output-throughput sd per {f.unit} difference "
-             f"{100 * f.unit_sd:.2f}%; that run reached MDE "
-             + (f"±{100 * f.measured_mde:.2f}%" if f.measured_mde is not None else "n/a")
-             + f" with {f.measured_units} {f.unit}s"]
+    lines = [
+        f"from run {f.run_id} ({f.design}): output-throughput sd per {f.unit} difference "
+        f"{100 * f.unit_sd:.2f}%; that run reached MDE "
+        + (f"±{100 * f.measured_mde:.2f}%" if f.measured_mde is not None else "n/a")
+        + f" with {f.measured_units} {f.unit}s"
+    ]
     if f.units_needed is None or f.wall_s is None:
         lines.append(f"MDE ±{100 * f.target_mde:.2f}% is out of reach at this noise")
         return lines
-    per = (f"{f.seconds_per_unit:.1f} s per block + {f.launch_overhead_s:.0f} s engine "
-           "start-up and shutdown" if f.unit == "block"
-           else f"{f.seconds_per_unit:.0f} s per launch, engine start included"
-           if f.unit == "launch" else f"{f.seconds_per_unit:.0f} s per round of launches")
-    lines.append(f"MDE ±{100 * f.target_mde:.2f}% needs {f.units_needed} {f.unit}s: about "
-                 f"{math.ceil(f.wall_s / 60)} min ({per})")
+    per = (
+        f"{f.seconds_per_unit:.1f} s per block + {f.launch_overhead_s:.0f} s engine "
+        "start-up and shutdown"
+        if f.unit == "block"
+        else f"{f.seconds_per_unit:.0f} s per launch, engine start included"
+        if f.unit == "launch"
+        else f"{f.seconds_per_unit:.0f} s per round of launches"
+    )
+    lines.append(
+        f"MDE ±{100 * f.target_mde:.2f}% needs {f.units_needed} {f.unit}s: about "
+        f"{math.ceil(f.wall_s / 60)} min ({per})"
+    )
     return lines
 
 
@@ -136,16 +173,23 @@ def _settings(run: RunSpec, base_dir: str | Path | None = None) -> str:
 REPORTING_ONLY = ("per_request_spec_decode_metrics",)
 
 
-def _settings_of(engine_args: Mapping[str, Any], workload: Workload, mode: str,
-                 serve: ServeSettings | None, base_dir: str | Path | None) -> str:
+def _settings_of(
+    engine_args: Mapping[str, Any],
+    workload: Workload,
+    mode: str,
+    serve: ServeSettings | None,
+    base_dir: str | Path | None,
+) -> str:
     engine_args = {k: v for k, v in engine_args.items() if k not in REPORTING_ONLY}
     load = workload.model_dump(mode="json")
     if workload.path is not None and base_dir is not None:
         path = Path(workload.path).expanduser()
         load["path"] = os.path.normpath(path if path.is_absolute() else Path(base_dir) / path)
-    return json.dumps([dict(engine_args), load, mode,
-                       serve.model_dump(mode="json") if serve else None],
-                      sort_keys=True, default=str)
+    return json.dumps(
+        [dict(engine_args), load, mode, serve.model_dump(mode="json") if serve else None],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _stored_settings(spec: Any, base_dir: str | Path | None) -> str | None:
@@ -155,9 +199,13 @@ def _stored_settings(spec: Any, base_dir: str | Path | None) -> str | None:
         return None
     try:
         serve = spec.get("serve")
-        return _settings_of(spec["engine_args"], Workload.model_validate(spec.get("workload")),
-                            str(spec.get("mode") or "offline"),
-                            ServeSettings.model_validate(serve) if serve else None, base_dir)
+        return _settings_of(
+            spec["engine_args"],
+            Workload.model_validate(spec.get("workload")),
+            str(spec.get("mode") or "offline"),
+            ServeSettings.model_validate(serve) if serve else None,
+            base_dir,
+        )
     except ValueError:  # pydantic's ValidationError among them
         return None
 
@@ -174,20 +222,23 @@ def _stored_base(manifest: Manifest) -> str | None:
 def _stored_specs(manifest: Manifest) -> dict[str, str | None]:
     """run_key -> the settings of each launch in a stored plan."""
     base = _stored_base(manifest)
-    return {str(spec["run_key"]): _stored_settings(spec, base) for spec in manifest.plan.runs
-            if spec.get("run_key")}
+    return {
+        str(spec["run_key"]): _stored_settings(spec, base)
+        for spec in manifest.plan.runs
+        if spec.get("run_key")
+    }
 
 
 def estimate_wall(plan: Plan, stored: Run) -> WallEstimate:
     """Wall time of `plan` from `stored`: per launch, the stored launches' median overhead plus
     the passes it will run at the speed the stored run measured for the same settings (a
     sweep's cells match cell by cell), else at the stored run's median speed per token."""
-    ok = [r for r in stored.runs if r.status == "ok" and r.result is not None
-          and r.result.passes]
+    ok = [r for r in stored.runs if r.status == "ok" and r.result is not None and r.result.passes]
     if not ok:
         raise ResultsError(f"{stored.path}: no completed launch to time a plan from")
-    overhead = float(np.median([r.wall_s - r.result.timings.measure_s for r in ok
-                                if r.result is not None]))
+    overhead = float(
+        np.median([r.wall_s - r.result.timings.measure_s for r in ok if r.result is not None])
+    )
     stored_plan = _stored_specs(stored.manifest)
     per_token: dict[str, list[float]] = {}
     every: list[float] = []
@@ -207,19 +258,27 @@ def estimate_wall(plan: Plan, stored: Run) -> WallEstimate:
         matched += found is not None
         pass_s = (float(np.median(found)) if found else typical) * _tokens(run)
         low += overhead + run.expected_passes * pass_s
-        high += (max(run.precision.budget_s, overhead + run.expected_passes * pass_s)
-                 if run.precision is not None else overhead + run.expected_passes * pass_s)
+        high += (
+            max(run.precision.budget_s, overhead + run.expected_passes * pass_s)
+            if run.precision is not None
+            else overhead + run.expected_passes * pass_s
+        )
     return WallEstimate(stored.run_id, len(plan.runs), low, high, overhead, matched, typical)
 
 
 def describe_wall(e: WallEstimate) -> str:
-    span = (f"about {_minutes(e.low_s)}" if e.high_s - e.low_s < 1 else
-            f"{_minutes(e.low_s)} to {_minutes(e.high_s)} (precision launches stop between "
-            "their minimum blocks and their budget)")
-    return (f"wall time: {span} for {e.launches} launch(es), timed from run {e.run_id}: "
-            f"{e.overhead_s:.0f} s per launch to start and stop, passes at its measured speed "
-            f"({e.matched} of {e.launches} launch(es) matched to the same settings, the rest at "
-            f"its median {1000 * e.seconds_per_token:.2f} ms per output token)")
+    span = (
+        f"about {_minutes(e.low_s)}"
+        if e.high_s - e.low_s < 1
+        else f"{_minutes(e.low_s)} to {_minutes(e.high_s)} (precision launches stop between "
+        "their minimum blocks and their budget)"
+    )
+    return (
+        f"wall time: {span} for {e.launches} launch(es), timed from run {e.run_id}: "
+        f"{e.overhead_s:.0f} s per launch to start and stop, passes at its measured speed "
+        f"({e.matched} of {e.launches} launch(es) matched to the same settings, the rest at "
+        f"its median {1000 * e.seconds_per_token:.2f} ms per output token)"
+    )
 
 
 def _minutes(seconds: float) -> str:
@@ -230,8 +289,9 @@ def matched_launches(plan: Plan, manifest: Manifest) -> int:
     """How many of `plan`'s launches a stored run (its manifest) ran with the same settings
     (_settings: model, draft, engine arguments, workload, mode) and finished ok."""
     ok = {e.run_key for e in manifest.runs if e.status == "ok"}
-    timed = {key for run_key, key in _stored_specs(manifest).items()
-             if key is not None and run_key in ok}
+    timed = {
+        key for run_key, key in _stored_specs(manifest).items() if key is not None and run_key in ok
+    }
     return sum(_settings(run, plan.base_dir) in timed for run in plan.runs)
 
 
@@ -244,16 +304,18 @@ def newest_run_like(results_root: Path, plan: Plan) -> Run | None:
     for run_dir, manifest in stored_manifests(results_root):
         if manifest.status != "complete" or not matched_launches(plan, manifest):
             continue
-        when = (manifest.created_unix if manifest.created_unix is not None
-                else (run_dir / MANIFEST).stat().st_mtime)
+        when = (
+            manifest.created_unix
+            if manifest.created_unix is not None
+            else (run_dir / MANIFEST).stat().st_mtime
+        )
         found.append((manifest.scenario.get("name") == plan.scenario_name, when, run_dir))
     for _, _, run_dir in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
         try:
             stored = load_run(run_dir)
         except SpecbenchError:  # damaged, or its scenario no longer parses
             continue
-        if any(r.status == "ok" and r.result is not None and r.result.passes
-               for r in stored.runs):
+        if any(r.status == "ok" and r.result is not None and r.result.passes for r in stored.runs):
             return stored
     return None
 
@@ -286,8 +348,10 @@ def wall_bound(plan: Plan) -> WallBound:
 
     stop = KILL_GRACE_S + SIGKILL_WAIT_S
     hard = [run.timeout_s + stop for run in plan.runs]
-    bounded = [min(run.precision.budget_s, h) if run.precision is not None else h
-               for run, h in zip(plan.runs, hard, strict=True)]
+    bounded = [
+        min(run.precision.budget_s, h) if run.precision is not None else h
+        for run, h in zip(plan.runs, hard, strict=True)
+    ]
     models: list[str] = []
     for run in plan.runs:
         spec = run.engine_args.get("speculative_config") or {}
@@ -295,14 +359,20 @@ def wall_bound(plan: Plan) -> WallBound:
             if isinstance(name, str) and name in BUILTIN_MODELS and name not in models:
                 models.append(name)
     budgets = [run.precision.budget_s for run in plan.runs if run.precision is not None]
-    return WallBound(len(plan.runs), tuple(sorted({r.timeout_s for r in plan.runs})), stop,
-                     sum(hard), len(budgets), tuple(sorted(set(budgets))), sum(bounded),
-                     tuple(models))
+    return WallBound(
+        len(plan.runs),
+        tuple(sorted({r.timeout_s for r in plan.runs})),
+        stop,
+        sum(hard),
+        len(budgets),
+        tuple(sorted(set(budgets))),
+        sum(bounded),
+        tuple(models),
+    )
 
 
 def _limit(values: tuple[float, ...]) -> str:
-    return (f"{values[0]:g} s" if len(values) == 1
-            else f"{values[0]:g}-{values[-1]:g} s")
+    return f"{values[0]:g} s" if len(values) == 1 else f"{values[0]:g}-{values[-1]:g} s"
 
 
 def describe_bound(b: WallBound) -> str:
@@ -315,22 +385,34 @@ def describe_bound(b: WallBound) -> str:
     one = b.launches == 1
     launches = "1 launch" if one else f"{b.launches} launches"
     each = "" if one else "each "
-    timeout = (f"its {_limit(b.timeouts_s)} timeout" if len(b.timeouts_s) == 1
-               else f"its timeout ({_limit(b.timeouts_s)})")
-    killed = (f"{each}killed at {timeout} (timeout_s, engine start included), "
-              f"+ up to {b.stop_s:g} s to stop {'it' if one else 'each'}")
+    timeout = (
+        f"its {_limit(b.timeouts_s)} timeout"
+        if len(b.timeouts_s) == 1
+        else f"its timeout ({_limit(b.timeouts_s)})"
+    )
+    killed = (
+        f"{each}killed at {timeout} (timeout_s, engine start included), "
+        f"+ up to {b.stop_s:g} s to stop {'it' if one else 'each'}"
+    )
     if not b.budgeted:
         text = f"at most {_minutes(b.hard_s)}: {launches}, {killed}"
     else:
         who = launches if b.budgeted == b.launches else f"{b.budgeted} of {launches}"
-        budget = (f"its {_limit(b.budgets_s)} precision budget" if len(b.budgets_s) == 1
-                  else f"its precision budget ({_limit(b.budgets_s)})")
-        text = (f"at most {_minutes(b.budget_bound_s)}: {who}, "
-                f"{'' if b.budgeted == 1 else 'each '}ended by {budget} "
-                "(budget_s, engine start included: no block starts that would end past it)"
-                + ("" if b.budgeted == b.launches else ", the rest at their timeouts")
-                + f"; never past {_minutes(b.hard_s)}, {killed}")
+        budget = (
+            f"its {_limit(b.budgets_s)} precision budget"
+            if len(b.budgets_s) == 1
+            else f"its precision budget ({_limit(b.budgets_s)})"
+        )
+        text = (
+            f"at most {_minutes(b.budget_bound_s)}: {who}, "
+            f"{'' if b.budgeted == 1 else 'each '}ended by {budget} "
+            "(budget_s, engine start included: no block starts that would end past it)"
+            + ("" if b.budgeted == b.launches else ", the rest at their timeouts")
+            + f"; never past {_minutes(b.hard_s)}, {killed}"
+        )
     if b.builtin_models:
-        text += (f"; plus, before the first launch, up to {MODELS_BUILD_TIMEOUT_S / 60:.0f} "
-                 f"min to build {', '.join(b.builtin_models)} where not yet cached")
+        text += (
+            f"; plus, before the first launch, up to {MODELS_BUILD_TIMEOUT_S / 60:.0f} "
+            f"min to build {', '.join(b.builtin_models)} where not yet cached"
+        )
     return text

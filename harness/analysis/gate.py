@@ -83,23 +83,39 @@ class GateResult:
         return "INCONCLUSIVE" if "INCONCLUSIVE" in verdicts else "PASS"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gate_version": GATE_VERSION, "verdict": self.verdict,
-                "family": self.family, "decisions": [asdict(d) for d in self.decisions]}
+        return {
+            "gate_version": GATE_VERSION,
+            "verdict": self.verdict,
+            "family": self.family,
+            "decisions": [asdict(d) for d in self.decisions],
+        }
 
 
 def _fmt(value: float, kind: str) -> str:
     return f"{100 * value:+.2f}%" if kind == "relative" else f"{value:+.2f}pp"
 
 
-def judge_metric(row: MetricRow, tolerance: float, candidate: str,
-                 unit: str = "blocks") -> Decision:
+def judge_metric(
+    row: MetricRow, tolerance: float, candidate: str, unit: str = "blocks"
+) -> Decision:
     """Non-inferiority of one metric: its interval against `tolerance` in the bad direction
     (a fraction for relative metrics, percentage points for rates)."""
     est = row.estimate
     kind = est.kind
     sign = 1.0 if row.higher_is_better else -1.0  # "better" is sign * delta > 0
-    base = Decision(candidate, row.key, row.label, "INCONCLUSIVE", "", est.delta, est.ci_low,
-                    est.ci_high, tolerance, kind, est.mde)
+    base = Decision(
+        candidate,
+        row.key,
+        row.label,
+        "INCONCLUSIVE",
+        "",
+        est.delta,
+        est.ci_low,
+        est.ci_high,
+        tolerance,
+        kind,
+        est.mde,
+    )
     if est.delta is None or math.isnan(est.delta):
         return _replace(base, reason=f"no estimate ({est.note or 'no data'})")
     low, high = est.ci_low, est.ci_high
@@ -114,8 +130,11 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
     worst = min(sign * low, sign * high)
     best = max(sign * low, sign * high)
     bound = f"{_fmt(-sign * tolerance, kind)}"
-    shown = (f"{_fmt(est.delta, kind)} (same in every unit)" if exact
-             else f"{_fmt(est.delta, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}]")
+    shown = (
+        f"{_fmt(est.delta, kind)} (same in every unit)"
+        if exact
+        else f"{_fmt(est.delta, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}]"
+    )
     if not exact and est.se is not None and est.se > 0 and est.df is not None:
         centre = math.log1p(est.delta) if kind == "relative" else est.delta
         edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
@@ -124,8 +143,9 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
         p_reg = _t_cdf(sign * (centre - edge) / est.se, est.df) * ALPHA / est.alpha
         base = _replace(base, p_regression=min(1.0, p_reg))
     if best < -tolerance:
-        return _replace(base, verdict="REGRESSION",
-                        reason=f"{shown}: worse than the tolerance {bound}")
+        return _replace(
+            base, verdict="REGRESSION", reason=f"{shown}: worse than the tolerance {bound}"
+        )
     if worst >= -tolerance:
         return _replace(base, verdict="PASS", reason=f"{shown}: within the tolerance {bound}")
     more = None
@@ -134,13 +154,15 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
         # comes from several) that would shrink the interval so it clears the tolerance on
         # the side the estimate lies on (at the current estimate; on the line never decides).
         unit = {"block": "blocks", "launch": "launches", "round": "rounds"}.get(
-            est.error_unit or "", unit)
+            est.error_unit or "", unit
+        )
         centre = math.log1p(est.delta) if kind == "relative" else est.delta
         edge = math.log1p(-sign * tolerance) if kind == "relative" else -sign * tolerance
         # Runs combined: each further run is a later look at a smaller alpha (one launch a
         # run assumed; with more, this asks for more than needed).
-        looks = None if est.runs <= 1 else (
-            lambda n: runs_alpha(est.runs + max(0, n - est.error_n)))
+        looks = (
+            None if est.runs <= 1 else (lambda n: runs_alpha(est.runs + max(0, n - est.error_n)))
+        )
         needed = units_for_halfwidth(est.error_sd, abs(centre - edge), alpha=looks)
         if needed is not None:
             more = max(0, needed - est.error_n)
@@ -148,8 +170,9 @@ def judge_metric(row: MetricRow, tolerance: float, candidate: str,
     if est.mde is not None:
         mde = f"; MDE ±{100 * est.mde:.2f}%" if kind == "relative" else f"; MDE ±{est.mde:.2f}pp"
     extra = f"; about {more} more {unit} would decide" if more is not None else ""
-    return _replace(base, more_units=more,
-                    reason=f"{shown} straddles the tolerance {bound}{mde}{extra}")
+    return _replace(
+        base, more_units=more, reason=f"{shown} straddles the tolerance {bound}{mde}{extra}"
+    )
 
 
 def _replace(d: Decision, **changes: Any) -> Decision:
@@ -173,9 +196,13 @@ def control_family(result: GateResult) -> None:
         d = result.decisions[i]
         changes: dict[str, Any] = {"holm_p": running}
         if d.verdict == "REGRESSION" and running >= FAMILY_RATE:
-            changes.update(verdict="INCONCLUSIVE", reason=(
-                f"{d.reason} alone, but not across the {m} gated metrics (Holm-adjusted "
-                f"p {running:.3f} >= {FAMILY_RATE})"))
+            changes.update(
+                verdict="INCONCLUSIVE",
+                reason=(
+                    f"{d.reason} alone, but not across the {m} gated metrics (Holm-adjusted "
+                    f"p {running:.3f} >= {FAMILY_RATE})"
+                ),
+            )
         result.decisions[i] = _replace(d, **changes)
     if m:
         result.family = (
@@ -183,7 +210,8 @@ def control_family(result: GateResult) -> None:
             f"needs Holm-adjusted one-sided p < {100 * FAMILY_RATE:g}% across all {m}, so a "
             f"candidate at or inside every tolerance is failed at most {100 * FAMILY_RATE:g}% "
             "of the time; a PASS needs every check to PASS (its whole 95% interval inside the "
-            "tolerance). Checks known exactly, parity and proof are decided exactly.")
+            "tolerance). Checks known exactly, parity and proof are decided exactly."
+        )
 
 
 def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
@@ -192,8 +220,15 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
     unit = "blocks" if comparison.design == "one-engine" else "rounds"
     for cand in comparison.candidates:
         if cand.status != "ok":
-            result.decisions.append(Decision(cand.name, "launches", "Launches", "INCONCLUSIVE",
-                                             "no completed launch: nothing to gate"))
+            result.decisions.append(
+                Decision(
+                    cand.name,
+                    "launches",
+                    "Launches",
+                    "INCONCLUSIVE",
+                    "no completed launch: nothing to gate",
+                )
+            )
             continue
         for pattern, tolerance in spec.metrics.items():
             rows = [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]
@@ -201,22 +236,38 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
                 result.decisions.append(judge_metric(row, tolerance, cand.name, unit))
         if spec.output_parity and cand.parity is not None and cand.parity.expected:
             ok = not cand.parity.violated
-            result.decisions.append(Decision(
-                cand.name, "output_parity", "Output parity", "PASS" if ok else "REGRESSION",
-                f"{cand.parity.identical}/{cand.parity.compared} greedy outputs identical"
-                + ("" if ok else f", first divergence at token {cand.parity.first_divergence}")))
-    if spec.implementation_proof and (comparison.baseline_implementation or any(
-            c.implementation for c in comparison.candidates)):
+            result.decisions.append(
+                Decision(
+                    cand.name,
+                    "output_parity",
+                    "Output parity",
+                    "PASS" if ok else "REGRESSION",
+                    f"{cand.parity.identical}/{cand.parity.compared} greedy outputs identical"
+                    + ("" if ok else f", first divergence at token {cand.parity.first_divergence}"),
+                )
+            )
+    if spec.implementation_proof and (
+        comparison.baseline_implementation or any(c.implementation for c in comparison.candidates)
+    ):
         ok = not comparison.unproven
-        result.decisions.append(Decision(
-            "*", "implementation_proof", "Implementation proof", "PASS" if ok else "REGRESSION",
-            "every launch and pass proved its implementation ran in vLLM" if ok
-            else "; ".join(comparison.unproven)[:1000]))
+        result.decisions.append(
+            Decision(
+                "*",
+                "implementation_proof",
+                "Implementation proof",
+                "PASS" if ok else "REGRESSION",
+                "every launch and pass proved its implementation ran in vLLM"
+                if ok
+                else "; ".join(comparison.unproven)[:1000],
+            )
+        )
     control_family(result)
     runs = max((r.estimate.runs for c in comparison.candidates for r in c.rows), default=1)
     if runs > 1 and result.family:
-        result.family = (result.family.replace("whole 95% interval", "whole interval")
-                         + f" Intervals: {runs_phrase(runs)}.")
+        result.family = (
+            result.family.replace("whole 95% interval", "whole interval")
+            + f" Intervals: {runs_phrase(runs)}."
+        )
     return result
 
 
@@ -238,8 +289,9 @@ def pass_margin(df: float, false_alarm: float) -> float:
     return float(np.quantile((t * se_run - z) / se_cal, 1 - false_alarm))
 
 
-def propose_tolerances(comparison: Comparison, spec: GateSpec,
-                       false_alarm: float) -> dict[str, float]:
+def propose_tolerances(
+    comparison: Comparison, spec: GateSpec, false_alarm: float
+) -> dict[str, float]:
     """Tolerances for the gated metrics of an A/A comparison: tolerance = c * se, never below
     the minimum detectable effect, with c from pass_margin: an unchanged candidate run at this
     precision fails to PASS -- INCONCLUSIVE or REGRESSION, not REGRESSION alone -- with

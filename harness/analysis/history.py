@@ -70,17 +70,25 @@ class Step:
         where = f"{self.run_id}" + (f" ({self.commit[:12]})" if self.commit else "")
         if self.exact:
             # Enough digits to tell the two apart (a change of one token in a long run).
-            digits = next((d for d in range(4, 17) if f"{self.before:.{d}g}"
-                           != f"{self.after:.{d}g}"), 17)
+            digits = next(
+                (d for d in range(4, 17) if f"{self.before:.{d}g}" != f"{self.after:.{d}g}"), 17
+            )
             if self.series == "value":
                 show = (metric or MetricDef("", "", True)).format_value
-                return (f"changed at {where}: {show(self.before, digits)} -> "
-                        f"{show(self.after, digits)} (exact)")
-            return (f"changed at {where}: {scale * self.before:+.{digits}g}{unit} -> "
-                    f"{scale * self.after:+.{digits}g}{unit} (exact)")
+                return (
+                    f"changed at {where}: {show(self.before, digits)} -> "
+                    f"{show(self.after, digits)} (exact)"
+                )
+            return (
+                f"changed at {where}: {scale * self.before:+.{digits}g}{unit} -> "
+                f"{scale * self.after:+.{digits}g}{unit} (exact)"
+            )
         size = f"{scale * self.step:+.2f}{unit}"
-        interval = ("" if self.ci_low is None or self.ci_high is None else
-                    f" [{scale * self.ci_low:+.2f}, {scale * self.ci_high:+.2f}]")
+        interval = (
+            ""
+            if self.ci_low is None or self.ci_high is None
+            else f" [{scale * self.ci_low:+.2f}, {scale * self.ci_high:+.2f}]"
+        )
         p = "" if self.p_value is None else f", p={self.p_value:.2g}"
         return f"step {size}{interval} from {where}{p}"
 
@@ -106,10 +114,12 @@ class TrendRun:
         """One line, naming the runs it spans and no commit."""
         unit = "pp" if kind == "points" else "%"
         scale = 1.0 if kind == "points" else 100.0
-        return (f"drift {scale * self.change:+.2f}{unit} over {self.runs} runs "
-                f"({self.first_run} .. {self.last_run}): {scale * self.slope:+.3f}{unit} a run "
-                f"[{scale * self.ci_low:+.3f}, {scale * self.ci_high:+.3f}], "
-                f"p={self.p_value:.2g}; gradual, not one commit")
+        return (
+            f"drift {scale * self.change:+.2f}{unit} over {self.runs} runs "
+            f"({self.first_run} .. {self.last_run}): {scale * self.slope:+.3f}{unit} a run "
+            f"[{scale * self.ci_low:+.3f}, {scale * self.ci_high:+.3f}], "
+            f"p={self.p_value:.2g}; gradual, not one commit"
+        )
 
 
 @dataclass
@@ -145,14 +155,24 @@ def _finite(values: Any) -> np.ndarray:
 def _exact_steps(values: np.ndarray, scale: np.ndarray) -> list[tuple[int, float, float]]:
     """Indices where an exactly-known value changes by more than rounding (same_exact, with
     `scale`: per value, the magnitude it is a difference of; zeros for values)."""
-    return [(i, float(values[i - 1]), float(values[i])) for i in range(1, len(values))
-            if not same_exact(float(values[i]), float(values[i - 1]),
-                              float(max(scale[i], scale[i - 1])))]
+    return [
+        (i, float(values[i - 1]), float(values[i]))
+        for i in range(1, len(values))
+        if not same_exact(
+            float(values[i]), float(values[i - 1]), float(max(scale[i], scale[i - 1]))
+        )
+    ]
 
 
-def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
-           series: SeriesKind, scale: np.ndarray | None = None,
-           trends: list[TrendRun] | None = None) -> list[Step]:
+def _steps(
+    frame: pd.DataFrame,
+    values: np.ndarray,
+    exact: bool,
+    log: bool,
+    series: SeriesKind,
+    scale: np.ndarray | None = None,
+    trends: list[TrendRun] | None = None,
+) -> list[Step]:
     """Change points of one series, each named by the first run after it; the segments
     between them that drift are appended to `trends`."""
     ok = np.isfinite(values)
@@ -165,15 +185,30 @@ def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
 
     def at(i: int) -> dict[str, Any]:
         row = rows.iloc[i]
-        return {"index": int(np.flatnonzero(ok)[i]), "run_id": str(row["run_id"]),
-                "commit": None if row["commit"] is None or row["commit"] != row["commit"]
-                else str(row["commit"]), "created": row["created"]}
+        return {
+            "index": int(np.flatnonzero(ok)[i]),
+            "run_id": str(row["run_id"]),
+            "commit": None
+            if row["commit"] is None or row["commit"] != row["commit"]
+            else str(row["commit"]),
+            "created": row["created"],
+        }
 
     if exact:
         for i, before, after in _exact_steps(vals, np.nan_to_num(scale[ok])):
-            out.append(Step(**at(i), before=before, after=after, step=after - before,
-                            ci_low=None, ci_high=None, p_value=None, exact=True,
-                            series=series))
+            out.append(
+                Step(
+                    **at(i),
+                    before=before,
+                    after=after,
+                    step=after - before,
+                    ci_low=None,
+                    ci_high=None,
+                    p_value=None,
+                    exact=True,
+                    series=series,
+                )
+            )
         return out
     if len(vals) < 2:
         return out
@@ -182,18 +217,37 @@ def _steps(frame: pd.DataFrame, values: np.ndarray, exact: bool, log: bool,
     if trends is not None:
         conv_slope = (lambda x: math.expm1(x)) if log else (lambda x: x)
         for d in drifts(scaled, found):
-            trends.append(TrendRun(
-                int(np.flatnonzero(ok)[d.start]), int(np.flatnonzero(ok)[d.end - 1]) + 1,
-                str(rows.iloc[d.start]["run_id"]), str(rows.iloc[d.end - 1]["run_id"]),
-                d.end - d.start, conv_slope(d.slope), conv_slope(d.ci_low),
-                conv_slope(d.ci_high), conv_slope(d.change), d.p_value, series))
+            trends.append(
+                TrendRun(
+                    int(np.flatnonzero(ok)[d.start]),
+                    int(np.flatnonzero(ok)[d.end - 1]) + 1,
+                    str(rows.iloc[d.start]["run_id"]),
+                    str(rows.iloc[d.end - 1]["run_id"]),
+                    d.end - d.start,
+                    conv_slope(d.slope),
+                    conv_slope(d.ci_low),
+                    conv_slope(d.ci_high),
+                    conv_slope(d.change),
+                    d.p_value,
+                    series,
+                )
+            )
     for cp in found:
         conv = (lambda x: math.expm1(x)) if log else (lambda x: x)
         before = math.exp(cp.before) if log else cp.before
         after = math.exp(cp.after) if log else cp.after
-        out.append(Step(**at(cp.index), before=before, after=after, step=conv(cp.step),
-                        ci_low=conv(cp.ci_low), ci_high=conv(cp.ci_high),
-                        p_value=cp.p_value, series=series))
+        out.append(
+            Step(
+                **at(cp.index),
+                before=before,
+                after=after,
+                step=conv(cp.step),
+                ci_low=conv(cp.ci_low),
+                ci_high=conv(cp.ci_high),
+                p_value=cp.p_value,
+                series=series,
+            )
+        )
     return out
 
 
@@ -212,23 +266,44 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
         group = group.sort_values(["created_unix", "run_id"]).reset_index(drop=True)
         kind = group["kind"].iloc[-1]
         exact = bool(group["exact"].fillna(False).all())
-        series = Series(scenario, machine or None, cell or None, candidate, name,
-                        str(group["label"].iloc[-1]), None if kind is None else str(kind),
-                        group, exact, metric_def(name))
+        series = Series(
+            scenario,
+            machine or None,
+            cell or None,
+            candidate,
+            name,
+            str(group["label"].iloc[-1]),
+            None if kind is None else str(kind),
+            group,
+            exact,
+            metric_def(name),
+        )
         values = _finite(group["candidate_value"])
         # A delta in points is a difference of values this large (relative: of ratios near 1).
-        scale = (np.fmax(np.abs(values), np.abs(_finite(group["baseline_value"])))
-                 if kind == "points" else np.ones(len(values)))
-        series.delta_steps = _steps(group, _finite(group["delta"]), exact, log=False,
-                                    series="delta", scale=scale, trends=series.delta_drifts)
+        scale = (
+            np.fmax(np.abs(values), np.abs(_finite(group["baseline_value"])))
+            if kind == "points"
+            else np.ones(len(values))
+        )
+        series.delta_steps = _steps(
+            group,
+            _finite(group["delta"]),
+            exact,
+            log=False,
+            series="delta",
+            scale=scale,
+            trends=series.delta_drifts,
+        )
         log = kind == "relative"
-        series.value_steps = _steps(group, values, exact, log=log, series="value",
-                                    trends=series.value_drifts)
+        series.value_steps = _steps(
+            group, values, exact, log=log, series="value", trends=series.value_drifts
+        )
         usable = values[np.isfinite(values) & (values > 0 if log else True)]
         if not exact and len(usable) >= 4:
             step = detectable_step(np.log(usable) if log else usable)
-            series.value_detectable = (math.expm1(step) if log else step) if math.isfinite(
-                step) else None
+            series.value_detectable = (
+                (math.expm1(step) if log else step) if math.isfinite(step) else None
+            )
         out.append(series)
     return out
 
@@ -242,8 +317,7 @@ def latest_segment(values: np.ndarray, steps: list[Step]) -> np.ndarray:
 # --- a run judged against its history ---------------------------------------------------------
 
 
-def _prediction(value: float, segment: np.ndarray, log: bool) -> tuple[float, float, float,
-                                                                         float]:
+def _prediction(value: float, segment: np.ndarray, log: bool) -> tuple[float, float, float, float]:
     """This run's value against the segment's: (difference, low, high, sd of the segment),
     the interval a new run of the same code would fall in 95% of the time (t, n - 1 df, with
     the segment's run-to-run spread as the error term). `log`: relative, as a fraction."""
@@ -258,23 +332,44 @@ def _prediction(value: float, segment: np.ndarray, log: bool) -> tuple[float, fl
     return diff, diff - half, diff + half, sd
 
 
-def _decision(candidate: str, check: str, label: str, kind: str | None, higher: bool,
-              delta: float, low: float | None, high: float | None, tolerance: float,
-              note: str, exact: bool) -> Decision:
+def _decision(
+    candidate: str,
+    check: str,
+    label: str,
+    kind: str | None,
+    higher: bool,
+    delta: float,
+    low: float | None,
+    high: float | None,
+    tolerance: float,
+    note: str,
+    exact: bool,
+) -> Decision:
     """judge_metric's non-inferiority rule on a history comparison."""
     estimate = DeltaEstimate(
-        kind="points" if kind == "points" else "relative", delta=delta,
-        ci_low=None if exact else low, ci_high=None if exact else high, p_value=None,
-        test="history", significant=False, mde=None, cv_baseline=None, cv_candidate=None,
-        noisy=False, n_baseline=0, n_candidate=0,
-        note="no spread: known exactly" if exact else None)
+        kind="points" if kind == "points" else "relative",
+        delta=delta,
+        ci_low=None if exact else low,
+        ci_high=None if exact else high,
+        p_value=None,
+        test="history",
+        significant=False,
+        mde=None,
+        cv_baseline=None,
+        cv_candidate=None,
+        noisy=False,
+        n_baseline=0,
+        n_candidate=0,
+        note="no spread: known exactly" if exact else None,
+    )
     row = MetricRow(check, label, higher, float("nan"), float("nan"), estimate)
     d = judge_metric(row, tolerance, candidate, "runs")
     return replace(d, reason=f"{d.reason}; {note}")
 
 
-def judge_against_history(run: Run, comparison: Comparison, frame: pd.DataFrame,
-                          spec: GateSpec) -> tuple[GateResult, list[str]]:
+def judge_against_history(
+    run: Run, comparison: Comparison, frame: pd.DataFrame, spec: GateSpec
+) -> tuple[GateResult, list[str]]:
     """Each gated metric of `comparison` (this run) against the latest stable segment of the
     same scenario's history on the same machine (`frame`: the store's history, this run
     excluded): the candidate arm's value, exactly where it is deterministic, else with the
@@ -292,61 +387,139 @@ def judge_against_history(run: Run, comparison: Comparison, frame: pd.DataFrame,
     for cand in comparison.candidates:
         for pattern, tolerance in spec.metrics.items():
             for row in [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]:
-                result.decisions.extend(_judge_row(cand.name, row, tolerance,
-                                                   series.get((cand.name, row.key)),
-                                                   comparison.design))
+                result.decisions.extend(
+                    _judge_row(
+                        cand.name,
+                        row,
+                        tolerance,
+                        series.get((cand.name, row.key)),
+                        comparison.design,
+                    )
+                )
     return result, notes
 
 
-def _judge_row(candidate: str, row: MetricRow, tolerance: float, series: Series | None,
-               design: str) -> list[Decision]:
+def _judge_row(
+    candidate: str, row: MetricRow, tolerance: float, series: Series | None, design: str
+) -> list[Decision]:
     kind = row.estimate.kind
     exact_now = row.estimate.known_exactly
     label = f"{row.label} (vs history)"
     if series is None or series.frame.empty:
-        return [Decision(candidate, row.key, label, "INCONCLUSIVE",
-                         "no earlier run of this comparison in the results folder's store")]
+        return [
+            Decision(
+                candidate,
+                row.key,
+                label,
+                "INCONCLUSIVE",
+                "no earlier run of this comparison in the results folder's store",
+            )
+        ]
     values = _finite(series.frame["candidate_value"])
     out = []
     if series.exact and exact_now:
         reference = float(latest_segment(values, series.value_steps)[-1])
-        diff = (0.0 if same_exact(row.candidate, reference)  # the same counts, rounded apart
-                else row.candidate - reference if kind == "points"
-                else row.candidate / reference - 1 if reference else float("nan"))
+        diff = (
+            0.0
+            if same_exact(row.candidate, reference)  # the same counts, rounded apart
+            else row.candidate - reference
+            if kind == "points"
+            else row.candidate / reference - 1
+            if reference
+            else float("nan")
+        )
         n = len(latest_segment(values, series.value_steps))
-        note = (f"exact under greedy decoding: {row.candidate:.6g} against {reference:.6g} "
-                f"in the last {n} run(s)")
-        out.append(_decision(candidate, row.key, label, kind, row.higher_is_better, diff,
-                             None, None, tolerance, note, exact=True))
+        note = (
+            f"exact under greedy decoding: {row.candidate:.6g} against {reference:.6g} "
+            f"in the last {n} run(s)"
+        )
+        out.append(
+            _decision(
+                candidate,
+                row.key,
+                label,
+                kind,
+                row.higher_is_better,
+                diff,
+                None,
+                None,
+                tolerance,
+                note,
+                exact=True,
+            )
+        )
         return out
     log = kind == "relative"
     segment = latest_segment(values, series.value_steps)
     segment = segment[np.isfinite(segment) & ((segment > 0) if log else True)]
     if len(segment) < MIN_HISTORY or not math.isfinite(row.candidate):
-        out.append(Decision(candidate, row.key, label, "INCONCLUSIVE",
-                            f"the latest stable segment of the history holds {len(segment)} "
-                            f"run(s); a spread needs {MIN_HISTORY}"))
+        out.append(
+            Decision(
+                candidate,
+                row.key,
+                label,
+                "INCONCLUSIVE",
+                f"the latest stable segment of the history holds {len(segment)} "
+                f"run(s); a spread needs {MIN_HISTORY}",
+            )
+        )
     else:
         diff, low, high, sd = _prediction(row.candidate, segment, log)
         spread = f"{100 * sd:.2f}%" if log else f"{sd:.3g}"
-        note = (f"error term: the run-to-run spread of the {len(segment)} runs in the latest "
-                f"stable segment (sd {spread}), launch-to-launch noise included")
-        out.append(_decision(candidate, row.key, label, kind, row.higher_is_better, diff,
-                             low, high, tolerance, note, exact=False))
+        note = (
+            f"error term: the run-to-run spread of the {len(segment)} runs in the latest "
+            f"stable segment (sd {spread}), launch-to-launch noise included"
+        )
+        out.append(
+            _decision(
+                candidate,
+                row.key,
+                label,
+                kind,
+                row.higher_is_better,
+                diff,
+                low,
+                high,
+                tolerance,
+                note,
+                exact=False,
+            )
+        )
     if design == "one-engine" and not exact_now:
         deltas = latest_segment(_finite(series.frame["delta"]), series.delta_steps)
         deltas = deltas[np.isfinite(deltas)]
         dlabel = f"{row.label} delta (vs history)"
         if len(deltas) < MIN_HISTORY:
-            out.append(Decision(candidate, f"{row.key}:delta", dlabel, "INCONCLUSIVE",
-                                f"the latest stable segment of the deltas holds {len(deltas)} "
-                                f"run(s); a spread needs {MIN_HISTORY}"))
+            out.append(
+                Decision(
+                    candidate,
+                    f"{row.key}:delta",
+                    dlabel,
+                    "INCONCLUSIVE",
+                    f"the latest stable segment of the deltas holds {len(deltas)} "
+                    f"run(s); a spread needs {MIN_HISTORY}",
+                )
+            )
         else:
             diff, low, high, sd = _prediction(row.estimate.delta, deltas, log=False)
             unit = 100 if kind == "relative" else 1
-            note = (f"this run's delta against the {len(deltas)} one-engine deltas of the "
-                    f"latest stable segment (sd {unit * sd:.2f}{'%' if unit == 100 else 'pp'})")
-            out.append(_decision(candidate, f"{row.key}:delta", dlabel, kind,
-                                 row.higher_is_better, diff, low, high, tolerance, note,
-                                 exact=False))
+            note = (
+                f"this run's delta against the {len(deltas)} one-engine deltas of the "
+                f"latest stable segment (sd {unit * sd:.2f}{'%' if unit == 100 else 'pp'})"
+            )
+            out.append(
+                _decision(
+                    candidate,
+                    f"{row.key}:delta",
+                    dlabel,
+                    kind,
+                    row.higher_is_better,
+                    diff,
+                    low,
+                    high,
+                    tolerance,
+                    note,
+                    exact=False,
+                )
+            )
     return out

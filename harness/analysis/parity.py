@@ -12,8 +12,7 @@ from harness.wire.records import RunRecord
 
 def _outputs(runs: list[RunRecord], variant: str) -> list[dict[int, list[int]]]:
     """Per pass (in launch order), prompt index -> generated token ids."""
-    return [{r.index: r.output_token_ids for r in p.requests}
-            for _, p in arm_passes(runs, variant)]
+    return [{r.index: r.output_token_ids for r in p.requests} for _, p in arm_passes(runs, variant)]
 
 
 def _first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -23,8 +22,9 @@ def _first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def output_parity(runs: list[RunRecord], baseline: str, candidate: str,
-                  expected: bool = False, exact: bool = True) -> Parity | None:
+def output_parity(
+    runs: list[RunRecord], baseline: str, candidate: str, expected: bool = False, exact: bool = True
+) -> Parity | None:
     """`exact`: whether outputs must repeat bit for bit (a CPU, or vLLM's batch-invariant
     mode); else the candidate is judged against the baseline's own repeat parity."""
     base, cand = _outputs(runs, baseline), _outputs(runs, candidate)
@@ -46,5 +46,13 @@ def output_parity(runs: list[RunRecord], baseline: str, candidate: str,
     own = [[ref[i] == t for i, t in outputs.items() if i in ref] for outputs in base[1:]]
     pairs = [same for one in own for same in one]
     self_identical = float(np.mean(pairs)) if pairs else None
-    return Parity(compared, identical, first, self_identical, expected, exact, per_pass,
-                  [float(np.mean(one)) for one in own if one])
+    return Parity(
+        compared,
+        identical,
+        first,
+        self_identical,
+        expected,
+        exact,
+        per_pass,
+        [float(np.mean(one)) for one in own if one],
+    )

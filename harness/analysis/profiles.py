@@ -125,21 +125,35 @@ def arm_profiles(run_dir: Path, runs: list[RunRecord]) -> dict[str, ArmProfile]:
                     total[key] = total.get(key, 0.0) + us / len(per_rank)
             count[p.arm] = count.get(p.arm, 0) + 1
             walls.setdefault(p.arm, []).append(p.duration_s)
-    return {arm: ArmProfile(arm, count[arm], {k: v / count[arm] for k, v in total.items()},
-                            sum(walls[arm]) / len(walls[arm]))
-            for arm, total in sums.items()}
+    return {
+        arm: ArmProfile(
+            arm,
+            count[arm],
+            {k: v / count[arm] for k, v in total.items()},
+            sum(walls[arm]) / len(walls[arm]),
+        )
+        for arm, total in sums.items()
+    }
 
 
 def op_deltas(base: ArmProfile, cand: ArmProfile, top: int) -> list[OpDelta]:
     """The `top` ops: those that ran in one arm only, then those whose self time per pass
     differs most (absolute) between the arms; each group by the size of its difference."""
     keys = set(base.self_us) | set(cand.self_us)
-    rows = [OpDelta(name, kind, base.self_us.get((kind, name), 0.0) / 1000,
-                    cand.self_us.get((kind, name), 0.0) / 1000,
-                    cand.self_us.get((kind, name), 0.0) / 1e6 / cand.pass_s
-                    if cand.pass_s > 0 else 0.0,
-                    only=None if (kind, name) in base.self_us and (kind, name) in cand.self_us
-                    else base.arm if (kind, name) in base.self_us else cand.arm)
-            for kind, name in keys]
+    rows = [
+        OpDelta(
+            name,
+            kind,
+            base.self_us.get((kind, name), 0.0) / 1000,
+            cand.self_us.get((kind, name), 0.0) / 1000,
+            cand.self_us.get((kind, name), 0.0) / 1e6 / cand.pass_s if cand.pass_s > 0 else 0.0,
+            only=None
+            if (kind, name) in base.self_us and (kind, name) in cand.self_us
+            else base.arm
+            if (kind, name) in base.self_us
+            else cand.arm,
+        )
+        for kind, name in keys
+    ]
     rows.sort(key=lambda r: (r.only is None, -abs(r.delta_ms), r.name))
     return rows[:top]

@@ -11,8 +11,12 @@ from harness.results.run import arm_passes
 from harness.wire.records import ImplReport, RunRecord
 
 
-def proof_problems(reports: list[ImplReport] | None, implementation: str | None, tp_size: int,
-                   harness_pid: int | None) -> list[str]:
+def proof_problems(
+    reports: list[ImplReport] | None,
+    implementation: str | None,
+    tp_size: int,
+    harness_pid: int | None,
+) -> list[str]:
     """Why `reports` do not prove that `implementation` ran in every vLLM process (empty when
     they do). Missing reports, install errors, another choice, zero calls, a wrong or mixed
     path, a missing TP rank and a report from the harness's own process each count."""
@@ -57,9 +61,12 @@ def _overlay_unreached(reports: list[ImplReport]) -> list[str]:
         if isinstance(listed, list):
             overlaid += [str(k) for k in listed if str(k) not in overlaid]
     called = {key for r in reports for key, n in r.paths.items() if n}
-    return [f"overlay ran 0 times: {key.partition(':')[2]} ({key.partition(':')[0]}): your "
-            "change is not on this scenario's path" for key in overlaid
-            if key not in called and _owed(key, reports)]
+    return [
+        f"overlay ran 0 times: {key.partition(':')[2]} ({key.partition(':')[0]}): your "
+        "change is not on this scenario's path"
+        for key in overlaid
+        if key not in called and _owed(key, reports)
+    ]
 
 
 def _owed(key: str, reports: list[ImplReport]) -> bool:
@@ -78,17 +85,23 @@ def ran_paths(runs: list[RunRecord], variant: str) -> list[str]:
         if run.result is None:
             continue
         if run.variant == variant:
-            paths |= {f"{rep.implementation}:{rep.choice} -> {rep.path}"
-                      for rep in run.result.impl_reports}
+            paths |= {
+                f"{rep.implementation}:{rep.choice} -> {rep.path}"
+                for rep in run.result.impl_reports
+            }
         for p in run.result.passes:
             if p.arm == variant:
-                paths |= {f"{rep.implementation}:{rep.choice} -> {path}"
-                          for rep in p.impl_reports or [] for path in rep.paths}
+                paths |= {
+                    f"{rep.implementation}:{rep.choice} -> {path}"
+                    for rep in p.impl_reports or []
+                    for path in rep.paths
+                }
     return sorted(paths)
 
 
-def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | None,
-                    tp_size: int) -> tuple[dict[tuple[str, int], str], list[str]]:
+def unproven_passes(
+    runs: list[RunRecord], variant: str, implementation: str | None, tp_size: int
+) -> tuple[dict[tuple[str, int], str], list[str]]:
     """Passes of `variant` whose vLLM processes did not prove its implementation ran:
     (run_key, repeat) -> why, and one line per launch for the table. One-engine passes carry
     their own reports; a launch-per-arm launch is judged, all its passes alike, on its own."""
@@ -100,8 +113,7 @@ def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | N
         assert run.result is not None
         if p.arm is None:
             continue
-        problems = proof_problems(p.impl_reports, implementation, tp_size,
-                                  run.result.worker_pid)
+        problems = proof_problems(p.impl_reports, implementation, tp_size, run.result.worker_pid)
         if problems:
             bad[(run.run_key, p.repeat)] = "; ".join(problems)
     for run in runs:
@@ -109,18 +121,20 @@ def unproven_passes(runs: list[RunRecord], variant: str, implementation: str | N
             continue
         if any(p.arm for p in run.result.passes):
             continue  # a shared launch: judged pass by pass above
-        problems = proof_problems(run.result.impl_reports, implementation, tp_size,
-                                  run.result.worker_pid)
+        problems = proof_problems(
+            run.result.impl_reports, implementation, tp_size, run.result.worker_pid
+        )
         if problems:
             lines.append(f"{run.run_key}: {'; '.join(problems)}")
-            bad.update({(run.run_key, p.repeat): "; ".join(problems)
-                        for p in run.result.passes})
+            bad.update({(run.run_key, p.repeat): "; ".join(problems) for p in run.result.passes})
     by_launch: dict[str, list[str]] = {}
     for (key, repeat), why in bad.items():
         if not any(line.startswith(f"{key}:") for line in lines):
             by_launch.setdefault(key, []).append(f"pass {repeat}: {why}")
-    lines += [f"{key}: {variant}: {len(items)} pass(es) unproven (first: {items[0]})"
-              for key, items in by_launch.items()]
+    lines += [
+        f"{key}: {variant}: {len(items)} pass(es) unproven (first: {items[0]})"
+        for key, items in by_launch.items()
+    ]
     return bad, lines
 
 
@@ -130,8 +144,12 @@ def _name(key: str) -> str:
     return f"{qualname} ({module})"
 
 
-def overlay_evidence(startup: list[ImplReport], warm: list[ImplReport],
-                     files: list[ImplReport], harness_pid: int | None) -> list[str]:
+def overlay_evidence(
+    startup: list[ImplReport],
+    warm: list[ImplReport],
+    files: list[ImplReport],
+    harness_pid: int | None,
+) -> list[str]:
     """Why a one-engine overlay cannot be measured, from where its functions ran before the
     first measured block (empty when it can): `startup` is what each worker process reported
     for the engine's start (up to the first switch), `warm` what they reported for the warm-up
@@ -155,32 +173,48 @@ def overlay_evidence(startup: list[ImplReport], warm: list[ImplReport],
             shadows.update({str(k): str(v) for k, v in found.items()})
     problems = []
     for key in overlaid:
-        elsewhere = sorted({(r.pid, r.ppid, str(r.details.get("process") or ""))
-                            for r in files if r.implementation == "overlay"
-                            and r.pid not in workers and r.paths.get(key)})
+        elsewhere = sorted(
+            {
+                (r.pid, r.ppid, str(r.details.get("process") or ""))
+                for r in files
+                if r.implementation == "overlay" and r.pid not in workers and r.paths.get(key)
+            }
+        )
         started = sum(r.paths.get(key, 0) for r in startup if r.implementation == "overlay")
         warmed = sum(r.paths.get(key, 0) for r in warm if r.implementation == "overlay")
         if elsewhere:
             pid, ppid, process = elsewhere[0]
-            where = ("the front end (the harness's own process, LLM's)" if pid == harness_pid
-                     else f"vLLM's {process}" if process and process != "MainProcess"
-                     else "the engine core" if ppid == harness_pid else "a vLLM process")
+            where = (
+                "the front end (the harness's own process, LLM's)"
+                if pid == harness_pid
+                else f"vLLM's {process}"
+                if process and process != "MainProcess"
+                else "the engine core"
+                if ppid == harness_pid
+                else "a vLLM process"
+            )
             problems.append(
                 f"{_name(key)} runs in {where} (pid {pid}), which the arm switch "
                 "(collective_rpc to vLLM's workers) never reaches: there it would run the "
-                "launch's own arm in every pass, so the change would be measured half applied")
+                "launch's own arm in every pass, so the change would be measured half applied"
+            )
         elif warmed:
             continue
         elif key in shadows:
-            problems.append(f"{_name(key)} never ran: {shadows[key]}, so the changed version "
-                            "is never called on this platform")
+            problems.append(
+                f"{_name(key)} never ran: {shadows[key]}, so the changed version "
+                "is never called on this platform"
+            )
         elif started:
             problems.append(
                 f"{_name(key)} ran only while the engine started ({started} call(s) before the "
                 "first switch, none in the warm-up's passes): start-up code runs before any "
-                "switch between arms, so every arm would measure the launch's own version")
+                "switch between arms, so every arm would measure the launch's own version"
+            )
         else:
-            problems.append(f"overlay ran 0 times: {_name(key)}: your change is not on this "
-                            "scenario's path (no call while the engine started or in the "
-                            "warm-up)")
+            problems.append(
+                f"overlay ran 0 times: {_name(key)}: your change is not on this "
+                "scenario's path (no call while the engine started or in the "
+                "warm-up)"
+            )
     return problems

@@ -27,10 +27,12 @@ def repeat_note(earlier: list[Path]) -> str | None:
     if not earlier:
         return None
     names = ", ".join(p.name for p in earlier[-3:]) + (" ..." if len(earlier) > 3 else "")
-    return (f"this comparison was run {len(earlier)} time(s) before in this results folder "
-            f"({names}): re-running until one comes out significant inflates false positives "
-            "(up to 3 runs: about 18%); `specbench gate RUN --combine` decides on all of them, "
-            "each run a launch")
+    return (
+        f"this comparison was run {len(earlier)} time(s) before in this results folder "
+        f"({names}): re-running until one comes out significant inflates false positives "
+        "(up to 3 runs: about 18%); `specbench gate RUN --combine` decides on all of them, "
+        "each run a launch"
+    )
 
 
 def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Comparison, int]:
@@ -49,9 +51,15 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
         span = max((r.order for r in run.runs), default=-1) + 1
         rounds = max((r.round for r in run.runs), default=-1) + 1
         for r in run.runs:
-            records.append(r.model_copy(update={
-                "run_key": f"{run.run_id}/{r.run_key}", "order": r.order + offset,
-                "round": r.round + offset}))
+            records.append(
+                r.model_copy(
+                    update={
+                        "run_key": f"{run.run_id}/{r.run_key}",
+                        "order": r.order + offset,
+                        "round": r.round + offset,
+                    }
+                )
+            )
         offset += max(span, rounds)
     # The normal path's builder, so nothing the scenario declares (its no-speculation arm,
     # each arm's draft tokens, its setup, builds and overlays) is left out.
@@ -64,5 +72,6 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
         mark_family(cand.rows, scenario.primary_metric)
     comparison.warnings.append(
         f"combined: {len(runs)} runs of this comparison ({', '.join(r.run_id for r in runs)}), "
-        f"each a launch; interval {runs_phrase(len(runs))}")
+        f"each a launch; interval {runs_phrase(len(runs))}"
+    )
     return comparison, len(runs)

@@ -40,27 +40,33 @@ from harness.analysis.stats import ALPHA, _t
 
 TIMING_COLUMNS = ("steps", "step_s", "forward_s", "draft_s")
 # The factors in the order they multiply, and their labels.
-FACTORS = (("ideal", "ideal: k + 1 tokens per step"),
-           ("acceptance", "acceptance"),
-           ("draft", "draft cost"),
-           ("verification", "verification cost"),
-           ("other", "other overhead"))
-PARTS_OF_ACCEPTANCE = (("per_request", "per-request acceptance"),
-                       ("batch", "the batch draining unevenly"))
+FACTORS = (
+    ("ideal", "ideal: k + 1 tokens per step"),
+    ("acceptance", "acceptance"),
+    ("draft", "draft cost"),
+    ("verification", "verification cost"),
+    ("other", "other overhead"),
+)
+PARTS_OF_ACCEPTANCE = (
+    ("per_request", "per-request acceptance"),
+    ("batch", "the batch draining unevenly"),
+)
 PARTS_OF_OTHER = (("rest_of_step", "rest of the step"), ("outside", "outside the steps"))
 
 
 def _launch_sums(passes: pd.DataFrame) -> dict[str, float] | None:
     """One launch's passes pooled: step counts and times, tokens, wall time, and the mean
     log output throughput (the table's unit); None without step times in every pass."""
-    if passes.empty or any(c not in passes for c in TIMING_COLUMNS) \
-            or passes[list(TIMING_COLUMNS)].isna().any().any():
+    if (
+        passes.empty
+        or any(c not in passes for c in TIMING_COLUMNS)
+        or passes[list(TIMING_COLUMNS)].isna().any().any()
+    ):
         return None
     thr = passes["output_throughput"].astype(float)
     if not (thr > 0).all() or not (passes["steps"] > 0).all():
         return None
-    sums = {c: float(passes[c].sum()) for c in (*TIMING_COLUMNS, "output_tokens",
-                                                "duration_s")}
+    sums = {c: float(passes[c].sum()) for c in (*TIMING_COLUMNS, "output_tokens", "duration_s")}
     sums["log_throughput"] = float(np.log(thr).mean())
     for c in ("num_accepted_tokens", "num_draft_tokens", "num_drafts"):
         sums[c] = float(passes[c].sum()) if c in passes else 0.0
@@ -104,14 +110,18 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
     frame (with step times); None when no round has both arms' launches with step times."""
     launches: dict[tuple[str, int], dict[str, float]] = {}
     for (variant, rnd), group in passes[passes["variant"].isin([arm, reference])].groupby(
-            ["variant", "round"]):
+        ["variant", "round"]
+    ):
         # A round holds one launch per arm (launch-per-arm: the no-speculation arm's design).
         sums = _launch_sums(group)
         if sums is not None:
             launches[(str(variant), int(rnd))] = sums
     # A speculative launch that never drafted has no acceptance to decompose.
-    rounds = sorted(r for (v, r) in launches if v == arm and (reference, r) in launches
-                    and launches[(v, r)]["num_drafts"] > 0)
+    rounds = sorted(
+        r
+        for (v, r) in launches
+        if v == arm and (reference, r) in launches and launches[(v, r)]["num_drafts"] > 0
+    )
     if not rounds:
         return None
     per_round = [_factors(launches[(arm, r)], launches[(reference, r)], k) for r in rounds]
@@ -134,8 +144,7 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
     raw["rest0_ms"] = raw["step0_ms"] - raw["forward0_ms"]
     drafted, drafts = pooled(arm, "num_draft_tokens"), pooled(arm, "num_drafts")
     alpha = pooled(arm, "num_accepted_tokens") / drafted if drafted else math.nan
-    acceptance_length = (1 + pooled(arm, "num_accepted_tokens") / drafts if drafts
-                         else math.nan)
+    acceptance_length = 1 + pooled(arm, "num_accepted_tokens") / drafts if drafts else math.nan
     c = raw["draft_ms"] / raw["step0_ms"]
     if math.isnan(alpha):
         expected = math.nan
@@ -144,22 +153,54 @@ def decompose(passes: pd.DataFrame, arm: str, reference: str, k: int) -> Decompo
     else:
         expected = (1 - alpha ** (k + 1)) / (1 - alpha)
     return Decomposition(
-        arm=arm, reference=reference, k=k, rounds=rounds,
+        arm=arm,
+        reference=reference,
+        k=k,
+        rounds=rounds,
         measured=_factor("measured", "measured speedup", logs["measured"]),
         factors=[_factor(key, label, logs[key]) for key, label in FACTORS],
-        parts_of_acceptance=[_factor(key, label, logs[key])
-                             for key, label in PARTS_OF_ACCEPTANCE],
+        parts_of_acceptance=[_factor(key, label, logs[key]) for key, label in PARTS_OF_ACCEPTANCE],
         parts_of_other=[_factor(key, label, logs[key]) for key, label in PARTS_OF_OTHER],
-        raw=raw, alpha=alpha, acceptance_length=acceptance_length, draft_cost=c,
-        leviathan_tokens=expected, leviathan_speedup=expected / (1 + c))
+        raw=raw,
+        alpha=alpha,
+        acceptance_length=acceptance_length,
+        draft_cost=c,
+        leviathan_tokens=expected,
+        leviathan_speedup=expected / (1 + c),
+    )
 
 
 def decomposition_frame(decompositions: list[Decomposition]) -> pd.DataFrame:
     """A comparison's decompositions as one DataFrame (notebooks): a row per arm and term,
     with its factor and 95% CI; `part_of` names the factor a part belongs to."""
-    rows = [{"arm": d.arm, "reference": d.reference, "k": d.k, "rounds": len(d.rounds),
-             "term": f.key, "label": f.label, "part_of": part_of, "factor": f.value,
-             "ci_low": f.low, "ci_high": f.high}
-            for d in decompositions for f, part_of in d.terms()]
-    return pd.DataFrame(rows, columns=["arm", "reference", "k", "rounds", "term", "label",
-                                       "part_of", "factor", "ci_low", "ci_high"])
+    rows = [
+        {
+            "arm": d.arm,
+            "reference": d.reference,
+            "k": d.k,
+            "rounds": len(d.rounds),
+            "term": f.key,
+            "label": f.label,
+            "part_of": part_of,
+            "factor": f.value,
+            "ci_low": f.low,
+            "ci_high": f.high,
+        }
+        for d in decompositions
+        for f, part_of in d.terms()
+    ]
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "arm",
+            "reference",
+            "k",
+            "rounds",
+            "term",
+            "label",
+            "part_of",
+            "factor",
+            "ci_low",
+            "ci_high",
+        ],
+    )

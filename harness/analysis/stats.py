@@ -144,9 +144,14 @@ class DeltaEstimate:
         is up to EXACT_RTOL (a mean of equal values may round apart)."""
         if self.exact or (self.note and self.note.startswith("no spread")):
             return True
-        return (self.n_baseline > 0 and self.n_candidate > 0 and math.isfinite(self.delta)
-                and all(cv is not None and cv <= EXACT_RTOL
-                        for cv in (self.cv_baseline, self.cv_candidate)))
+        return (
+            self.n_baseline > 0
+            and self.n_candidate > 0
+            and math.isfinite(self.delta)
+            and all(
+                cv is not None and cv <= EXACT_RTOL for cv in (self.cv_baseline, self.cv_candidate)
+            )
+        )
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -210,8 +215,14 @@ def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
     runs_alpha(runs): anytime-valid across re-runs. The p-value is adjusted to the ALPHA
     scale (raw p * ALPHA / runs_alpha, at most 1), so every downstream 5% rule (stars, Holm,
     the gate's one-sided 2.5%) applies unchanged. One run, or no interval: unchanged."""
-    if runs <= 1 or est.se is None or est.df is None or est.p_value is None \
-            or est.ci_low is None or not est.se > 0:
+    if (
+        runs <= 1
+        or est.se is None
+        or est.df is None
+        or est.p_value is None
+        or est.ci_low is None
+        or not est.se > 0
+    ):
         return est
     alpha = runs_alpha(runs)
     relative = est.kind == "relative"
@@ -222,17 +233,27 @@ def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
     if relative:
         low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
     p = min(1.0, est.p_value * ALPHA / alpha)
-    return replace(est, ci_low=low, ci_high=high, p_value=p, mde=mde, alpha=alpha, runs=runs,
-                   significant=_significant(p, low, high))
+    return replace(
+        est,
+        ci_low=low,
+        ci_high=high,
+        p_value=p,
+        mde=mde,
+        alpha=alpha,
+        runs=runs,
+        significant=_significant(p, low, high),
+    )
 
 
 def runs_phrase(runs: int) -> str:
     """What a combined interval is, for the output: which interval, how many looks."""
     if runs <= 1:
         return "fixed-sample 95% interval (one run, one look)"
-    return (f"anytime-valid across re-runs: look {runs} of any number, "
-            f"{100 * (1 - runs_alpha(runs)):.2f}% interval (the first run's own verdict at "
-            f"{100 * ALPHA:g}%, every later combination together {100 * RUNS_ALPHA:g}%)")
+    return (
+        f"anytime-valid across re-runs: look {runs} of any number, "
+        f"{100 * (1 - runs_alpha(runs)):.2f}% interval (the first run's own verdict at "
+        f"{100 * ALPHA:g}%, every later combination together {100 * RUNS_ALPHA:g}%)"
+    )
 
 
 def _t(df: float, q: float) -> float:
@@ -245,8 +266,9 @@ def _mde_scale(df: float) -> float:
     return _t(df, 1 - ALPHA / 2) + _t(df, POWER)
 
 
-def blocks_needed(unit_sd: float, target_mde: float, kind: DeltaKind,
-                  max_units: int = 100_000) -> int | None:
+def blocks_needed(
+    unit_sd: float, target_mde: float, kind: DeltaKind, max_units: int = 100_000
+) -> int | None:
     """Fewest independent units (blocks of one launch, or paired rounds: df = n - 1) whose MDE
     is within `target_mde` (delta scale: 0.02 = 2% for relative); None beyond `max_units`."""
     target = math.log1p(target_mde) if kind == "relative" else target_mde
@@ -268,8 +290,12 @@ def blocks_needed(unit_sd: float, target_mde: float, kind: DeltaKind,
     return low
 
 
-def units_for_halfwidth(unit_sd: float, halfwidth: float, max_units: int = 100_000,
-                        alpha: Callable[[int], float] | None = None) -> int | None:
+def units_for_halfwidth(
+    unit_sd: float,
+    halfwidth: float,
+    max_units: int = 100_000,
+    alpha: Callable[[int], float] | None = None,
+) -> int | None:
     """The smallest number of units whose 95% t interval (df = n - 1) is at most `halfwidth`
     wide on each side, on the analysis scale; None when out of reach. `alpha`: the interval's
     error rate at n units where it is not ALPHA (runs combined: a later look spends less)."""
@@ -300,8 +326,7 @@ def precision_reached(est: DeltaEstimate, target_mde: float, min_df: float = 0.0
     (20% trimmed, Yuen) summary, whose df are 60% of its blocks', waits for blocks enough.
     At a 2% target with 1 stall in 20 passes in either arm, stopping on blocks alone gave 7.20%
     A/A false positives (2000 trials; tests/unit/test_stats_stress.py)."""
-    return est.mde is not None and est.mde <= target_mde and (
-        est.df is None or est.df >= min_df)
+    return est.mde is not None and est.mde <= target_mde and (est.df is None or est.df >= min_df)
 
 
 @dataclass(frozen=True)
@@ -362,8 +387,7 @@ def warmup_cut(d: np.ndarray, p_value: float = 0.001, margin: float = 1.0) -> in
     return min(int(WARMUP_CAP * n), int(math.ceil(margin * k)))
 
 
-def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P,
-                          confirm: int = 0) -> bool:
+def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P, confirm: int = 0) -> bool:
     """The worker's warm-up rule on the block differences so far (at least 8): still settling
     while the cut warmup_cut finds reaches its cap (the settling is not yet behind the first
     half), or while the last 16 blocks still trend (slope, t at `p_value`). Looser
@@ -382,8 +406,9 @@ def warmup_still_settling(d: np.ndarray, p_value: float = WARMUP_CHECK_P,
     # A slow climb is too gentle for any cut to see early: its trend over the recent half is.
     if _trending(d, p_value):
         return True
-    return confirm > 0 and all(_trending(d[:m], p_value)
-                               for m in range(WARMUP_TREND_BLOCKS, n - confirm + 1))
+    return confirm > 0 and all(
+        _trending(d[:m], p_value) for m in range(WARMUP_TREND_BLOCKS, n - confirm + 1)
+    )
 
 
 def _trending(d: np.ndarray, p_value: float) -> bool:
@@ -439,14 +464,13 @@ def trimmed(d: np.ndarray) -> tuple[float, float | None, float | None]:
     if n - 2 * g < 2:
         return float(d.mean()), None, None
     x = np.sort(d)
-    mean = float(x[g:n - g].mean())
+    mean = float(x[g : n - g].mean())
     w = np.clip(x, x[g], x[n - g - 1])
     se = _sd(w) / ((1 - 2 * g / n) * math.sqrt(n))
     return mean, se, float(n - 2 * g - 1)
 
 
-def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
-                    cell_mean: np.ndarray) -> _Fit:
+def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray, cell_mean: np.ndarray) -> _Fit:
     """The launch is the unit: compare launch means, paired by round when the rounds match."""
     lb, lc = cell_mean[~cell_arm], cell_mean[cell_arm]
     rb, rc = cell_round[~cell_arm], cell_round[cell_arm]
@@ -454,12 +478,30 @@ def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
     if rounds == sorted(set(rc.tolist())) and len(rounds) >= 2:
         d = np.array([lc[rc == r].mean() - lb[rb == r].mean() for r in rounds])
         sd = _sd(d)
-        return _Fit(float(d.mean()), sd / math.sqrt(len(d)), len(d) - 1.0, len(d), sd,
-                    "paired t (launches)", None, None, "round", sd, len(d))
+        return _Fit(
+            float(d.mean()),
+            sd / math.sqrt(len(d)),
+            len(d) - 1.0,
+            len(d),
+            sd,
+            "paired t (launches)",
+            None,
+            None,
+            "round",
+            sd,
+            len(d),
+        )
     est = float(lc.mean() - lb.mean())
     if len(lb) < 2 or len(lc) < 2:
-        return _Fit(est, None, None, len(cell_mean), None, None,
-                    "one launch per arm: not estimable (add rounds)")
+        return _Fit(
+            est,
+            None,
+            None,
+            len(cell_mean),
+            None,
+            None,
+            "one launch per arm: not estimable (add rounds)",
+        )
     vb, vc = _sd(lb) ** 2, _sd(lc) ** 2
     se = math.sqrt(vb / len(lb) + vc / len(lc))
     denom = (vb / len(lb)) ** 2 / (len(lb) - 1) + (vc / len(lc)) ** 2 / (len(lc) - 1)
@@ -467,12 +509,24 @@ def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray,
     # A round's difference is one baseline launch against one candidate launch: with R
     # launches per arm, se = sqrt(vb + vc) / sqrt(R), so the error's units are rounds.
     per_arm = min(len(lb), len(lc))
-    return _Fit(est, se, df, len(cell_mean), math.sqrt(vb + vc), "Welch t (launches)", None,
-                None, "round", se * math.sqrt(per_arm), per_arm)
+    return _Fit(
+        est,
+        se,
+        df,
+        len(cell_mean),
+        math.sqrt(vb + vc),
+        "Welch t (launches)",
+        None,
+        None,
+        "round",
+        se * math.sqrt(per_arm),
+        per_arm,
+    )
 
 
-def _one_engine(d: np.ndarray, launch_of_block: np.ndarray, robust: bool = False,
-                settle: bool = True) -> tuple[_Fit, list[str], int]:
+def _one_engine(
+    d: np.ndarray, launch_of_block: np.ndarray, robust: bool = False, settle: bool = True
+) -> tuple[_Fit, list[str], int]:
     """The block difference is the unit; with several launches their means carry the error.
     Each launch's leading blocks still settling are cut first (warmup_cut; not without
     `settle`). `robust`: 20% trimmed means (Yuen) instead of means. Returns the fit, findings
@@ -488,33 +542,75 @@ def _one_engine(d: np.ndarray, launch_of_block: np.ndarray, robust: bool = False
         keep[idx[:k]] = False
         cut += k
         if k and k >= int(WARMUP_CAP * len(idx)):
-            findings.append(f"warm-up cut hit its cap ({k} of {len(idx)} blocks): the arms' "
-                            "difference settles late or drifts through the launch")
+            findings.append(
+                f"warm-up cut hit its cap ({k} of {len(idx)} blocks): the arms' "
+                "difference settles late or drifts through the launch"
+            )
     if cut:
-        findings.insert(0, f"warm-up: {cut} leading block(s) left out while the arms' "
-                        "difference was still settling (MSER)")
+        findings.insert(
+            0,
+            f"warm-up: {cut} leading block(s) left out while the arms' "
+            "difference was still settling (MSER)",
+        )
     d, inv = d[keep], inv[keep]
     for j in range(len(launches)):
         found = _trend(d[inv == j])
         if found is not None and found[1] < ALPHA:
-            findings.append(f"the arms' difference still trends after warm-up: "
-                            f"{100 * 10 * found[0]:+.2f}% per 10 blocks (p={found[1]:.3f}): "
-                            "an arm warming slowly or drifting apart")
+            findings.append(
+                f"the arms' difference still trends after warm-up: "
+                f"{100 * 10 * found[0]:+.2f}% per 10 blocks (p={found[1]:.3f}): "
+                "an arm warming slowly or drifting apart"
+            )
             break
     n, big_l = len(d), len(launches)
     if big_l == 1:
         note = "one launch: launch x arm interaction not sampled"
         if n < 2:
-            return _Fit(float(d.mean()), None, None, n, None, None,
-                        "fewer than 2 blocks: no interval"), findings, cut
+            return (
+                _Fit(
+                    float(d.mean()), None, None, n, None, None, "fewer than 2 blocks: no interval"
+                ),
+                findings,
+                cut,
+            )
         sd = _sd(d)
         if robust:
             est, se, df = trimmed(d)
             if se is not None and df is not None:
-                return _Fit(est, se, df, n, sd, "Yuen 20% trimmed (blocks)", note, None,
-                            "block", se * math.sqrt(n), n), findings, cut
-        return _Fit(float(d.mean()), sd / math.sqrt(n), n - 1.0, n, sd, "paired t (blocks)",
-                    note, None, "block", sd, n), findings, cut
+                return (
+                    _Fit(
+                        est,
+                        se,
+                        df,
+                        n,
+                        sd,
+                        "Yuen 20% trimmed (blocks)",
+                        note,
+                        None,
+                        "block",
+                        se * math.sqrt(n),
+                        n,
+                    ),
+                    findings,
+                    cut,
+                )
+        return (
+            _Fit(
+                float(d.mean()),
+                sd / math.sqrt(n),
+                n - 1.0,
+                n,
+                sd,
+                "paired t (blocks)",
+                note,
+                None,
+                "block",
+                sd,
+                n,
+            ),
+            findings,
+            cut,
+        )
     n_l = np.bincount(inv, minlength=big_l).astype(float)
     m_l = np.bincount(inv, d, minlength=big_l) / n_l
     sd_w = _pooled_sd(float(np.sum((d - m_l[inv]) ** 2)), float(n - big_l))
@@ -533,14 +629,34 @@ def _one_engine(d: np.ndarray, launch_of_block: np.ndarray, robust: bool = False
     # 2 launches it covers only 79-86% when the interaction is 1-3x a launch mean's block noise.
     s_l = _sd(m_l)
     test = "t (launch trimmed means of blocks)" if robust else "t (launch means of blocks)"
-    return _Fit(float(m_l.mean()), s_l / math.sqrt(big_l), big_l - 1.0, n, sd_w, test,
-                "launch x arm interaction: error term from launches", tau, "launch", s_l,
-                big_l), findings, cut
+    return (
+        _Fit(
+            float(m_l.mean()),
+            s_l / math.sqrt(big_l),
+            big_l - 1.0,
+            n,
+            sd_w,
+            test,
+            "launch x arm interaction: error term from launches",
+            tau,
+            "launch",
+            s_l,
+            big_l,
+        ),
+        findings,
+        cut,
+    )
 
 
-def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
-              round_: np.ndarray, block: np.ndarray, kind: DeltaKind,
-              design: Design) -> DeltaEstimate:
+def arm_delta(
+    values: np.ndarray,
+    candidate: np.ndarray,
+    launch: np.ndarray,
+    round_: np.ndarray,
+    block: np.ndarray,
+    kind: DeltaKind,
+    design: Design,
+) -> DeltaEstimate:
     """Delta of a per-pass metric between the arms. Arrays hold one entry per pass: its value
     (NaN = missing), whether it is a candidate pass, its launch id, its round (pairs launches in
     launch-per-arm) and its ABBA block within the launch (one-engine)."""
@@ -562,7 +678,8 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
         # A block with an arm missing (passes discarded upstream) has no difference: drop it.
         k = len(block_launch)
         complete = (np.bincount(binv[used & ~cand], minlength=k) > 0) & (
-            np.bincount(binv[used & cand], minlength=k) > 0)
+            np.bincount(binv[used & cand], minlength=k) > 0
+        )
         dropped = int(np.sum(~complete))
         used &= complete[binv]
     nb, nc = int(np.sum(used & ~cand)), int(np.sum(used & cand))
@@ -571,16 +688,39 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     noisy = any(cv is not None and cv > NOISE_CV for cv in (cv_b, cv_c))
     relative = kind == "relative"
 
-    def no_interval(delta: float, note: str, fit: _Fit | None = None,
-                    components: VarianceComponents | None = None) -> DeltaEstimate:
-        return DeltaEstimate(kind, delta, None, None, None, None, False, None, cv_b, cv_c, noisy,
-                             nb, nc, note, design, fit.units if fit else 0,
-                             fit.df if fit else None, 0.0 if fit and fit.se is not None else None,
-                             components, dropped)
+    def no_interval(
+        delta: float,
+        note: str,
+        fit: _Fit | None = None,
+        components: VarianceComponents | None = None,
+    ) -> DeltaEstimate:
+        return DeltaEstimate(
+            kind,
+            delta,
+            None,
+            None,
+            None,
+            None,
+            False,
+            None,
+            cv_b,
+            cv_c,
+            noisy,
+            nb,
+            nc,
+            note,
+            design,
+            fit.units if fit else 0,
+            fit.df if fit else None,
+            0.0 if fit and fit.se is not None else None,
+            components,
+            dropped,
+        )
 
     if nb == 0 or nc == 0:
-        return no_interval(math.nan, "no data" if not nonpositive
-                           else "relative delta needs positive values")
+        return no_interval(
+            math.nan, "no data" if not nonpositive else "relative delta needs positive values"
+        )
     # Relative deltas live on log values: ratios become differences, and the point estimate and
     # the interval are both expm1 of the same log-scale numbers.
     y = np.log(values[used]) if relative else values[used]
@@ -592,8 +732,9 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     cell_mean = np.bincount(cinv, y) / cell_n
     cell_arm = np.zeros(len(cell_n), dtype=bool)
     cell_arm[cinv] = arm
-    between_passes = _pooled_sd(float(np.sum((y - cell_mean[cinv]) ** 2)),
-                                float(np.sum(cell_n - 1)))
+    between_passes = _pooled_sd(
+        float(np.sum((y - cell_mean[cinv]) ** 2)), float(np.sum(cell_n - 1))
+    )
     # Launch means around their arm's mean, pooled over the two arms.
     arm_mean = np.bincount(cell_arm, cell_mean) / np.bincount(cell_arm)
     spread = cell_mean - arm_mean[cell_arm.view(np.int8)]
@@ -608,18 +749,25 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     if sum(stalls):
         excess = _one_arm_excess(stalls, int(np.sum(~arm)), int(np.sum(arm)))
         robust = excess >= STALL_EXCESS_P
-        more = "the candidate" if stalls[1] * np.sum(~arm) > stalls[0] * np.sum(arm) \
+        more = (
+            "the candidate"
+            if stalls[1] * np.sum(~arm) > stalls[0] * np.sum(arm)
             else "the baseline"
+        )
         findings.append(
             f"{sum(stalls)} stalled pass(es) (far from their arm's median): {stalls[0]} in "
             f"the baseline, {stalls[1]} in the candidate"
-            + (f"; a one-arm excess in {more} (p={excess:.2g}): the change's own cost, kept "
-               "in the estimate" if not robust else
-               f"; {more} stalls more (p={excess:.2g}), not clearly enough to be called the "
-               f"change's own cost (p < {STALL_EXCESS_P:g}): block differences summarised "
-               "stall-robustly (20% trimmed, Yuen), which leaves the stalls' cost out"
-               if excess < ALPHA else
-               "; block differences summarised stall-robustly (20% trimmed, Yuen)"))
+            + (
+                f"; a one-arm excess in {more} (p={excess:.2g}): the change's own cost, kept "
+                "in the estimate"
+                if not robust
+                else f"; {more} stalls more (p={excess:.2g}), not clearly enough to be called the "
+                f"change's own cost (p < {STALL_EXCESS_P:g}): block differences summarised "
+                "stall-robustly (20% trimmed, Yuen), which leaves the stalls' cost out"
+                if excess < ALPHA
+                else "; block differences summarised stall-robustly (20% trimmed, Yuen)"
+            )
+        )
     cut = 0
     if design == "launch-per-arm":
         cell_round = np.zeros(len(cell_n), dtype=np.int64)
@@ -629,8 +777,9 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
         # Block differences: candidate mean minus baseline mean of each complete block.
         kept = np.unique(binv[used])
         bi = np.searchsorted(kept, binv[used])
-        d = (np.bincount(bi, np.where(arm, y, 0.0)) / np.bincount(bi, arm)
-             - np.bincount(bi, np.where(arm, 0.0, y)) / np.bincount(bi, ~arm))
+        d = np.bincount(bi, np.where(arm, y, 0.0)) / np.bincount(bi, arm) - np.bincount(
+            bi, np.where(arm, 0.0, y)
+        ) / np.bincount(bi, ~arm)
         fit, found, cut = _one_engine(d, block_launch[kept], robust)
         tol = 1e-12 * float(np.max(np.abs(y)))
         if fit.se is not None and not fit.se > tol and float(np.ptp(d)) > tol:
@@ -643,10 +792,10 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
             findings = [f for f in findings if "Yuen" not in f] + [
                 "a few blocks differ from the rest, which are all equal: every block kept "
                 "and summarised by the plain mean (cutting or trimming them would leave no "
-                "spread)"]
+                "spread)"
+            ]
         findings += found
-    components = VarianceComponents(between_launches, between_passes, fit.unit_sd,
-                                    fit.launch_x_arm)
+    components = VarianceComponents(between_launches, between_passes, fit.unit_sd, fit.launch_x_arm)
     delta = math.expm1(fit.est) if relative else fit.est
     if nonpositive:
         left_out = f"{nonpositive} pass(es) at zero left out"
@@ -663,8 +812,32 @@ def arm_delta(values: np.ndarray, candidate: np.ndarray, launch: np.ndarray,
     mde = _mde_scale(fit.df) * fit.se
     if relative:
         low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
-    return DeltaEstimate(kind, delta, low, high, p, fit.test, _significant(p, low, high), mde,
-                         cv_b, cv_c, noisy, nb, nc, fit.note, design, fit.units, fit.df, fit.se,
-                         components, dropped, fit.error_unit, fit.error_sd, fit.error_n,
-                         tuple(findings), cut, stalls, robust and fit.test is not None
-                         and "trimmed" in fit.test)
+    return DeltaEstimate(
+        kind,
+        delta,
+        low,
+        high,
+        p,
+        fit.test,
+        _significant(p, low, high),
+        mde,
+        cv_b,
+        cv_c,
+        noisy,
+        nb,
+        nc,
+        fit.note,
+        design,
+        fit.units,
+        fit.df,
+        fit.se,
+        components,
+        dropped,
+        fit.error_unit,
+        fit.error_sd,
+        fit.error_n,
+        tuple(findings),
+        cut,
+        stalls,
+        robust and fit.test is not None and "trimmed" in fit.test,
+    )

@@ -70,8 +70,7 @@ class SweepComparison:
 
     @property
     def parity_violations(self) -> list[str]:
-        return [f"{c.id}: {name}" for c in self.cells
-                for name in c.comparison.parity_violations]
+        return [f"{c.id}: {name}" for c in self.cells for name in c.comparison.parity_violations]
 
     def frame(self) -> pd.DataFrame:
         """One row per (cell, candidate, metric), a column per swept field: the tidy form for
@@ -84,16 +83,35 @@ class SweepComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "scenario": self.scenario, "axes": self.axes,
-            "groups": self.groups, "design": self.design,
-            "cells": [{"id": c.id, "values": c.values, "label": c.label,
-                       "launches": c.launches, "failed": c.failed,
-                       "comparison": c.comparison.to_dict()} for c in self.cells],
-            "break_even": [{"axis": b.axis, "metric": b.metric, "candidate": b.candidate,
-                            "others": b.others, "sentence": b.sentence,
-                            "crossing": None if b.crossing is None else {
-                                k: _json_number(v) for k, v in vars(b.crossing).items()}}
-                           for b in self.break_even],
+            "run_id": self.run_id,
+            "scenario": self.scenario,
+            "axes": self.axes,
+            "groups": self.groups,
+            "design": self.design,
+            "cells": [
+                {
+                    "id": c.id,
+                    "values": c.values,
+                    "label": c.label,
+                    "launches": c.launches,
+                    "failed": c.failed,
+                    "comparison": c.comparison.to_dict(),
+                }
+                for c in self.cells
+            ],
+            "break_even": [
+                {
+                    "axis": b.axis,
+                    "metric": b.metric,
+                    "candidate": b.candidate,
+                    "others": b.others,
+                    "sentence": b.sentence,
+                    "crossing": None
+                    if b.crossing is None
+                    else {k: _json_number(v) for k, v in vars(b.crossing).items()},
+                }
+                for b in self.break_even
+            ],
         }
 
 
@@ -110,14 +128,25 @@ def comparison_rows(comparison: Comparison) -> list[dict[str, Any]]:
     for cand in comparison.candidates:
         for row in cand.rows:
             est = row.estimate
-            out.append({
-                "candidate": cand.name, "metric": row.key, "metric_label": row.label,
-                "kind": est.kind, "higher_is_better": row.higher_is_better,
-                "baseline_value": row.baseline, "candidate_value": row.candidate,
-                "delta": est.delta, "ci_low": est.ci_low, "ci_high": est.ci_high,
-                "p_value": est.p_value, "significant": est.significant, "mde": est.mde,
-                "units": est.units, "improved": row.improved,
-            })
+            out.append(
+                {
+                    "candidate": cand.name,
+                    "metric": row.key,
+                    "metric_label": row.label,
+                    "kind": est.kind,
+                    "higher_is_better": row.higher_is_better,
+                    "baseline_value": row.baseline,
+                    "candidate_value": row.candidate,
+                    "delta": est.delta,
+                    "ci_low": est.ci_low,
+                    "ci_high": est.ci_high,
+                    "p_value": est.p_value,
+                    "significant": est.significant,
+                    "mde": est.mde,
+                    "units": est.units,
+                    "improved": row.improved,
+                }
+            )
     return out
 
 
@@ -132,14 +161,35 @@ def compare_sweep(run: Run, force: bool = False) -> SweepComparison:
     for cell in run.cells:
         runs = [r for r in run.runs if r.cell == cell.id]
         comparison = compare_scenario(
-            runs, cell.scenario, f"{run.run_id} {cell.id}", run.design, force,
-            run.proof_labels, passes[passes["cell"] == cell.id] if not passes.empty else passes)
+            runs,
+            cell.scenario,
+            f"{run.run_id} {cell.id}",
+            run.design,
+            force,
+            run.proof_labels,
+            passes[passes["cell"] == cell.id] if not passes.empty else passes,
+        )
         failed = sum(r.status != "ok" for r in runs)
         launches = planned.get(cell.id, len(runs))
-        cells.append(CellComparison(cell.id, cell.values, cell.label, comparison, launches,
-                                    failed + max(0, launches - len(runs))))
-    return SweepComparison(run.run_id, scenario.name, scenario.sweep.paths, cells,
-                           break_even_lines(scenario, cells), run.design, groups_of(scenario))
+        cells.append(
+            CellComparison(
+                cell.id,
+                cell.values,
+                cell.label,
+                comparison,
+                launches,
+                failed + max(0, launches - len(runs)),
+            )
+        )
+    return SweepComparison(
+        run.run_id,
+        scenario.name,
+        scenario.sweep.paths,
+        cells,
+        break_even_lines(scenario, cells),
+        run.design,
+        groups_of(scenario),
+    )
 
 
 def groups_of(scenario: Scenario) -> list[list[str]]:
@@ -190,21 +240,29 @@ def break_even_lines(scenario: Scenario, cells: list[CellComparison]) -> list[Br
                 points.append((float(cell.values[spec.axis]), row))
         where = (" at " + ", ".join(f"{k}={v}" for k, v in fixed.items())) if fixed else ""
         if len(points) < 2:
-            sentence = (f"break-even on {spec.axis}{where}: not estimable, fewer than 2 cells "
-                        f"have a {label} delta" + (f" (none for: {'; '.join(missing)})"
-                                                   if missing else ""))
-            out.append(BreakEvenLine(spec.axis, spec.metric, label, candidate, fixed, None,
-                                     sentence, points))
+            sentence = (
+                f"break-even on {spec.axis}{where}: not estimable, fewer than 2 cells "
+                f"have a {label} delta" + (f" (none for: {'; '.join(missing)})" if missing else "")
+            )
+            out.append(
+                BreakEvenLine(
+                    spec.axis, spec.metric, label, candidate, fixed, None, sentence, points
+                )
+            )
             continue
         crossing = break_even([_axis_point(x, row) for x, row in points], spec.scale)
         sentence = describe(crossing, spec.axis, candidate, label, higher)
         if where:
-            sentence = sentence.replace(f"break-even on {spec.axis}:",
-                                        f"break-even on {spec.axis}{where}:", 1)
+            sentence = sentence.replace(
+                f"break-even on {spec.axis}:", f"break-even on {spec.axis}{where}:", 1
+            )
         if missing:
             sentence += f"; cells without an estimate: {'; '.join(missing)}"
-        out.append(BreakEvenLine(spec.axis, spec.metric, label, candidate, fixed, crossing,
-                                 sentence, points))
+        out.append(
+            BreakEvenLine(
+                spec.axis, spec.metric, label, candidate, fixed, crossing, sentence, points
+            )
+        )
     return out
 
 

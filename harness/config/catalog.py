@@ -23,24 +23,40 @@ VOCAB_TWINS: dict[str, int] = {"8k": 8192, "32k": 32768, "128k": 131072}
 for _tag, _size in VOCAB_TWINS.items():
     BUILTIN_MODELS[f"tiny-llama-{_tag}"] = (
         f"tiny-llama with its vocabulary padded to {_size} (the extra tokens' output rows "
-        "scaled down 10x: greedy outputs stay among the first 1024)")
+        "scaled down 10x: greedy outputs stay among the first 1024)"
+    )
     BUILTIN_MODELS[f"tiny-llama-{_tag}-eagle"] = (
-        f"tiny-llama-eagle for tiny-llama-{_tag} (same weights; embedding and lm_head shared)")
+        f"tiny-llama-eagle for tiny-llama-{_tag} (same weights; embedding and lm_head shared)"
+    )
 
 # What the parent needs of each built-in model's config.json, so it can check prompts, context
 # length and draft methods before any build (a test holds them to the built configs).
 BUILTIN_CONFIGS: dict[str, dict[str, object]] = {
-    "tiny-llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-                   "vocab_size": 1024, "max_position_embeddings": 2048},
-    "tiny-llama-medusa": {"architectures": ["MedusaModel"], "model_type": "medusa",
-                          "vocab_size": 1024, "num_heads": 3},
-    "tiny-llama-eagle": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-                         "vocab_size": 1024, "max_position_embeddings": 2048},
+    "tiny-llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+    },
+    "tiny-llama-medusa": {
+        "architectures": ["MedusaModel"],
+        "model_type": "medusa",
+        "vocab_size": 1024,
+        "num_heads": 3,
+    },
+    "tiny-llama-eagle": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+    },
 }
 for _tag, _size in VOCAB_TWINS.items():
     BUILTIN_CONFIGS[f"tiny-llama-{_tag}"] = {**BUILTIN_CONFIGS["tiny-llama"], "vocab_size": _size}
-    BUILTIN_CONFIGS[f"tiny-llama-{_tag}-eagle"] = {**BUILTIN_CONFIGS["tiny-llama-eagle"],
-                                                   "vocab_size": _size}
+    BUILTIN_CONFIGS[f"tiny-llama-{_tag}-eagle"] = {
+        **BUILTIN_CONFIGS["tiny-llama-eagle"],
+        "vocab_size": _size,
+    }
 # The built-in targets' tokenizers are WordLevel over whitespace-split words: a text prompt has
 # exactly one token per word (before special tokens).
 BUILTIN_WORD_TOKENIZERS = {"tiny-llama", *(f"tiny-llama-{tag}" for tag in VOCAB_TWINS)}
@@ -49,14 +65,19 @@ BUILTIN_WORD_TOKENIZERS = {"tiny-llama", *(f"tiny-llama-{tag}" for tag in VOCAB_
 # their registry declares them (harness.config.swaps: one record per swap, pure data).
 # name -> {choice -> description}. A variant selects one as "name:choice".
 IMPLEMENTATIONS: dict[str, dict[str, str]] = {
-    name: dict(swap.choices) for name, swap in SWAPS.items()}
+    name: dict(swap.choices) for name, swap in SWAPS.items()
+}
 # Implementation choices that are (also) a speculative_config switch, and the speculative
 # methods each swap applies to.
 IMPLEMENTATION_CONFIG: dict[tuple[str, str], dict[str, object]] = {
-    (name, choice): dict(keys) for name, swap in SWAPS.items()
-    for choice, keys in swap.forces.items()}
+    (name, choice): dict(keys)
+    for name, swap in SWAPS.items()
+    for choice, keys in swap.forces.items()
+}
 IMPLEMENTATION_METHODS: dict[str, tuple[str, ...]] = {
-    name: swap.methods for name, swap in SWAPS.items()}
+    name: swap.methods for name, swap in SWAPS.items()
+}
+
 
 def proof_parts(label: str) -> tuple[str, str]:
     """(implementation, choice) a report names for a proof label: 'name:choice' of a swap, or

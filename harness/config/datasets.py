@@ -37,8 +37,9 @@ def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: "
-                            f"{exc.object[exc.start:exc.start + 1]!r})") from None
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
+        ) from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
 
@@ -59,12 +60,15 @@ def category_of(item: dict[str, Any], where: str, required: bool, form: str) -> 
     value = item.get("category")
     if value is None:
         if required:
-            raise ScenarioError(f"{where}: no 'category' ({form} gives every prompt one; "
-                                "the per-category table needs it)")
+            raise ScenarioError(
+                f"{where}: no 'category' ({form} gives every prompt one; "
+                "the per-category table needs it)"
+            )
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{where}: 'category' must be a non-empty string, got "
-                            f"{json.dumps(value)}")
+        raise ScenarioError(
+            f"{where}: 'category' must be a non-empty string, got {json.dumps(value)}"
+        )
     return value
 
 
@@ -73,8 +77,10 @@ def read_spec_bench(path: Path) -> list[Item]:
     for where, row in json_lines(path):
         turns = row.get("turns") if isinstance(row, dict) else None
         if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
-            raise ScenarioError(f"{where}: expected an object with 'turns', a list of strings "
-                                "(Spec-Bench's question.jsonl)")
+            raise ScenarioError(
+                f"{where}: expected an object with 'turns', a list of strings "
+                "(Spec-Bench's question.jsonl)"
+            )
         if not turns[0].strip():
             raise ScenarioError(f"{where}: empty first turn")
         assert isinstance(row, dict)
@@ -93,8 +99,10 @@ def read_speed_bench(path: Path) -> list[Item]:
         messages = row.get("messages") if isinstance(row, dict) else None
         first = messages[0] if isinstance(messages, list) and messages else None
         if not isinstance(first, dict) or not isinstance(first.get("content"), str):
-            raise ScenarioError(f"{where}: expected an object with 'messages', a list of "
-                                "{role, content} (SPEED-Bench)")
+            raise ScenarioError(
+                f"{where}: expected an object with 'messages', a list of "
+                "{role, content} (SPEED-Bench)"
+            )
         if not first["content"].strip():
             raise ScenarioError(f"{where}: empty first message")
         assert isinstance(row, dict)

@@ -24,8 +24,10 @@ def interpreted(device: str | None, runner: str | None) -> bool:
     return device == "cpu" and runner == "V2"
 
 
-NOT_PERFORMANCE = ("Model Runner V2 under Triton's interpreter (a CPU): these figures prove "
-                   "that V2's code paths ran; its timings are numpy's, not performance")
+NOT_PERFORMANCE = (
+    "Model Runner V2 under Triton's interpreter (a CPU): these figures prove "
+    "that V2's code paths ran; its timings are numpy's, not performance"
+)
 
 
 def site_dir() -> Path:
@@ -40,8 +42,10 @@ def installed() -> str | None:
     site = site_dir()
     stamp = site / STAMP
     if not stamp.is_file() or stamp.read_text().strip() != TRITON_VERSION:
-        return (f"Model Runner V2 on a CPU needs Triton {TRITON_VERSION} with specbench's "
-                f"stand-in cpu backend in {site}: run `{SETUP_COMMAND}`")
+        return (
+            f"Model Runner V2 on a CPU needs Triton {TRITON_VERSION} with specbench's "
+            f"stand-in cpu backend in {site}: run `{SETUP_COMMAND}`"
+        )
     return None
 
 

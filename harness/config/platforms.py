@@ -28,14 +28,20 @@ GRAPHED = frozenset(GRAPH_MODES) - {"NONE"}
 FULL_GRAPHS = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
 
 # The ways out, by what a rule is about.
-RUNNER_WAY_OUT = ("model_runner: V1 (vLLM 0.32 and 0.33; 0.34 has no V1 runner; the table "
-                  "then says vLLM's default runner differs)")
-V2_WAY_OUT = ("model_runner: V2 (vLLM's CUDA default; on a CPU after scripts/setup.sh --v2, "
-              "code paths only)")
-EAGER_WAY_OUT = ("engine_args: {enforce_eager: true} (no CUDA graphs: the table names the "
-                 "launch eager)")
-PIECEWISE_WAY_OUT = ("engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the "
-                     "model's compiled regions are captured)")
+RUNNER_WAY_OUT = (
+    "model_runner: V1 (vLLM 0.32 and 0.33; 0.34 has no V1 runner; the table "
+    "then says vLLM's default runner differs)"
+)
+V2_WAY_OUT = (
+    "model_runner: V2 (vLLM's CUDA default; on a CPU after scripts/setup.sh --v2, code paths only)"
+)
+EAGER_WAY_OUT = (
+    "engine_args: {enforce_eager: true} (no CUDA graphs: the table names the launch eager)"
+)
+PIECEWISE_WAY_OUT = (
+    "engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the "
+    "model's compiled regions are captured)"
+)
 LAUNCH_WAY_OUT = "design: launch-per-arm (each arm's engine captures its own graphs)"
 
 
@@ -71,9 +77,11 @@ class Unsupported:
         assert self.graphs is None or self.graphs <= set(GRAPH_MODES), self.graphs
 
     def matches(self, runner: str, graphs: str, switching: bool) -> bool:
-        return ((self.runner is None or self.runner == runner)
-                and (self.graphs is None or graphs in self.graphs)
-                and (switching or not self.switching))
+        return (
+            (self.runner is None or self.runner == runner)
+            and (self.graphs is None or graphs in self.graphs)
+            and (switching or not self.switching)
+        )
 
     def ways_out(self) -> list[str]:
         out = []
@@ -98,7 +106,10 @@ STEP_TIMER: tuple[Unsupported, ...] = ()
 # captured graph (nothing in the patch says where it runs, unlike an overlay's dispatcher,
 # which refuses when a graph captures it).
 PATCH_SWITCHING: tuple[Unsupported, ...] = (
-    Unsupported(graphs=GRAPHED, switching=True,
-                why="a patch's code may run inside a captured CUDA graph, where a switch "
-                "between passes cannot reach it and the proof sees only eager calls"),
+    Unsupported(
+        graphs=GRAPHED,
+        switching=True,
+        why="a patch's code may run inside a captured CUDA graph, where a switch "
+        "between passes cannot reach it and the proof sees only eager calls",
+    ),
 )

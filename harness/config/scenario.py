@@ -34,8 +34,15 @@ from harness.errors import ScenarioError
 # Methods that need a draft model folder, where known (ngram, ngram_gpu and suffix look at the
 # prompt and output only). Which methods exist is the installed vLLM's to say: pre-flight
 # checks draft.method against its SpeculativeConfig's own list (harness.plan.preflight).
-METHODS_WITH_DRAFT_MODEL = {"medusa", "eagle", "eagle3", "draft_model", "mlp_speculator",
-                            "dflash", "dspark"}
+METHODS_WITH_DRAFT_MODEL = {
+    "medusa",
+    "eagle",
+    "eagle3",
+    "draft_model",
+    "mlp_speculator",
+    "dflash",
+    "dspark",
+}
 
 # vLLM's batch-invariant mode: greedy outputs repeat bit for bit on a GPU (Scenario.exact_parity).
 BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
@@ -47,9 +54,11 @@ class DraftSpec(StrictModel):
     """The speculative decoding method and its draft."""
 
     method: str = Field(
-        min_length=1, description="speculative_config.method passed to vLLM: one of the "
+        min_length=1,
+        description="speculative_config.method passed to vLLM: one of the "
         "installed vLLM's methods (`specbench doctor` lists them), checked before any engine "
-        "starts.")
+        "starts.",
+    )
     model: str | None = Field(
         default=None,
         description="Draft model: a built-in tiny model name, a local folder, or (GPU "
@@ -87,23 +96,33 @@ class DraftSpec(StrictModel):
         length = self.config.get("synthetic_acceptance_length")
         if method != "synthetic":
             if rates is not None or length is not None:
-                raise ValueError("config.synthetic_acceptance_*: only with "
-                                 "rejection_sample_method: synthetic")
+                raise ValueError(
+                    "config.synthetic_acceptance_*: only with rejection_sample_method: synthetic"
+                )
             return
         k = self.num_speculative_tokens
         if (rates is None) == (length is None):
-            raise ValueError("config: rejection_sample_method: synthetic needs exactly one of "
-                             "synthetic_acceptance_rates or synthetic_acceptance_length")
+            raise ValueError(
+                "config: rejection_sample_method: synthetic needs exactly one of "
+                "synthetic_acceptance_rates or synthetic_acceptance_length"
+            )
         if rates is not None:
-            ok = (isinstance(rates, list) and len(rates) == k
-                  and all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates)
-                  and all(a >= b for a, b in zip(rates, rates[1:], strict=False)))
+            ok = (
+                isinstance(rates, list)
+                and len(rates) == k
+                and all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates)
+                and all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+            )
             if not ok:
-                raise ValueError(f"config.synthetic_acceptance_rates: needs {k} non-increasing "
-                                 f"numbers in [0, 1] (one per draft position), got {rates!r}")
+                raise ValueError(
+                    f"config.synthetic_acceptance_rates: needs {k} non-increasing "
+                    f"numbers in [0, 1] (one per draft position), got {rates!r}"
+                )
         elif not (isinstance(length, (int, float)) and 1 <= length <= k + 1):
-            raise ValueError(f"config.synthetic_acceptance_length: needs a number in [1, {k + 1}]"
-                             f", got {length!r}")
+            raise ValueError(
+                f"config.synthetic_acceptance_length: needs a number in [1, {k + 1}]"
+                f", got {length!r}"
+            )
 
     @property
     def synthetic_acceptance(self) -> str | None:
@@ -130,15 +149,19 @@ class Workload(StrictModel):
         "a pass takes them round-robin across categories.",
     )
     path: str | None = Field(
-        default=None, description="Local file (speed_bench: folder or file) for file "
-        "workloads (relative to the scenario file)."
+        default=None,
+        description="Local file (speed_bench: folder or file) for file "
+        "workloads (relative to the scenario file).",
     )
     subset: str | None = Field(
-        default=None, description="speed_bench: the subset file in the folder (default "
-        "qualitative).")
+        default=None,
+        description="speed_bench: the subset file in the folder (default qualitative).",
+    )
     categories: list[str] | None = Field(
-        default=None, min_length=1, description="Only prompts of these categories (file "
-        "workloads with categories).")
+        default=None,
+        min_length=1,
+        description="Only prompts of these categories (file workloads with categories).",
+    )
     num_prompts: int = Field(ge=1, le=100_000, description="Measured requests per pass.")
     input_len: int = Field(
         default=32, ge=1, le=1_000_000, description="Prompt length in tokens (random only)."
@@ -152,27 +175,34 @@ class Workload(StrictModel):
     )
     seed: int = Field(default=0, ge=0, description="Seed for prompts (and sampling).")
     chat_template: bool = Field(
-        default=True, description="Text prompts from a file are rendered with the tokenizer's "
+        default=True,
+        description="Text prompts from a file are rendered with the tokenizer's "
         "chat template (one user message, generation prompt added), as `vllm bench serve` "
         "does unless --skip-chat-template; false sends them raw. Token-id prompts are sent "
-        "as they are.")
+        "as they are.",
+    )
     chat_template_kwargs: dict[str, Any] | None = Field(
-        default=None, description="Passed to the chat template (vllm bench's "
-        "chat_template_kwargs), e.g. {enable_thinking: false}.")
+        default=None,
+        description="Passed to the chat template (vllm bench's "
+        "chat_template_kwargs), e.g. {enable_thinking: false}.",
+    )
 
     @model_validator(mode="after")
     def _path_for_files(self) -> Workload:
         if self.chat_template_kwargs is not None and (
-                self.kind == "random" or not self.chat_template):
-            raise ValueError("'chat_template_kwargs' needs text prompts from a file rendered "
-                             "with chat_template: true" + (
-                                 " (random prompts are token ids)" if self.kind == "random"
-                                 else ""))
+            self.kind == "random" or not self.chat_template
+        ):
+            raise ValueError(
+                "'chat_template_kwargs' needs text prompts from a file rendered "
+                "with chat_template: true"
+                + (" (random prompts are token ids)" if self.kind == "random" else "")
+            )
         if self.kind != "random" and not self.path:
             raise ValueError(f"kind {self.kind!r} needs a 'path'")
         if self.kind == "random" and self.path:
-            raise ValueError("'path' is only for file workloads (jsonl, sharegpt, spec_bench, "
-                             "speed_bench)")
+            raise ValueError(
+                "'path' is only for file workloads (jsonl, sharegpt, spec_bench, speed_bench)"
+            )
         if self.subset is not None and self.kind != "speed_bench":
             raise ValueError("'subset' is only for speed_bench workloads")
         if self.categories is not None and self.kind in ("random", "sharegpt"):
@@ -185,12 +215,11 @@ class SLO(StrictModel):
     e2el:MS` takes them: a request is good when it completed and every objective given holds
     (TTFT, TPOT and E2EL at most the value, in ms; TPOT counts as 0 for a one-token output)."""
 
-    ttft_ms: float | None = Field(default=None, gt=0, description="Most time to first token "
-                                  "(ms).")
-    tpot_ms: float | None = Field(default=None, gt=0, description="Most time per output token "
-                                  "after the first (ms).")
-    e2el_ms: float | None = Field(default=None, gt=0, description="Most end-to-end latency "
-                                  "(ms).")
+    ttft_ms: float | None = Field(default=None, gt=0, description="Most time to first token (ms).")
+    tpot_ms: float | None = Field(
+        default=None, gt=0, description="Most time per output token after the first (ms)."
+    )
+    e2el_ms: float | None = Field(default=None, gt=0, description="Most end-to-end latency (ms).")
 
     @model_validator(mode="after")
     def _some_objective(self) -> SLO:
@@ -206,13 +235,17 @@ class LatencyPercentiles(StrictModel):
     them."""
 
     percentiles: list[float] = Field(
-        default_factory=lambda: [50.0, 99.0], min_length=1,
+        default_factory=lambda: [50.0, 99.0],
+        min_length=1,
         description="Percentiles (0-100, exclusive) of each metric in percentile_metrics: 50 "
-        "is the median row; e.g. [50, 90, 99, 99.9].")
+        "is the median row; e.g. [50, 90, 99, 99.9].",
+    )
     percentile_metrics: list[LatencyMetric] = Field(
-        default_factory=lambda: list(LATENCY_METRICS), min_length=1,
+        default_factory=lambda: list(LATENCY_METRICS),
+        min_length=1,
         description="Latencies to give percentiles of: ttft, tpot, itl (every gap between "
-        "tokens of every request), e2el.")
+        "tokens of every request), e2el.",
+    )
 
     @field_validator("percentiles")
     @classmethod
@@ -233,26 +266,40 @@ class ProfileSpec(StrictModel):
     """Profile each arm with vLLM's torch profiler hooks (LLM.start_profile / stop_profile),
     after the measured passes: profiled passes are never measured passes."""
 
-    passes: int = Field(default=2, ge=1, le=10, description="Profiled passes per arm, after "
-                        "the measured ones (one-engine: alternated between the arms).")
-    top: int = Field(default=12, ge=1, le=200, description="Ops in the printed table: those "
-                     "whose self time per pass differs most between an arm and the baseline.")
+    passes: int = Field(
+        default=2,
+        ge=1,
+        le=10,
+        description="Profiled passes per arm, after "
+        "the measured ones (one-engine: alternated between the arms).",
+    )
+    top: int = Field(
+        default=12,
+        ge=1,
+        le=200,
+        description="Ops in the printed table: those "
+        "whose self time per pass differs most between an arm and the baseline.",
+    )
 
 
 class ServeSettings(StrictModel):
     """How serve mode loads its vLLM server (the arrival model of `vllm bench serve`)."""
 
     concurrency: int | None = Field(
-        default=None, ge=1, le=100_000,
+        default=None,
+        ge=1,
+        le=100_000,
         description="Most requests in flight at once; default: the scenario's batch_size.",
     )
     request_rate: float | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="Requests per second, arriving as a Poisson process (gamma with "
         "burstiness); omit to send every request at once, capped by concurrency.",
     )
     burstiness: float = Field(
-        default=1.0, gt=0,
+        default=1.0,
+        gt=0,
         description="Gamma shape of the inter-arrival times when request_rate is set: 1 is "
         "Poisson, below 1 burstier, above 1 more even (vllm bench serve --burstiness).",
     )
@@ -279,12 +326,16 @@ class Precision(StrictModel):
     budget is spent."""
 
     mde: float | None = Field(
-        default=None, gt=0, lt=1, description="until: mde: target minimum detectable "
+        default=None,
+        gt=0,
+        lt=1,
+        description="until: mde: target minimum detectable "
         "effect on `metric` (output throughput by default; 80% power, 5% two-sided) as a "
         "fraction: 0.01 = 1%.",
     )
     metric: str = Field(
-        default="output_throughput", description="until: mde: the row whose MDE reaches `mde`: "
+        default="output_throughput",
+        description="until: mde: the row whose MDE reaches `mde`: "
         "output_throughput, or where a change lives, a part of the step (draft_ms_per_step; "
         "draft_per_forward, the drafter's time over the verification forward's in the same "
         "pass, which the machine's speed moves far less; forward_ms_per_step, "
@@ -292,16 +343,22 @@ class Precision(StrictModel):
         "row.",
     )
     until: Literal["mde", "gates"] = Field(
-        default="mde", description="mde: until the output-throughput MDE reaches `mde`; "
+        default="mde",
+        description="mde: until the output-throughput MDE reaches `mde`; "
         "gates: until every gated metric's MDE is at most its gate tolerance, so each gate "
         "can decide (`run --gate` chooses this).",
     )
     budget_s: float = Field(
-        default=600.0, gt=0, description="Wall-clock budget of the whole run (seconds), "
+        default=600.0,
+        gt=0,
+        description="Wall-clock budget of the whole run (seconds), "
         "engine start-up included; no block starts that would end past it.",
     )
     max_blocks: int = Field(
-        default=2000, ge=2, le=100_000, description="Never run more blocks than this.",
+        default=2000,
+        ge=2,
+        le=100_000,
+        description="Never run more blocks than this.",
     )
 
     @field_validator("metric")
@@ -316,8 +373,9 @@ class Precision(StrictModel):
         if self.until == "mde" and self.mde is None:
             raise ValueError("mde: needed with until: mde (or set until: gates)")
         if self.until == "gates" and self.metric != "output_throughput":
-            raise ValueError("metric: until: gates targets every gated metric; set metric only "
-                             "with until: mde")
+            raise ValueError(
+                "metric: until: gates targets every gated metric; set metric only with until: mde"
+            )
         return self
 
 
@@ -331,11 +389,21 @@ DEFAULT_GATE_METRICS: dict[str, float] = {
 }
 # The parts of a pass's time (harness.results.metrics.COMPONENT_METRICS), read from the step
 # timer: gateable and targetable by a precision run when the scenario times its steps.
-STEP_PART_METRICS = ("draft_ms_per_step", "draft_per_forward", "forward_ms_per_step",
-                     "rest_ms_per_step", "outside_ms_per_pass", "steps_per_pass")
+STEP_PART_METRICS = (
+    "draft_ms_per_step",
+    "draft_per_forward",
+    "forward_ms_per_step",
+    "rest_ms_per_step",
+    "outside_ms_per_pass",
+    "steps_per_pass",
+)
 # Which row times each part a change can live in.
-PART_ROWS = {"draft": "draft_ms_per_step", "forward": "forward_ms_per_step",
-             "rest": "rest_ms_per_step", "outside": "outside_ms_per_pass"}
+PART_ROWS = {
+    "draft": "draft_ms_per_step",
+    "forward": "forward_ms_per_step",
+    "rest": "rest_ms_per_step",
+    "outside": "outside_ms_per_pass",
+}
 # vLLM modules of the drafter: its proposers, and the draft heads' and draft models' modules.
 _DRAFT_MODEL_WORDS = ("eagle", "medusa", "mtp", "speculator")
 
@@ -348,7 +416,8 @@ def part_of_module(module: str) -> str | None:
     if module.startswith("vllm.v1.spec_decode."):
         return "draft"
     if module.startswith("vllm.model_executor.models.") and any(
-            word in module.rsplit(".", 1)[-1] for word in _DRAFT_MODEL_WORDS):
+        word in module.rsplit(".", 1)[-1] for word in _DRAFT_MODEL_WORDS
+    ):
         return "draft"
     if module == "vllm.v1.sample.rejection_sampler":
         return "rest"
@@ -357,18 +426,35 @@ def part_of_module(module: str) -> str | None:
 
 # Metric keys a gate may name (globs allowed: acceptance_pos_* for every draft position).
 GATEABLE_METRICS = (
-    "output_throughput", "total_throughput", "request_throughput", "acceptance_rate",
-    "mean_acceptance_length", "mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms", "mean_e2el_ms",
-    "median_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p99_ttft_ms", "median_e2el_ms",
-    "p99_e2el_ms", "tokens_per_chunk", "acceptance_pos_*", *STEP_PART_METRICS,
+    "output_throughput",
+    "total_throughput",
+    "request_throughput",
+    "acceptance_rate",
+    "mean_acceptance_length",
+    "mean_tpot_ms",
+    "mean_itl_ms",
+    "mean_ttft_ms",
+    "mean_e2el_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "tokens_per_chunk",
+    "acceptance_pos_*",
+    *STEP_PART_METRICS,
 )
 
 # Rows a precision run may target (until: mde): one row each, never a glob.
 PRECISION_METRICS = tuple(k for k in GATEABLE_METRICS if "*" not in k)
 
 # Metric keys a scenario may name as its primary metric (one row, never a glob).
-PRIMARY_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k and k not in STEP_PART_METRICS),
-                   "goodput", "slo_attainment")
+PRIMARY_METRICS = (
+    *(k for k in GATEABLE_METRICS if "*" not in k and k not in STEP_PART_METRICS),
+    "goodput",
+    "slo_attainment",
+)
 
 
 class GateSpec(StrictModel):
@@ -382,10 +468,12 @@ class GateSpec(StrictModel):
         "acceptance rates. Decided on the 95% interval: beyond it REGRESSION, inside PASS.",
     )
     output_parity: bool = Field(
-        default=True, description="Greedy outputs must match where the scenario expects them to.",
+        default=True,
+        description="Greedy outputs must match where the scenario expects them to.",
     )
     implementation_proof: bool = Field(
-        default=True, description="Every launch and pass must prove its implementation ran.",
+        default=True,
+        description="Every launch and pass must prove its implementation ran.",
     )
 
     @field_validator("metrics")
@@ -415,8 +503,9 @@ class Variant(StrictModel):
         default_factory=dict, description="Engine arguments (LLM(...) keywords) to override."
     )
     speculative_config: dict[str, Any] = Field(
-        default_factory=dict, description="speculative_config keys to override for this "
-        "variant; `none` turns speculation off (the same as speculation: false)."
+        default_factory=dict,
+        description="speculative_config keys to override for this "
+        "variant; `none` turns speculation off (the same as speculation: false).",
     )
     speculation: bool = Field(
         default=True,
@@ -474,14 +563,22 @@ class Variant(StrictModel):
     @classmethod
     def _speculative_config_none(cls, data: Any) -> Any:
         """`speculative_config: none` (or null) spells speculation: false."""
-        if isinstance(data, dict) and "speculative_config" in data and (
+        if (
+            isinstance(data, dict)
+            and "speculative_config" in data
+            and (
                 data["speculative_config"] is None
-                or (isinstance(data["speculative_config"], str)
-                    and data["speculative_config"].strip().lower() == "none")):
+                or (
+                    isinstance(data["speculative_config"], str)
+                    and data["speculative_config"].strip().lower() == "none"
+                )
+            )
+        ):
             data = {k: v for k, v in data.items() if k != "speculative_config"}
             if data.get("speculation", False) is not False:
-                raise ValueError("speculative_config: none and speculation: true contradict "
-                                 "each other")
+                raise ValueError(
+                    "speculative_config: none and speculation: true contradict each other"
+                )
             data["speculation"] = False
         return data
 
@@ -506,20 +603,29 @@ class Variant(StrictModel):
         if self.diff is not None and self.source is not None:
             raise ValueError("diff and source both name your change: choose one")
         if (self.diff or self.source) and (self.patch or self.implementation):
-            raise ValueError(f"{'diff' if self.diff else 'source'} and "
-                             f"{'patch' if self.patch else 'implementation'} both swap code: "
-                             "choose one")
+            raise ValueError(
+                f"{'diff' if self.diff else 'source'} and "
+                f"{'patch' if self.patch else 'implementation'} both swap code: "
+                "choose one"
+            )
         if self.switchable and self.patch is None:
             raise ValueError("switchable: applies to a patch; this variant has none")
         if not self.speculation:
-            swapped = [f for f in ("implementation", "patch", "diff", "source")
-                       if getattr(self, f) is not None]
+            swapped = [
+                f
+                for f in ("implementation", "patch", "diff", "source")
+                if getattr(self, f) is not None
+            ]
             if swapped:
-                raise ValueError(f"speculation: false runs no drafting, so {swapped[0]} has "
-                                 "nothing to swap; give the no-speculation arm no code change")
+                raise ValueError(
+                    f"speculation: false runs no drafting, so {swapped[0]} has "
+                    "nothing to swap; give the no-speculation arm no code change"
+                )
             if self.speculative_config:
-                raise ValueError("speculation: false and speculative_config keys: an arm "
-                                 "without speculation has no speculative_config")
+                raise ValueError(
+                    "speculation: false and speculative_config keys: an arm "
+                    "without speculation has no speculative_config"
+                )
         return self
 
     @property
@@ -592,7 +698,10 @@ class Scenario(StrictModel):
         default=1, ge=1, le=100, description="Engine launches (fresh processes) per variant."
     )
     repeats: int = Field(
-        default=1, ge=1, le=10_000, description="Measured passes per engine launch (one-engine "
+        default=1,
+        ge=1,
+        le=10_000,
+        description="Measured passes per engine launch (one-engine "
         "design: per arm, rounded up to whole blocks of two; with precision: the minimum).",
     )
     design: Literal["auto", "one-engine", "launch-per-arm"] = Field(
@@ -604,16 +713,19 @@ class Scenario(StrictModel):
         "one-engine where possible.",
     )
     profile: ProfileSpec | None = Field(
-        default=None, description="Profile each arm (torch profiler traces, Perfetto-viewable, "
+        default=None,
+        description="Profile each arm (torch profiler traces, Perfetto-viewable, "
         "under the run's profiles/; a table of the ops whose self time differs most). Offline "
         "mode. `run --profile` sets it.",
     )
     precision: Precision | None = Field(
-        default=None, description="Run until the output-throughput interval is this "
+        default=None,
+        description="Run until the output-throughput interval is this "
         "precise, within a time budget (one-engine design, one round).",
     )
     slo: SLO | None = Field(
-        default=None, description="Service level objectives per request: adds the rows "
+        default=None,
+        description="Service level objectives per request: adds the rows "
         "Goodput (req/s) and SLO attainment (%), as `vllm bench serve --goodput` defines "
         "goodput.",
     )
@@ -625,20 +737,24 @@ class Scenario(StrictModel):
         "greedy decoding) are not tested. One of: " + ", ".join(PRIMARY_METRICS) + ".",
     )
     metrics: LatencyPercentiles = Field(
-        default_factory=LatencyPercentiles, description="Latency percentiles to report, as "
+        default_factory=LatencyPercentiles,
+        description="Latency percentiles to report, as "
         "`vllm bench serve` names them (metrics.percentiles, metrics.percentile_metrics).",
     )
     gates: GateSpec = Field(
-        default_factory=GateSpec, description="Regression gate policies (`specbench gate`, "
+        default_factory=GateSpec,
+        description="Regression gate policies (`specbench gate`, "
         "`run --gate`); defaults suit a spec-decode change.",
     )
     step_times: bool | None = Field(
-        default=None, description="Time every engine step's parts in vLLM's worker (draft, "
+        default=None,
+        description="Time every engine step's parts in vLLM's worker (draft, "
         "verification forward, the rest; engine.steptimes) and report them as rows per arm. "
         "Default: on in offline mode (it costs about 0.1% of an engine step: "
         "benchmarks/step_timer_cost.py, docs/speedup.md), off in serve mode "
         "(the server has no step timer). V1 and Model Runner V2 are timed each at their own "
-        "points (docs/model-runner-v2.md).")
+        "points (docs/model-runner-v2.md).",
+    )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -651,7 +767,8 @@ class Scenario(StrictModel):
         description="Variant name -> overrides. Exactly one has baseline: true."
     )
     sweep: Sweep | None = Field(
-        default=None, description="Run the A/B in every cell of a grid over scenario fields "
+        default=None,
+        description="Run the A/B in every cell of a grid over scenario fields "
         "(batch size, TP, k, models, load, ...): each cell is this scenario with the cell's "
         "values set, checked on its own.",
     )
@@ -686,8 +803,10 @@ class Scenario(StrictModel):
             if variant.speculative_config and self.draft is None:
                 raise ValueError(f"variants.{name}.speculative_config given but no 'draft'")
             if not variant.speculation and self.draft is None:
-                raise ValueError(f"variants.{name}.speculation: false, but no arm speculates: "
-                                 "the scenario has no 'draft'")
+                raise ValueError(
+                    f"variants.{name}.speculation: false, but no arm speculates: "
+                    "the scenario has no 'draft'"
+                )
             if variant.implementation is None:
                 continue
             impl = parse_implementation(variant.implementation)
@@ -707,36 +826,49 @@ class Scenario(StrictModel):
                     )
         chosen = self.metrics.keys()
         if self.primary_metric not in PRIMARY_METRICS and self.primary_metric not in chosen:
-            raise ValueError(f"primary_metric: unknown metric {self.primary_metric!r} (known: "
-                             f"{', '.join(PRIMARY_METRICS)}, and the latency percentiles "
-                             "chosen under metrics:)")
+            raise ValueError(
+                f"primary_metric: unknown metric {self.primary_metric!r} (known: "
+                f"{', '.join(PRIMARY_METRICS)}, and the latency percentiles "
+                "chosen under metrics:)"
+            )
         for key in self.gates.metrics:
             pct = parse_percentile_key(key)
             if pct is not None and key not in GATEABLE_METRICS and key not in chosen:
                 raise ValueError(
                     f"gates.metrics.{key}: not reported; add {pct[1]:g} to "
-                    f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics")
+                    f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics"
+                )
         if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
             raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
         parts = [k for k in self.gates.metrics if k in STEP_PART_METRICS]
         if self.precision is not None and self.precision.metric in STEP_PART_METRICS:
             parts.insert(0, f"precision.metric {self.precision.metric}")
         if parts and not self.times_steps:
-            raise ValueError(f"step_times: {', '.join(parts)} is read from the step timer; set "
-                             "step_times: true (offline mode)")
+            raise ValueError(
+                f"step_times: {', '.join(parts)} is read from the step timer; set "
+                "step_times: true (offline mode)"
+            )
         if self.profile is not None and self.mode == "serve":
-            raise ValueError("profile: offline mode only (the server's own /start_profile is "
-                             "not driven per arm)")
+            raise ValueError(
+                "profile: offline mode only (the server's own /start_profile is not driven per arm)"
+            )
         if self.step_times and self.mode == "serve":
             raise ValueError("step_times: offline mode only (the server has no step timer)")
-        if self.step_times is False and self.mode == "offline" \
-                and self.no_speculation_arm is not None:
-            raise ValueError("step_times: false, but the no-speculation arm's speedup "
-                             "decomposition needs the step times")
+        if (
+            self.step_times is False
+            and self.mode == "offline"
+            and self.no_speculation_arm is not None
+        ):
+            raise ValueError(
+                "step_times: false, but the no-speculation arm's speedup "
+                "decomposition needs the step times"
+            )
         off = [n for n, v in self.variants.items() if not v.speculation]
         if len(off) > 1:
-            raise ValueError(f"variants.{off[1]}.speculation: false: {off[0]} already runs "
-                             "without speculation; one such arm is the reference")
+            raise ValueError(
+                f"variants.{off[1]}.speculation: false: {off[0]} already runs "
+                "without speculation; one such arm is the reference"
+            )
         # (compared with the defaults: stored manifests spell every field out)
         if self.mode != "serve" and self.serve != ServeSettings():
             raise ValueError("serve: applies to mode: serve only (this scenario is offline)")
@@ -747,15 +879,19 @@ class Scenario(StrictModel):
             raise ValueError(f"design: one-engine is not possible: {blocker}")
         be = self.sweep.break_even if self.sweep else None
         if be is not None and be.candidate is not None and be.candidate not in self.candidates:
-            raise ValueError(f"sweep.break_even.candidate: {be.candidate!r} is not a candidate "
-                             f"(candidates: {', '.join(self.candidates)})")
+            raise ValueError(
+                f"sweep.break_even.candidate: {be.candidate!r} is not a candidate "
+                f"(candidates: {', '.join(self.candidates)})"
+            )
         if self.precision is not None:
             if self.resolved_design != "one-engine":
-                raise ValueError("precision: needs the one-engine design ("
-                                 + (blocker or "design: launch-per-arm was chosen") + ")")
+                raise ValueError(
+                    "precision: needs the one-engine design ("
+                    + (blocker or "design: launch-per-arm was chosen")
+                    + ")"
+                )
             if self.rounds != 1:
-                raise ValueError("precision: runs one engine and adds blocks to it; set "
-                                 "rounds: 1")
+                raise ValueError("precision: runs one engine and adds blocks to it; set rounds: 1")
         return self
 
     def one_engine_blocker(self) -> str | None:
@@ -769,20 +905,26 @@ class Scenario(StrictModel):
         changes = [n for n, v in self.variants.items() if v.change]
         swaps = [n for n, v in self.variants.items() if v.implementation or v.patch]
         if changes and swaps:
-            return (f"variants.{changes[0]}.{self.variants[changes[0]].change} overlays a "
-                    f"change and variants.{swaps[0]} swaps an implementation: one engine "
-                    "hosts one or the other")
+            return (
+                f"variants.{changes[0]}.{self.variants[changes[0]].change} overlays a "
+                f"change and variants.{swaps[0]} swaps an implementation: one engine "
+                "hosts one or the other"
+            )
         for name, v in self.variants.items():
             if not v.speculation:
-                return (f"variants.{name} runs without speculation: vLLM 0.32 cannot switch "
-                        "drafting off at run time, so it needs its own engine")
+                return (
+                    f"variants.{name} runs without speculation: vLLM 0.32 cannot switch "
+                    "drafting off at run time, so it needs its own engine"
+                )
             if v.engine:
                 return f"variants.{name}.engine changes the engine configuration"
             if v.env:
                 return f"variants.{name}.env changes the environment of the engine"
             if v.patch != base.patch and not self.shared_patch:
-                return (f"variants.{name}.patch installs a patch function in its own engine "
-                        "(switchable: true shares one, if it reads ctx.active())")
+                return (
+                    f"variants.{name}.patch installs a patch function in its own engine "
+                    "(switchable: true shares one, if it reads ctx.active())"
+                )
             if v.python != base.python and not v.change:
                 # (a variant with its own change overlays it; python: is its fallback build)
                 return f"variants.{name}.python runs another vLLM build, in its own engine"
@@ -790,11 +932,15 @@ class Scenario(StrictModel):
             forced = IMPLEMENTATION_CONFIG.get(impl, {}) if impl else {}
             extra = sorted(set(v.speculative_config) - set(forced))
             if extra:
-                return (f"variants.{name}.speculative_config.{extra[0]} changes the engine "
-                        "configuration")
+                return (
+                    f"variants.{name}.speculative_config.{extra[0]} changes the engine "
+                    "configuration"
+                )
             if (impl[0] if impl else None) != base_impl:
-                return (f"variants.{name}.implementation differs from the baseline's in the "
-                        "swap itself, not only its choice")
+                return (
+                    f"variants.{name}.implementation differs from the baseline's in the "
+                    "swap itself, not only its choice"
+                )
         return None
 
     @property
@@ -810,11 +956,13 @@ class Scenario(StrictModel):
         if cached == 0:
             return None
         size = cached if cached is not None else "its default"
-        return ("draft.method: suffix drafts from a cache of finished requests (vLLM's "
-                f"suffix_decoding_max_cached_requests, {size}), "
-                "so in one engine each arm's passes would teach the other arm's drafter; set "
-                "draft.config.suffix_decoding_max_cached_requests: 0 (each request's own tree "
-                "only) or design: launch-per-arm")
+        return (
+            "draft.method: suffix drafts from a cache of finished requests (vLLM's "
+            f"suffix_decoding_max_cached_requests, {size}), "
+            "so in one engine each arm's passes would teach the other arm's drafter; set "
+            "draft.config.suffix_decoding_max_cached_requests: 0 (each request's own tree "
+            "only) or design: launch-per-arm"
+        )
 
     @property
     def has_changes(self) -> bool:
@@ -829,8 +977,11 @@ class Scenario(StrictModel):
         if self.variants[self.baseline].patch is not None:
             return None
         patched = [v for v in self.variants.values() if v.patch is not None]
-        if not patched or len({v.patch for v in patched}) > 1 or not all(
-                v.switchable for v in patched):
+        if (
+            not patched
+            or len({v.patch for v in patched}) > 1
+            or not all(v.switchable for v in patched)
+        ):
             return None
         return patched[0].patch
 
@@ -848,8 +999,9 @@ class Scenario(StrictModel):
         batch-invariant by default: a pass's batches, and so its float sums, differ."""
         if self.device == "cpu":
             return True
-        return all({**self.env, **v.env}.get(BATCH_INVARIANT_ENV) == "1"
-                   for v in self.variants.values())
+        return all(
+            {**self.env, **v.env}.get(BATCH_INVARIANT_ENV) == "1" for v in self.variants.values()
+        )
 
     def expects_identical_outputs(self, variant: str) -> bool:
         """Whether `variant`'s greedy outputs must match the baseline's exactly."""
@@ -860,8 +1012,13 @@ class Scenario(StrictModel):
             return False  # synthetic acceptance draws at random: outputs may differ per pass
         # Without speculation, verification's (k + 1)-token forwards are gone: float sums
         # differ, and greedy outputs may too.
-        return (self.workload.temperature == 0.0 and not v.engine and not v.speculative_config
-                and v.speculation and self.variants[self.baseline].speculation)
+        return (
+            self.workload.temperature == 0.0
+            and not v.engine
+            and not v.speculative_config
+            and v.speculation
+            and self.variants[self.baseline].speculation
+        )
 
     @property
     def times_steps(self) -> bool:
@@ -882,33 +1039,48 @@ class Scenario(StrictModel):
         itself in the setup line."""
         if self.draft is None or self.draft.synthetic_acceptance is not None:
             return ""
-        why = [reason for reason, applies in (
-            ("random token ids", self.workload.kind == "random"),
-            ("ignore_eos (generation forced past end-of-sequence)", self.workload.ignore_eos))
-            if applies]
+        why = [
+            reason
+            for reason, applies in (
+                ("random token ids", self.workload.kind == "random"),
+                ("ignore_eos (generation forced past end-of-sequence)", self.workload.ignore_eos),
+            )
+            if applies
+        ]
         if not why:
             return ""
-        return (f"acceptance is not what real text gives: {' and '.join(why)}; such a "
-                "workload measures the proposer's cost, not its acceptance (use a jsonl or "
-                "sharegpt workload of real prompts for that)")
+        return (
+            f"acceptance is not what real text gives: {' and '.join(why)}; such a "
+            "workload measures the proposer's cost, not its acceptance (use a jsonl or "
+            "sharegpt workload of real prompts for that)"
+        )
 
     def describe_setup(self) -> str:
         """One line on how each pass was driven, for the report's footnotes."""
         w = self.workload
-        per_pass = (f"{w.num_prompts} {w.kind} prompts x {w.max_tokens} tokens per pass, "
-                    f"TP {self.tensor_parallel_size}")
+        per_pass = (
+            f"{w.num_prompts} {w.kind} prompts x {w.max_tokens} tokens per pass, "
+            f"TP {self.tensor_parallel_size}"
+        )
         if self.draft is not None and self.draft.synthetic_acceptance is not None:
-            per_pass += (f"; acceptance SYNTHETIC ({self.draft.synthetic_acceptance}): vLLM's "
-                         "synthetic rejection sampling, alike in every arm, so a throughput "
-                         "delta is the implementation's alone")
+            per_pass += (
+                f"; acceptance SYNTHETIC ({self.draft.synthetic_acceptance}): vLLM's "
+                "synthetic rejection sampling, alike in every arm, so a throughput "
+                "delta is the implementation's alone"
+            )
         if self.mode == "offline":
             return f"offline: LLM.generate in the worker, batch {self.batch_size}; {per_pass}"
         load = self.serve
-        rate = (f"{load.request_rate:g} req/s (burstiness {load.burstiness:g})"
-                if load.request_rate is not None else "all at once")
-        return (f"serve: a vLLM OpenAI server per launch, streamed /v1/completions, "
-                f"concurrency {load.concurrency or self.batch_size}, arrivals {rate}, "
-                f"max_num_seqs {self.batch_size}; {per_pass}")
+        rate = (
+            f"{load.request_rate:g} req/s (burstiness {load.burstiness:g})"
+            if load.request_rate is not None
+            else "all at once"
+        )
+        return (
+            f"serve: a vLLM OpenAI server per launch, streamed /v1/completions, "
+            f"concurrency {load.concurrency or self.batch_size}, arrivals {rate}, "
+            f"max_num_seqs {self.batch_size}; {per_pass}"
+        )
 
     @property
     def baseline(self) -> str:
@@ -923,8 +1095,11 @@ class Scenario(StrictModel):
 # so earlier runs stay the same comparison (history, --resume, repeats).
 UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 # The same for top-level fields at their defaults.
-DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {"primary_metric": "output_throughput",
-                                               "step_times": None, "model_runner": "auto"}
+DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {
+    "primary_metric": "output_throughput",
+    "step_times": None,
+    "model_runner": "auto",
+}
 # Fields that change what is kept beside the measured passes, not what they measure.
 FIELDS_OUTSIDE_HASH = ("profile",)
 # The same for the workload's fields.
@@ -1003,30 +1178,34 @@ def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
         try:
             cell = Scenario.model_validate(data)
         except ValidationError as exc:
-            raise ScenarioError(f"{source}: sweep cell {label}: "
-                                f"{format_validation_error(exc)}") from None
+            raise ScenarioError(
+                f"{source}: sweep cell {label}: {format_validation_error(exc)}"
+            ) from None
         cells.append(Cell(f"c{i:0{width}d}", values, cell))
     designs = {c.scenario.resolved_design for c in cells}
     if len(designs) > 1:
-        by = {d: next(c.label for c in cells if c.scenario.resolved_design == d)
-              for d in designs}
-        raise ScenarioError(f"{source}: sweep: cells differ in design ("
-                            + "; ".join(f"{d} at {label}" for d, label in sorted(by.items()))
-                            + "); set design: launch-per-arm")
+        by = {d: next(c.label for c in cells if c.scenario.resolved_design == d) for d in designs}
+        raise ScenarioError(
+            f"{source}: sweep: cells differ in design ("
+            + "; ".join(f"{d} at {label}" for d, label in sorted(by.items()))
+            + "); set design: launch-per-arm"
+        )
     _CELLS[id(scenario)] = (scenario, cells)
     while len(_CELLS) > _CELLS_KEPT:
         _CELLS.pop(next(iter(_CELLS)))
     return list(cells)
 
 
-def parse_scenario(data: Any, source: str = "<scenario>",
-                   max_cells: int | None = MAX_CELLS) -> Scenario:
+def parse_scenario(
+    data: Any, source: str = "<scenario>", max_cells: int | None = MAX_CELLS
+) -> Scenario:
     """Validate an already-parsed mapping (e.g. from a notebook) into a Scenario. A sweep of
     more than `max_cells` cells is refused before it is expanded (None: no limit, for a
     scenario already accepted, such as a stored run's)."""
     if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: expected a mapping at the top level, got "
-                            f"{type(data).__name__}")
+        raise ScenarioError(
+            f"{source}: expected a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -1050,8 +1229,13 @@ def as_aa(scenario: Scenario) -> Scenario:
     return parse_scenario(data, f"{scenario.name} (A/A)", max_cells=None)
 
 
-def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None,
-                   source: str = "<scenario>", until: str | None = None) -> Scenario:
+def with_precision(
+    scenario: Scenario,
+    mde: float | None,
+    budget_s: float | None,
+    source: str = "<scenario>",
+    until: str | None = None,
+) -> Scenario:
     """The scenario with a precision target from the command line (--mde, --budget; --gate
     sets until: gates), validated like one written in the file."""
     data = scenario.model_dump(mode="json")
@@ -1060,9 +1244,12 @@ def with_precision(scenario: Scenario, mde: float | None, budget_s: float | None
         raise ScenarioError(f"{source}: --budget needs --mde (or precision: in the scenario)")
     if until is not None:  # every gated metric is the target: no one row
         current = {k: v for k, v in current.items() if k != "metric"}
-    data["precision"] = {**current, **({"mde": mde} if mde is not None else {}),
-                         **({"budget_s": budget_s} if budget_s is not None else {}),
-                         **({"until": until} if until is not None else {})}
+    data["precision"] = {
+        **current,
+        **({"mde": mde} if mde is not None else {}),
+        **({"budget_s": budget_s} if budget_s is not None else {}),
+        **({"until": until} if until is not None else {}),
+    }
     if data["precision"] and data.get("rounds", 1) != 1 and not current:
         data["rounds"] = 1  # precision adds blocks to one engine instead of rounds
     return parse_scenario(data, f"{source} (with --mde/--budget)", max_cells=None)

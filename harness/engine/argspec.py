@@ -27,7 +27,11 @@ from harness.atomic import write_json_atomic
 DESCRIPTION_VERSION = 1
 
 _SCALARS: dict[type, list[str]] = {
-    bool: ["bool"], int: ["int"], float: ["float", "int"], str: ["str"], type(None): ["null"],
+    bool: ["bool"],
+    int: ["int"],
+    float: ["float", "int"],
+    str: ["str"],
+    type(None): ["null"],
 }
 
 
@@ -81,8 +85,10 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if "any" in kinds:
         return {"kinds": ["any"]}
     if "choices" in a and "choices" in b:
-        return {"kinds": kinds, "choices": a["choices"] + [c for c in b["choices"]
-                                                           if c not in a["choices"]]}
+        return {
+            "kinds": kinds,
+            "choices": a["choices"] + [c for c in b["choices"] if c not in a["choices"]],
+        }
     return {"kinds": kinds}
 
 
@@ -94,8 +100,10 @@ def describe() -> dict[str, Any]:
     from vllm.entrypoints.llm import LLM
 
     engine_hints = _hints(EngineArgs)
-    engine = {f.name: describe_type(engine_hints.get(f.name, f.type))
-              for f in dataclasses.fields(EngineArgs)}
+    engine = {
+        f.name: describe_type(engine_hints.get(f.name, f.type))
+        for f in dataclasses.fields(EngineArgs)
+    }
     # The worker calls LLM(**engine_args): its own keywords take more than EngineArgs says
     # (compilation_config also takes an int level, for one).
     for name, param in inspect.signature(LLM.__init__).parameters.items():
@@ -117,10 +125,13 @@ def describe() -> dict[str, Any]:
             internal.append(f.name)
             continue
         speculative[f.name] = describe_type(hint)
-    return {"description_version": DESCRIPTION_VERSION, "vllm_version": vllm.__version__,
-            "engine_args": dict(sorted(engine.items())),
-            "speculative_config": dict(sorted(speculative.items())),
-            "speculative_internal": sorted(internal)}
+    return {
+        "description_version": DESCRIPTION_VERSION,
+        "vllm_version": vllm.__version__,
+        "engine_args": dict(sorted(engine.items())),
+        "speculative_config": dict(sorted(speculative.items())),
+        "speculative_internal": sorted(internal),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,9 @@ RAW_IDS = "token ids, no template"
 TEMPLATED = "the tokenizer's chat template"
 
 
-def render(workload: Workload, engine_args: dict[str, Any], prompts: list[Prompt]
-           ) -> tuple[list[Prompt], str]:
+def render(
+    workload: Workload, engine_args: dict[str, Any], prompts: list[Prompt]
+) -> tuple[list[Prompt], str]:
     """The prompts as they will be sent, and one phrase saying how they were formed (the
     table's Setup line)."""
     if not any(isinstance(p, str) for p in prompts):
@@ -31,14 +32,24 @@ def render(workload: Workload, engine_args: dict[str, Any], prompts: list[Prompt
     tokenizer: Any = get_tokenizer(
         engine_args.get("tokenizer") or engine_args["model"],
         tokenizer_mode=engine_args.get("tokenizer_mode", "auto"),
-        trust_remote_code=bool(engine_args.get("trust_remote_code", False)))
+        trust_remote_code=bool(engine_args.get("trust_remote_code", False)),
+    )
     if not getattr(tokenizer, "chat_template", None):
         return prompts, RAW_NONE
     kwargs = workload.chat_template_kwargs or {}
     out: list[Prompt] = [
-        p if not isinstance(p, str) else str(tokenizer.apply_chat_template(
-            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False,
-            **kwargs))
-        for p in prompts]
-    return out, TEMPLATED + (f" ({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
-                             if kwargs else "")
+        p
+        if not isinstance(p, str)
+        else str(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}],
+                add_generation_prompt=True,
+                tokenize=False,
+                **kwargs,
+            )
+        )
+        for p in prompts
+    ]
+    return out, TEMPLATED + (
+        f" ({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})" if kwargs else ""
+    )

@@ -40,8 +40,8 @@ def _machine_busy_s(ticks: float) -> float:
 
 def _process_s(stat: str, ticks: float) -> tuple[int, int, float]:
     """(pid, session, user + system seconds) of one /proc/<pid>/stat line."""
-    pid = int(stat[:stat.index(" ")])
-    rest = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    pid = int(stat[: stat.index(" ")])
+    rest = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
     session, utime, stime = int(rest[3]), int(rest[11]), int(rest[12])
     return pid, session, (utime + stime) / ticks
 
@@ -79,8 +79,9 @@ def sample(session: int | None, also: frozenset[int] = frozenset()) -> Sample | 
         return None
 
 
-def foreign_share(before: Sample | None, after: Sample | None,
-                  cpus: int | None = None) -> float | None:
+def foreign_share(
+    before: Sample | None, after: Sample | None, cpus: int | None = None
+) -> float | None:
     """The share of the machine's CPUs (0..1) that other processes kept busy between the two
     samples; None without both. Own processes that ended meanwhile take their time with them
     (a dying process's ticks leave the sum), so a negative result is clipped at 0."""
@@ -92,7 +93,7 @@ def foreign_share(before: Sample | None, after: Sample | None,
 
 
 def _comm(stat: str) -> str:
-    return stat[stat.index("(") + 1:stat.rindex(")")]
+    return stat[stat.index("(") + 1 : stat.rindex(")")]
 
 
 def _per_process(ticks: float) -> dict[int, tuple[str, float]]:
@@ -126,27 +127,41 @@ class Busy:
     steal_share: float
 
 
-def busy_processes(interval_s: float = 1.0, exclude: frozenset[int] = frozenset()
-                   ) -> Busy | None:
+def busy_processes(interval_s: float = 1.0, exclude: frozenset[int] = frozenset()) -> Busy | None:
     """Sample /proc twice, `interval_s` apart (`specbench doctor`); None where /proc cannot
     say. Processes are sorted by share, largest first; `exclude` (the caller) left out."""
     import time
 
     try:
         ticks = _ticks()
-        t0, m0, s0, p0 = time.monotonic(), _machine_busy_s(ticks), _steal_s(ticks), \
-            _per_process(ticks)
+        t0, m0, s0, p0 = (
+            time.monotonic(),
+            _machine_busy_s(ticks),
+            _steal_s(ticks),
+            _per_process(ticks),
+        )
         time.sleep(interval_s)
-        t1, m1, s1, p1 = time.monotonic(), _machine_busy_s(ticks), _steal_s(ticks), \
-            _per_process(ticks)
+        t1, m1, s1, p1 = (
+            time.monotonic(),
+            _machine_busy_s(ticks),
+            _steal_s(ticks),
+            _per_process(ticks),
+        )
     except (OSError, ValueError, IndexError):
         return None
     wall = max(t1 - t0, 1e-9)
     cpus = os.cpu_count() or 1
-    shares = [(pid, comm, (cpu - p0[pid][1]) / wall) for pid, (comm, cpu) in p1.items()
-              if pid in p0 and pid not in exclude]
-    return Busy(wall, sorted((x for x in shares if x[2] > 0), key=lambda x: -x[2]),
-                max(0.0, (m1 - m0) / (wall * cpus)), max(0.0, (s1 - s0) / (wall * cpus)))
+    shares = [
+        (pid, comm, (cpu - p0[pid][1]) / wall)
+        for pid, (comm, cpu) in p1.items()
+        if pid in p0 and pid not in exclude
+    ]
+    return Busy(
+        wall,
+        sorted((x for x in shares if x[2] > 0), key=lambda x: -x[2]),
+        max(0.0, (m1 - m0) / (wall * cpus)),
+        max(0.0, (s1 - s0) / (wall * cpus)),
+    )
 
 
 def load_average() -> float | None:

@@ -100,8 +100,9 @@ def _snapshot(module: nn.Module) -> dict[str, Tensor]:
 # --------------------------------------------------------------------------- Medusa
 
 
-def fit_medusa(data: GreedyData, params: dict[str, Any], log: Log) -> tuple[
-    dict[str, Tensor], dict[str, Any]]:
+def fit_medusa(
+    data: GreedyData, params: dict[str, Any], log: Log
+) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """Residual-block Medusa heads (vLLM layout, no bias) trained on the token 2+k ahead."""
     torch.manual_seed(int(params["seed"]))
     heads = int(params["num_heads"])
@@ -139,14 +140,16 @@ def fit_medusa(data: GreedyData, params: dict[str, Any], log: Log) -> tuple[
             )
             chain = correct.cumprod(dim=-1)
             loss = float(
-                torch.stack([F.cross_entropy(out, y[:, k]) for k, out in enumerate(logits(x))])
-                .mean()
+                torch.stack(
+                    [F.cross_entropy(out, y[:, k]) for k, out in enumerate(logits(x))]
+                ).mean()
             )
         return (correct.float().mean(0).tolist(), chain.float().mean(0).tolist(), loss)
 
     steps, batch = int(params["steps"]), int(params["batch"])
-    opt = torch.optim.Adam(module.parameters(), lr=float(params["lr"]),
-                           weight_decay=float(params["weight_decay"]))
+    opt = torch.optim.Adam(
+        module.parameters(), lr=float(params["lr"]), weight_decay=float(params["weight_decay"])
+    )
     best: tuple[float, int, dict[str, Tensor]] = (-1.0, 0, {})
     gen = torch.Generator().manual_seed(int(params["seed"]))
     train_loss = math.nan
@@ -164,8 +167,10 @@ def fit_medusa(data: GreedyData, params: dict[str, Any], log: Log) -> tuple[
             score = sum(acc) / heads
             if score > best[0]:
                 best = (score, step, _snapshot(module))
-            log(f"  medusa step {step}: train loss {train_loss:.3f}, held-out top-1 "
-                + ", ".join(f"{a:.3f}" for a in acc))
+            log(
+                f"  medusa step {step}: train loss {train_loss:.3f}, held-out top-1 "
+                + ", ".join(f"{a:.3f}" for a in acc)
+            )
     module.load_state_dict(best[2])
     acc, chain, test_loss = evaluate(x_test, y_test)
     sub = torch.randperm(x_train.shape[0], generator=gen)[: x_test.shape[0]]
@@ -183,10 +188,11 @@ def fit_medusa(data: GreedyData, params: dict[str, Any], log: Log) -> tuple[
         "heldout_accept_per_position": chain,
     }
     weights = {
-        **{f"blocks.{k}.layers.0.weight": blocks[k].weight.detach().contiguous()
-           for k in range(heads)},
-        **{f"lm_heads.{k}.weight": lm_heads[k].weight.detach().contiguous()
-           for k in range(heads)},
+        **{
+            f"blocks.{k}.layers.0.weight": blocks[k].weight.detach().contiguous()
+            for k in range(heads)
+        },
+        **{f"lm_heads.{k}.weight": lm_heads[k].weight.detach().contiguous() for k in range(heads)},
     }
     return weights, stats
 
@@ -296,8 +302,13 @@ class EagleDraft(nn.Module):
         return {k: v.detach().clone().contiguous() for k, v in names.items()}
 
 
-def fit_eagle(data: GreedyData, cfg: dict[str, Any], target_layer: dict[str, Tensor],
-              params: dict[str, Any], log: Log) -> tuple[dict[str, Tensor], dict[str, Any]]:
+def fit_eagle(
+    data: GreedyData,
+    cfg: dict[str, Any],
+    target_layer: dict[str, Tensor],
+    params: dict[str, Any],
+    log: Log,
+) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """EAGLE-1 layer: cross-entropy on the greedy token plus feature regression, unrolled."""
     torch.manual_seed(int(params["seed"]))
     draft = EagleDraft(cfg, data.embed, data.lm_head)
@@ -336,8 +347,9 @@ def fit_eagle(data: GreedyData, cfg: dict[str, Any], target_layer: dict[str, Ten
             ok = (lab_idx <= length - 1) & (lab_idx >= g.prompt_len)
             lab = tokens[:, lab_idx.clamp(max=length - 1)]
             logits = out @ draft.lm_head.T
-            ce = F.cross_entropy(logits[:, ok].reshape(-1, logits.shape[-1]),
-                                 lab[:, ok].reshape(-1))
+            ce = F.cross_entropy(
+                logits[:, ok].reshape(-1, logits.shape[-1]), lab[:, ok].reshape(-1)
+            )
             feat_idx = base + 1 + s
             fok = feat_idx <= length - 1
             feat = F.smooth_l1_loss(out[:, fok], hid[:, feat_idx[fok]])
@@ -392,9 +404,12 @@ def fit_eagle(data: GreedyData, cfg: dict[str, Any], target_layer: dict[str, Ten
             score = sum(chain) / len(chain)
             if score > best[0]:
                 best = (score, step, _snapshot(draft))
-            log(f"  eagle step {step}: train loss {train_loss:.3f}, held-out top-1 "
+            log(
+                f"  eagle step {step}: train loss {train_loss:.3f}, held-out top-1 "
                 + ", ".join(f"{a:.3f}" for a in acc)
-                + " | chain " + ", ".join(f"{a:.3f}" for a in chain))
+                + " | chain "
+                + ", ".join(f"{a:.3f}" for a in chain)
+            )
     draft.load_state_dict(best[2])
     acc, chain, test_loss = evaluate(True)
     train_acc, train_chain, final_train_loss = evaluate(False)

@@ -109,8 +109,9 @@ def _tp_rank() -> int | None:
 class _Recorder:
     """Counts calls of one installed implementation in this process and writes its report."""
 
-    def __init__(self, implementation: str, choice: str,
-                 static: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, implementation: str, choice: str, static: dict[str, Any] | None = None
+    ) -> None:
         self.implementation = implementation
         self.static = static or {}  # facts every report repeats (an overlay's functions)
         self.choice = choice
@@ -210,16 +211,22 @@ class _Recorder:
             # A dispatched function that has not run since the engine started may be shadowed
             # on this platform: say by what (once per function), so that a refusal can give
             # the true reason (harness.analysis.proof.overlay_evidence).
-            idle = [k for k in self.static.get("overlaid", [])
-                    if not self.paths.get(k) and k not in self.shadows]
+            idle = [
+                k
+                for k in self.static.get("overlaid", [])
+                if not self.paths.get(k) and k not in self.shadows
+            ]
             if idle:
                 from harness.engine.overlay import shadowed
 
                 t = time.perf_counter()
                 self.shadows.update(dict.fromkeys(idle, ""))
                 self.shadows.update(shadowed(idle))
-                logger.info("specbench: looked for what shadows %d idle overlaid function(s) "
-                            "in %.3f s", len(idle), time.perf_counter() - t)
+                logger.info(
+                    "specbench: looked for what shadows %d idle overlaid function(s) in %.3f s",
+                    len(idle),
+                    time.perf_counter() - t,
+                )
             found = {k: v for k, v in self.shadows.items() if v}
             if found:
                 report["shadowed"] = found
@@ -313,9 +320,12 @@ def install_overlay(path: str) -> bool:
     facts = overlay.install(spec, recorder.hit, lambda: _active[OVERLAY])
     recorder.static = {"overlaid": facts["overlaid"], "arm_only": facts["arm_only"]}
     _recorders[OVERLAY] = recorder
-    logger.info("specbench: overlay of %d function(s) installed for arms %s (importers "
-                "rebound: %s)", len(facts["overlaid"]), ", ".join(_overlay_arms),
-                {k: len(v) for k, v in facts["rebound"].items()})
+    logger.info(
+        "specbench: overlay of %d function(s) installed for arms %s (importers rebound: %s)",
+        len(facts["overlaid"]),
+        ", ".join(_overlay_arms),
+        {k: len(v) for k, v in facts["rebound"].items()},
+    )
     return True
 
 
@@ -329,9 +339,13 @@ def switch_epoch(choice: str | None) -> list[dict[str, Any]]:
     reports = [recorder.end_epoch() for recorder in _recorders.values()]
     if choice:
         implementation, _, wanted = choice.partition(":")
-        known = ("on", "off") if implementation == PATCH else _overlay_arms \
-            if implementation == OVERLAY else (
-                SWAPS[implementation].choices if implementation in SWAPS else ())
+        known = (
+            ("on", "off")
+            if implementation == PATCH
+            else _overlay_arms
+            if implementation == OVERLAY
+            else (SWAPS[implementation].choices if implementation in SWAPS else ())
+        )
         if implementation not in _recorders or wanted not in known:
             raise ValueError(f"specbench: {choice!r} is not installed in this process")
         _active[implementation] = wanted

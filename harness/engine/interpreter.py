@@ -81,6 +81,8 @@ def install() -> bool:
     ReduceOps.min_max = min_max
     _type_comparisons_int1()
     _installed = True
-    logger.info("specbench: Triton interpreter corrected: argmax over all-NaN rows returns "
-                "index 0; comparisons are typed int1")
+    logger.info(
+        "specbench: Triton interpreter corrected: argmax over all-NaN rows returns "
+        "index 0; comparisons are typed int1"
+    )
     return True

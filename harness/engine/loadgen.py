@@ -67,8 +67,15 @@ def request_timings(chunk_times: Sequence[float], output_tokens: int | None) -> 
     return RequestTimings(ttft, itl, e2el, tpot)
 
 
-def completion_payload(model: str, prompt: str | list[int], max_tokens: int, *,
-                       ignore_eos: bool, temperature: float, seed: int | None) -> dict[str, Any]:
+def completion_payload(
+    model: str,
+    prompt: str | list[int],
+    max_tokens: int,
+    *,
+    ignore_eos: bool,
+    temperature: float,
+    seed: int | None,
+) -> dict[str, Any]:
     """The request body: streamed, with usage and per-chunk token ids."""
     payload: dict[str, Any] = {
         "model": model,
@@ -128,8 +135,9 @@ def _apply_event(result: StreamedRequest, data: Any, elapsed: float) -> None:
         result.spec_draft_tokens = int(spec.get("num_draft_tokens", 0))
 
 
-async def stream_completion(session: aiohttp.ClientSession, url: str, payload: dict[str, Any],
-                            index: int, pass_start: float) -> StreamedRequest:
+async def stream_completion(
+    session: aiohttp.ClientSession, url: str, payload: dict[str, Any], index: int, pass_start: float
+) -> StreamedRequest:
     """POST one streamed completion and record every chunk's arrival; failures become data."""
     result = StreamedRequest(index=index)
     start = time.perf_counter()
@@ -170,20 +178,24 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, payload: d
 
 def connector(concurrency: int) -> aiohttp.TCPConnector:
     """Connections as vLLM's benchmark pools them: at most one per request in flight."""
-    return aiohttp.TCPConnector(limit=concurrency, keepalive_timeout=60,
-                                enable_cleanup_closed=True)
+    return aiohttp.TCPConnector(limit=concurrency, keepalive_timeout=60, enable_cleanup_closed=True)
 
 
-async def run_requests(url: str, payloads: Sequence[dict[str, Any]], concurrency: int,
-                       arrivals: AsyncIterator[int] | None = None,
-                       timeout_s: float | None = None) -> tuple[list[StreamedRequest], float]:
+async def run_requests(
+    url: str,
+    payloads: Sequence[dict[str, Any]],
+    concurrency: int,
+    arrivals: AsyncIterator[int] | None = None,
+    timeout_s: float | None = None,
+) -> tuple[list[StreamedRequest], float]:
     """Send every payload with at most `concurrency` in flight; `arrivals` yields payload
     indices at their arrival times (rate-limited load), else all arrive at once.
     Returns the results in payload order and the pass duration (first send to last answer)."""
     semaphore = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(connector=connector(concurrency), timeout=timeout,
-                                     trust_env=False) as session:
+    async with aiohttp.ClientSession(
+        connector=connector(concurrency), timeout=timeout, trust_env=False
+    ) as session:
 
         async def one(i: int) -> StreamedRequest:
             async with semaphore:
@@ -222,7 +234,11 @@ def parse_spec_counters(text: str) -> dict[str, Any]:
 
 
 async def fetch_text(url: str, timeout_s: float = 30.0) -> str:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s),
-                                     trust_env=False) as session, session.get(url) as response:
+    async with (
+        aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout_s), trust_env=False
+        ) as session,
+        session.get(url) as response,
+    ):
         response.raise_for_status()
         return await response.text()

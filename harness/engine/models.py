@@ -108,8 +108,11 @@ _DEPENDS: dict[str, str | None] = {
 # Vocabulary twins (catalog.VOCAB_TWINS): built from the pair above by padding, no refit.
 _PAD_OUTPUT_SCALE = 0.1  # extra tokens' lm_head rows: a tenth of init_std
 for _tag, _size in VOCAB_TWINS.items():
-    _PARAMS[f"tiny-llama-{_tag}"] = {"vocab_size": _size, "output_scale": _PAD_OUTPUT_SCALE,
-                                     "seed": 4321}
+    _PARAMS[f"tiny-llama-{_tag}"] = {
+        "vocab_size": _size,
+        "output_scale": _PAD_OUTPUT_SCALE,
+        "seed": 4321,
+    }
     _DEPENDS[f"tiny-llama-{_tag}"] = TARGET
     _PARAMS[f"tiny-llama-{_tag}-eagle"] = {"vocab_size": _size, "from": "tiny-llama-eagle"}
     _DEPENDS[f"tiny-llama-{_tag}-eagle"] = f"tiny-llama-{_tag}"
@@ -175,8 +178,9 @@ def ensure_models(
     return {name: model_dir(name, root) for name in wanted}
 
 
-def _ensure_one(name: str, root: Path, log: Callable[[str], None], force: bool,
-                cache: dict[str, Any]) -> None:
+def _ensure_one(
+    name: str, root: Path, log: Callable[[str], None], force: bool, cache: dict[str, Any]
+) -> None:
     folder = model_dir(name, root)
     if not force and (folder / BUILD_INFO).is_file():
         return
@@ -276,8 +280,9 @@ def _llama_config(num_layers: int) -> Any:
     return config
 
 
-def _build_target(out: Path, root: Path, log: Callable[[str], None],
-                  cache: dict[str, Any]) -> dict[str, Any]:
+def _build_target(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
     import torch
     from transformers import LlamaForCausalLM
 
@@ -323,9 +328,7 @@ def _write_tokenizer(out: Path, p: dict[str, Any]) -> None:
         clean_up_tokenization_spaces=False,
     )
     # Minimal chat template so the OpenAI chat endpoint works too.
-    wrapped.chat_template = (
-        "{% for message in messages %}{{ message['content'] }} {% endfor %}"
-    )
+    wrapped.chat_template = "{% for message in messages %}{{ message['content'] }} {% endfor %}"
     wrapped.save_pretrained(str(out))
 
 
@@ -339,8 +342,9 @@ def _greedy(root: Path, log: Callable[[str], None], cache: dict[str, Any]) -> An
     return cache[key]
 
 
-def _build_medusa(out: Path, root: Path, log: Callable[[str], None],
-                  cache: dict[str, Any]) -> dict[str, Any]:
+def _build_medusa(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
     from safetensors.torch import save_file
 
     from harness.engine import fit
@@ -361,12 +365,15 @@ def _build_medusa(out: Path, root: Path, log: Callable[[str], None],
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return {"seed": p["seed"], "fit": {**stats, "data_seconds": round(data.seconds, 2),
-                                       "fit_seconds": round(fit_s, 2)}}
+    return {
+        "seed": p["seed"],
+        "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
+    }
 
 
-def _build_eagle(out: Path, root: Path, log: Callable[[str], None],
-                 cache: dict[str, Any]) -> dict[str, Any]:
+def _build_eagle(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
     from safetensors.torch import load_file, save_file
 
     from harness.engine import fit
@@ -377,7 +384,8 @@ def _build_eagle(out: Path, root: Path, log: Callable[[str], None],
     data = _greedy(root, log, cache)
     last = f"model.layers.{int(t['num_hidden_layers']) - 1}."
     target_layer = {
-        k[len(last):]: v for k, v in load_file(str(target / "model.safetensors")).items()
+        k[len(last) :]: v
+        for k, v in load_file(str(target / "model.safetensors")).items()
         if k.startswith(last)
     }
     start = time.perf_counter()
@@ -387,13 +395,16 @@ def _build_eagle(out: Path, root: Path, log: Callable[[str], None],
     config = _llama_config(1)
     config.save_pretrained(str(out))
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return {"seed": p["seed"], "fit": {**stats, "data_seconds": round(data.seconds, 2),
-                                       "fit_seconds": round(fit_s, 2)}}
+    return {
+        "seed": p["seed"],
+        "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
+    }
 
 
 def _build_padded_target(size: int) -> Builder:
-    def build(out: Path, root: Path, log: Callable[[str], None],
-              cache: dict[str, Any]) -> dict[str, Any]:
+    def build(
+        out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+    ) -> dict[str, Any]:
         import torch
         from safetensors.torch import load_file, save_file
 
@@ -401,8 +412,10 @@ def _build_padded_target(size: int) -> Builder:
         source = model_dir(TARGET, root)
         weights = load_file(str(source / "model.safetensors"))
         gen = torch.Generator().manual_seed(int(p["seed"]))
-        for name, std in (("model.embed_tokens.weight", _TARGET_PARAMS["embed_std"]),
-                          ("lm_head.weight", _TARGET_PARAMS["init_std"] * p["output_scale"])):
+        for name, std in (
+            ("model.embed_tokens.weight", _TARGET_PARAMS["embed_std"]),
+            ("lm_head.weight", _TARGET_PARAMS["init_std"] * p["output_scale"]),
+        ):
             have = weights[name]
             extra = torch.randn((size - have.shape[0], have.shape[1]), generator=gen) * std
             weights[name] = torch.cat([have, extra]).contiguous()
@@ -412,18 +425,21 @@ def _build_padded_target(size: int) -> Builder:
         _write_tokenizer(out, {**_TARGET_PARAMS, "vocab_size": size})
         log(f"  tiny-llama-{_tag_of(size)}: vocabulary {size}")
         return {"seed": p["seed"]}
+
     return build
 
 
 def _build_padded_eagle(size: int) -> Builder:
-    def build(out: Path, root: Path, log: Callable[[str], None],
-              cache: dict[str, Any]) -> dict[str, Any]:
+    def build(
+        out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+    ) -> dict[str, Any]:
         _ensure_one("tiny-llama-eagle", root, log, False, cache)
         source = model_dir("tiny-llama-eagle", root)
         shutil.copy2(source / "model.safetensors", out / "model.safetensors")
         config = json.loads((source / "config.json").read_text())
         (out / "config.json").write_text(json.dumps({**config, "vocab_size": size}, indent=2))
         return {"from": str(source)}
+
     return build
 
 
@@ -436,8 +452,7 @@ _BUILDERS: dict[str, Builder] = {
     "tiny-llama-medusa": _build_medusa,
     "tiny-llama-eagle": _build_eagle,
     **{f"tiny-llama-{tag}": _build_padded_target(size) for tag, size in VOCAB_TWINS.items()},
-    **{f"tiny-llama-{tag}-eagle": _build_padded_eagle(size)
-       for tag, size in VOCAB_TWINS.items()},
+    **{f"tiny-llama-{tag}-eagle": _build_padded_eagle(size) for tag, size in VOCAB_TWINS.items()},
 }
 
 
@@ -446,10 +461,15 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.engine.models",
         description="Build the built-in tiny models that are missing; print {name: folder} JSON.",
     )
-    parser.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"models to build (default: all of {', '.join(BUILTIN_MODELS)})")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help=f"cache folder (default: {DEFAULT_CACHE_DIR})")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"models to build (default: all of {', '.join(BUILTIN_MODELS)})",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"cache folder (default: {DEFAULT_CACHE_DIR})"
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if present")
     args = parser.parse_args(argv)
     names: list[str] = args.names or list(BUILTIN_MODELS)
@@ -459,8 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    folders = ensure_models(names, args.cache_dir,
-                            log=lambda m: print(m, file=sys.stderr, flush=True), force=args.force)
+    folders = ensure_models(
+        names, args.cache_dir, log=lambda m: print(m, file=sys.stderr, flush=True), force=args.force
+    )
     print(json.dumps({name: str(path) for name, path in folders.items()}), flush=True)
     return 0
 

@@ -50,8 +50,9 @@ def _compile(code: dict[str, Any], module: Any) -> Any:
     else:
         text = "\n" * (line - 1) + source
     filename = _remember(code["file"], line, source)
-    compiled = compile(text, filename, "exec", flags=_flags(code.get("future", [])),
-                       dont_inherit=True)
+    compiled = compile(
+        text, filename, "exec", flags=_flags(code.get("future", [])), dont_inherit=True
+    )
     scratch: dict[str, Any] = {}
     exec(compiled, module.__dict__, scratch)  # noqa: S102 - the user's change, by design
     if owner is None:
@@ -187,6 +188,7 @@ def _rebind(original: Any, dispatcher: Any) -> list[str]:
 
 Hit = Callable[[str, dict[str, Any]], None]
 
+
 class OverlayTraced(RuntimeError):
     """A dispatcher reached while torch.compile traces or a CUDA graph captures: the graph
     would freeze one arm's version, and its counters would replay as constants. The launch
@@ -235,8 +237,7 @@ def _key(code: dict[str, Any]) -> str:
     return f"{code['module']}:{owner + '.' if owner else ''}{code['name']}"
 
 
-def install(spec: dict[str, Any], hit: Hit,
-            active: Callable[[], str]) -> dict[str, Any]:
+def install(spec: dict[str, Any], hit: Hit, active: Callable[[], str]) -> dict[str, Any]:
     """Install every dispatcher of `spec`; returns facts for the reports (functions, what was
     rebound). Raises what compiling the change raises (the launch then fails with it).
 
@@ -247,9 +248,11 @@ def install(spec: dict[str, Any], hit: Hit,
     constant, container or default argument that names a changed or new function holds its
     dispatcher, and one that names a new helper finds it."""
     if spec["functions"] and all(_installed(key) for key in spec["functions"]):
-        return {"overlaid": list(spec["functions"]), "rebound": {},
-                "arm_only": _arm_only(spec, {k for k in spec["functions"]
-                                             if not _new(k)})}  # already, in this process
+        return {
+            "overlaid": list(spec["functions"]),
+            "rebound": {},
+            "arm_only": _arm_only(spec, {k for k in spec["functions"] if not _new(k)}),
+        }  # already, in this process
     check = _graph_check()
     codes = {_key(c): c for arm in spec["arms"] for c in arm["code"] if c["kind"] == "function"}
     tables: dict[str, dict[str, Any]] = {}
@@ -258,12 +261,21 @@ def install(spec: dict[str, Any], hit: Hit,
     dispatchers: dict[str, Any] = {}
     for key in spec["functions"]:
         _, holder, name = _resolve(key)
-        current = holder.__dict__.get(name) if isinstance(holder, type) else \
-            getattr(holder, name, None)
-        original = current if current is not None else (
-            _inherited(holder, name) if isinstance(holder, type) else None)
-        kind = type(original) if isinstance(original, staticmethod | classmethod) else \
-            _kind(codes[key]) if original is None else None
+        current = (
+            holder.__dict__.get(name) if isinstance(holder, type) else getattr(holder, name, None)
+        )
+        original = (
+            current
+            if current is not None
+            else (_inherited(holder, name) if isinstance(holder, type) else None)
+        )
+        kind = (
+            type(original)
+            if isinstance(original, staticmethod | classmethod)
+            else _kind(codes[key])
+            if original is None
+            else None
+        )
         tables[key] = {}
         dispatcher = _dispatcher(key, tables[key], original, kind, hit, active, check)
         dispatchers[key] = dispatcher
@@ -284,9 +296,16 @@ def install(spec: dict[str, Any], hit: Hit,
                     done_statements.add(ident)
                     text = "\n" * (code["line"] - 1) + code["source"]
                     filename = _remember(code["file"], code["line"], code["source"])
-                    exec(compile(text, filename, "exec",  # noqa: S102
-                                 flags=_flags(code.get("future", [])), dont_inherit=True),
-                         module.__dict__)
+                    exec(
+                        compile(
+                            text,
+                            filename,
+                            "exec",  # noqa: S102
+                            flags=_flags(code.get("future", [])),
+                            dont_inherit=True,
+                        ),
+                        module.__dict__,
+                    )
                 continue
             key = _key(code)
             raw = _compile(code, module)
@@ -300,46 +319,61 @@ def install(spec: dict[str, Any], hit: Hit,
             table.setdefault(arm["variant"], fallback)
         if key not in installed:  # a new function: its name and docs from its first version
             functools.update_wrapper(_function(dispatchers[key]), fallback)
-    return {"overlaid": list(spec["functions"]), "rebound": rebound,
-            "arm_only": _arm_only(spec, set(installed))}
+    return {
+        "overlaid": list(spec["functions"]),
+        "rebound": rebound,
+        "arm_only": _arm_only(spec, set(installed)),
+    }
 
 
 def _arm_only(spec: dict[str, Any], installed: set[str]) -> dict[str, list[str]]:
     """The functions vLLM does not have (a change's new helpers), each with the arms whose
     change defines it: only those arms can call it, so only their passes must (an arm without
     it runs the installed code, which never names it)."""
-    return {key: [arm["variant"] for arm in spec["arms"]
-                  if any(c["kind"] == "function" and _key(c) == key for c in arm["code"])]
-            for key in spec["functions"] if key not in installed}
+    return {
+        key: [
+            arm["variant"]
+            for arm in spec["arms"]
+            if any(c["kind"] == "function" and _key(c) == key for c in arm["code"])
+        ]
+        for key in spec["functions"]
+        if key not in installed
+    }
 
 
 def _new(key: str) -> bool:
     """Whether the dispatcher at `key` stands for a function vLLM itself does not have."""
     _, holder, name = _resolve(key)
-    found = holder.__dict__.get(name) if isinstance(holder, type) else getattr(holder, name,
-                                                                                None)
+    found = holder.__dict__.get(name) if isinstance(holder, type) else getattr(holder, name, None)
     return getattr(_function(found), NEW_MARK, False)
 
 
 def _installed(key: str) -> bool:
     _, holder, name = _resolve(key)
-    current = holder.__dict__.get(name) if isinstance(holder, type) else \
-        getattr(holder, name, None)
+    current = holder.__dict__.get(name) if isinstance(holder, type) else getattr(holder, name, None)
     return getattr(_function(current), MARK, None) == key
 
 
-def _dispatcher(key: str, functions: dict[str, Any], template: Any, kind: type | None,
-                hit: Hit, active: Callable[[], str],
-                check: Callable[[], str | None]) -> Any:
+def _dispatcher(
+    key: str,
+    functions: dict[str, Any],
+    template: Any,
+    kind: type | None,
+    hit: Hit,
+    active: Callable[[], str],
+    check: Callable[[], str | None],
+) -> Any:
     """A function that runs the active arm's version (`functions`, filled once every arm's
     code is compiled) and counts the call, eagerly only: traced or captured into a graph, it
     raises (OverlayTraced) instead of freezing one arm and replaying its counters. A static
     or class method keeps its kind (every arm's version has the installed one's)."""
     module, _, qualname = key.partition(":")
     returned = f"returned {qualname}"
-    refused = (f"{OVERLAY_TRACED} {qualname} ({module}) runs inside a graph: {{}}, so one arm's "
-               "version would be frozen in it and the arm switch could not reach it. Run it "
-               "eagerly (engine.enforce_eager: true) or launch-per-arm on a build")
+    refused = (
+        f"{OVERLAY_TRACED} {qualname} ({module}) runs inside a graph: {{}}, so one arm's "
+        "version would be frozen in it and the arm switch could not reach it. Run it "
+        "eagerly (engine.enforce_eager: true) or launch-per-arm on a build"
+    )
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         why = check()
@@ -365,9 +399,13 @@ def _platform_forward() -> str | None:
         from vllm.platforms import current_platform
     except Exception:  # noqa: BLE001 - no vLLM in this process: no platform to ask
         return None
-    for name, test in (("forward_cpu", "is_cpu"), ("forward_cuda", "is_cuda"),
-                       ("forward_hip", "is_rocm"), ("forward_xpu", "is_xpu"),
-                       ("forward_tpu", "is_tpu")):
+    for name, test in (
+        ("forward_cpu", "is_cpu"),
+        ("forward_cuda", "is_cuda"),
+        ("forward_hip", "is_rocm"),
+        ("forward_xpu", "is_xpu"),
+        ("forward_tpu", "is_tpu"),
+    ):
         if getattr(current_platform, test, lambda: False)():
             return name
     return "forward_oot"
@@ -394,16 +432,20 @@ def shadowed(keys: list[str]) -> dict[str, str]:
             platform = _platform_forward()
             owner = next((k for k in holder.__mro__ if platform in k.__dict__), None)
             if platform and owner is not None and owner.__name__ != "CustomOp":
-                out[key] = (f"{owner.__name__}.{platform} ({owner.__module__}): CustomOp "
-                            f"calls it instead of forward_native on this platform")
+                out[key] = (
+                    f"{owner.__name__}.{platform} ({owner.__module__}): CustomOp "
+                    f"calls it instead of forward_native on this platform"
+                )
                 continue
         holders[key] = (holder, name)
     if not holders:
         return out
     kinds = {type(o) for o in gc.get_objects()}
     for key, (holder, name) in holders.items():
-        for kind in sorted((k for k in kinds if isinstance(k, type) and k is not holder
-                            and issubclass(k, holder)), key=lambda k: k.__qualname__):
+        for kind in sorted(
+            (k for k in kinds if isinstance(k, type) and k is not holder and issubclass(k, holder)),
+            key=lambda k: k.__qualname__,
+        ):
             definer = next((k for k in kind.__mro__ if name in k.__dict__), None)
             if definer is not None and definer is not holder and issubclass(definer, holder):
                 out[key] = f"{definer.__name__}.{name} ({definer.__module__}) overrides it"

@@ -29,8 +29,9 @@ def _name(value: Any) -> str:
     return str(getattr(value, "name", value))
 
 
-def platform_of(vllm_config: Any, model_runner: Any, device: str,
-                rank: int | None = None) -> Platform:
+def platform_of(
+    vllm_config: Any, model_runner: Any, device: str, rank: int | None = None
+) -> Platform:
     """The platform from vLLM's own config objects and the model runner it built. V2 is told
     by the runner's module: Model Runner V2 lives under vllm.v1.worker.gpu (its CPU subclass
     under vllm.v1.worker.cpu), V1 in vllm.v1.worker.*_model_runner."""
@@ -68,9 +69,12 @@ def write(wrapper: Any) -> None:
     from vllm.platforms import current_platform
 
     worker = wrapper.worker
-    platform = platform_of(worker.vllm_config, worker.model_runner,
-                           str(current_platform.device_type),
-                           getattr(wrapper, "global_rank", None))
+    platform = platform_of(
+        worker.vllm_config,
+        worker.model_runner,
+        str(current_platform.device_type),
+        getattr(wrapper, "global_rank", None),
+    )
     path = Path(folder) / f"{PLATFORM_FILE_PREFIX}{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(platform.model_dump()))
@@ -122,15 +126,19 @@ def check_launch(run: RunSpec, report_dir: Path) -> tuple[Platform | None, str |
     platform = platforms[0] if platforms else None
     if platform is None:
         if any(features_of(run).values()):
-            return None, ("platform refused: no vLLM process reported its platform (model "
-                          "runner, CUDA graphs), so whether "
-                          + ", ".join(features_of(run)) + " can run here is unknown (the "
-                          "engine log says why the reader failed)")
+            return None, (
+                "platform refused: no vLLM process reported its platform (model "
+                "runner, CUDA graphs), so whether "
+                + ", ".join(features_of(run))
+                + " can run here is unknown (the "
+                "engine log says why the reader failed)"
+            )
         return None, None
     plain = {p.model_copy(update={"rank": None}).model_dump_json(): p for p in platforms}
     if len(plain) > 1:
-        return platform, ("platform refused: vLLM's processes report different platforms: "
-                          + "; ".join(f"rank {p.rank}: {p.describe()}"
-                                      for p in plain.values()))
+        return platform, (
+            "platform refused: vLLM's processes report different platforms: "
+            + "; ".join(f"rank {p.rank}: {p.describe()}" for p in plain.values())
+        )
     why = refusals(platform, run)
     return platform, ("platform refused: " + " | ".join(why)) if why else None

@@ -129,8 +129,10 @@ def _install_patch(path: str) -> None:
             _add_switch_method()
     except Exception as exc:
         impls.write_install_error(impls.PATCH, path, exc)
-        raise RuntimeError(f"specbench: patch {path} failed in vLLM's process "
-                           f"{os.getpid()}: {type(exc).__name__}: {exc}") from exc
+        raise RuntimeError(
+            f"specbench: patch {path} failed in vLLM's process "
+            f"{os.getpid()}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _install_overlay(path: str) -> None:
@@ -143,8 +145,10 @@ def _install_overlay(path: str) -> None:
             _add_switch_method()
     except Exception as exc:
         impls.write_install_error(impls.OVERLAY, "install", exc)
-        raise RuntimeError(f"specbench: overlay {path} failed in vLLM's process "
-                           f"{os.getpid()}: {type(exc).__name__}: {exc}") from exc
+        raise RuntimeError(
+            f"specbench: overlay {path} failed in vLLM's process "
+            f"{os.getpid()}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _add_switch_method() -> None:

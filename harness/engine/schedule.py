@@ -58,9 +58,13 @@ def reports_of(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
     return [ImplReport.from_raw(data) for per_process in raw for data in per_process or []]
 
 
-def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
-                     harness_pid: int | None,
-                     kept: PassRows | None = None) -> tuple[bool, str]:
+def precision_status(
+    run: RunSpec,
+    passes: list[PassRecord],
+    tp_size: int,
+    harness_pid: int | None,
+    kept: PassRows | None = None,
+) -> tuple[bool, str]:
     """Whether the precision target is reached on the proven passes so far, compared exactly
     as the report will compare them; and a few words on where it stands. `kept`: the rows of
     passes an earlier look summarised (each look then summarises only its new passes).
@@ -74,19 +78,31 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
     from harness.results.metrics import passes_frame
 
     assert run.precision is not None
-    record = RunRecord(run_key=run.run_key, variant=run.variant, round=run.round,
-                       order=run.order, status="ok", wall_s=0.0,
-                       result=WorkerResult(run_key=run.run_key, status="ok", passes=passes,
-                                           worker_pid=harness_pid))
+    record = RunRecord(
+        run_key=run.run_key,
+        variant=run.variant,
+        round=run.round,
+        order=run.order,
+        status="ok",
+        wall_s=0.0,
+        result=WorkerResult(
+            run_key=run.run_key, status="ok", passes=passes, worker_pid=harness_pid
+        ),
+    )
     if run.precision.until == "mde":
         targets = {run.precision.metric: run.precision.mde or 0.0}
     else:
         assert run.gates is not None
         targets = run.gates.metrics
     # Only what the rule reads: the targets, and the output-throughput MDE it reports.
-    comparison = compare_records([record], Arms.of_launch(run, tp_size), run.run_key,
-                                 run.run_key, passes_frame([record], kept=kept),
-                                 only=[*targets, "output_throughput"])
+    comparison = compare_records(
+        [record],
+        Arms.of_launch(run, tp_size),
+        run.run_key,
+        run.run_key,
+        passes_frame([record], kept=kept),
+        only=[*targets, "output_throughput"],
+    )
     open_items: list[str] = []
     worst: float | None = None
     # The MDE the progress line shows: the targeted row's (until: mde), else throughput's.
@@ -102,18 +118,24 @@ def precision_status(run: RunSpec, passes: list[PassRecord], tp_size: int,
                     continue  # identical in every unit: nothing left to estimate
                 if row.key == shown_key and est.mde is not None:
                     worst = max(worst or 0.0, est.mde)
-                if est.mde is None or not precision_reached(est, target,
-                                                             PRECISION_MIN_BLOCKS - 1):
+                if est.mde is None or not precision_reached(est, target, PRECISION_MIN_BLOCKS - 1):
                     short = est.mde is not None and est.mde <= target and est.df is not None
-                    open_items.append(f"{cand.name} {row.key}" + (
-                        f" (df {est.df:.0f}; the stop needs {PRECISION_MIN_BLOCKS - 1})"
-                        if short else ""))
+                    open_items.append(
+                        f"{cand.name} {row.key}"
+                        + (
+                            f" (df {est.df:.0f}; the stop needs {PRECISION_MIN_BLOCKS - 1})"
+                            if short
+                            else ""
+                        )
+                    )
     what = "output-throughput" if shown_key == "output_throughput" else shown_key
-    shown = f"{what} MDE ±{100 * worst:.2f}%" if worst is not None else \
-        f"{what} MDE not estimable yet"
+    shown = (
+        f"{what} MDE ±{100 * worst:.2f}%" if worst is not None else f"{what} MDE not estimable yet"
+    )
     if open_items:
         more = f"; not yet precise: {', '.join(open_items[:4])}" + (
-            f" (+{len(open_items) - 4})" if len(open_items) > 4 else "")
+            f" (+{len(open_items) - 4})" if len(open_items) > 4 else ""
+        )
         return False, shown + more
     return True, shown
 
@@ -143,9 +165,13 @@ def warmup_minimum(run: RunSpec) -> int:
     return min(WARMUP_MIN_BLOCKS, max(1, run.blocks))
 
 
-def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK_P,
-             confirm: int = 0,
-             logs: dict[int, tuple[PassRecord, float | None]] | None = None) -> bool:
+def _settled(
+    run: RunSpec,
+    warm: list[PassRecord],
+    p_value: float = WARMUP_CHECK_P,
+    confirm: int = 0,
+    logs: dict[int, tuple[PassRecord, float | None]] | None = None,
+) -> bool:
     """Whether no candidate's difference from the baseline is still settling over the
     blocks of `warm` (stats.warmup_still_settling on block differences of log output
     throughput, its trend test at `p_value`, confirmed `confirm` blocks apart). `logs`: each
@@ -164,8 +190,13 @@ def _settled(run: RunSpec, warm: list[PassRecord], p_value: float = WARMUP_CHECK
     for cand in (a.variant for a in run.arms if not a.baseline):
         # Plain means of a block's two or so passes: np.mean per block was most of a
         # simulated precision run's warm-up check.
-        d = np.array([sum(arms[cand]) / len(arms[cand]) - sum(arms[base]) / len(arms[base])
-                      for _, arms in sorted(by_block.items()) if cand in arms and base in arms])
+        d = np.array(
+            [
+                sum(arms[cand]) / len(arms[cand]) - sum(arms[base]) / len(arms[base])
+                for _, arms in sorted(by_block.items())
+                if cand in arms and base in arms
+            ]
+        )
         if warmup_still_settling(d, p_value, confirm):
             return False
     return True
@@ -187,7 +218,7 @@ def block_arms(order: list[str], block: int, seed: int, stream: int = 0) -> list
     junctions between blocks repeat an arm by chance, so AR(1) pass noise leaves neighbouring
     block differences uncorrelated on average (repeating A B B A made them correlate, and the
     interval short: the reason for the mirror this replaces)."""
-    half = order[:len(order) // 2]
+    half = order[: len(order) // 2]
     rng = np.random.default_rng([seed, stream, block])
     first = [half[i] for i in rng.permutation(len(half))]
     return first + first[::-1]
@@ -199,9 +230,16 @@ def new_block_seed() -> int:
     return secrets.randbits(31)
 
 
-def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
-            switch: SwitchFn | None, block: int, index: int, seed: int,
-            stream: int) -> list[PassRecord]:
+def _blocks(
+    run: RunSpec,
+    arms: dict[str, ArmSpec],
+    measure: MeasureFn,
+    switch: SwitchFn | None,
+    block: int,
+    index: int,
+    seed: int,
+    stream: int,
+) -> list[PassRecord]:
     """One balanced block: the arm switched before each pass, its reports collected after."""
     out: list[PassRecord] = []
     for name in block_arms(run.block_order, block, seed, stream):
@@ -216,9 +254,15 @@ def _blocks(run: RunSpec, arms: dict[str, ArmSpec], measure: MeasureFn,
     return out
 
 
-def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
-                       deadline_unix: float | None, warmup: WarmUp,
-                       log: Callable[[str], None] = print, block_seed: int = 0) -> None:
+def warm_until_settled(
+    run: RunSpec,
+    measure: MeasureFn,
+    switch: SwitchFn | None,
+    deadline_unix: float | None,
+    warmup: WarmUp,
+    log: Callable[[str], None] = print,
+    block_seed: int = 0,
+) -> None:
     """Warm-up checked, not assumed: balanced blocks, measured but never counted, until the
     arms' difference has stopped settling (at least warmup_minimum blocks; at most
     WARMUP_MAX_BLOCKS, named when hit), so an arm that warms slowly (compiles, allocates or
@@ -228,34 +272,44 @@ def warm_until_settled(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None
     logs: dict[int, tuple[PassRecord, float | None]] = {}
     while True:
         if warmup.blocks >= warmup_minimum(run) and (
-                _settled(run, warmup.passes, PRECISION_WARMUP_P, PRECISION_WARMUP_CONFIRM, logs)
-                if run.precision else _settled(run, warmup.passes, logs=logs)):
+            _settled(run, warmup.passes, PRECISION_WARMUP_P, PRECISION_WARMUP_CONFIRM, logs)
+            if run.precision
+            else _settled(run, warmup.passes, logs=logs)
+        ):
             break
         if warmup.blocks >= WARMUP_MAX_BLOCKS:
             warmup.capped = True
             log(f"specbench: warm-up hit its cap of {WARMUP_MAX_BLOCKS} blocks still settling")
             break
-        if deadline_unix is not None and typical and \
-                time.time() + 2 * float(np.median(typical)) > deadline_unix:
+        if (
+            deadline_unix is not None
+            and typical
+            and time.time() + 2 * float(np.median(typical)) > deadline_unix
+        ):
             warmup.capped = True
             break
         t = time.perf_counter()
-        warmup.passes += _blocks(run, arms, measure, switch, warmup.blocks,
-                                 len(warmup.passes), block_seed, stream=1)
+        warmup.passes += _blocks(
+            run, arms, measure, switch, warmup.blocks, len(warmup.passes), block_seed, stream=1
+        )
         typical.append(time.perf_counter() - t)
         warmup.blocks += 1
     if warmup.blocks > warmup_minimum(run):
         log(f"specbench: warm-up settled after {warmup.blocks} blocks")
 
 
-def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | None,
-                        deadline_unix: float | None, tp_size: int,
-                        harness_pid: int | None,
-                        log: Callable[[str], None] = print,
-                        passes: list[PassRecord] | None = None,
-                        warmup: WarmUp | None = None,
-                        block_seed: int = 0,
-                        ) -> tuple[list[PassRecord], str | None]:
+def drive_shared_launch(
+    run: RunSpec,
+    measure: MeasureFn,
+    switch: SwitchFn | None,
+    deadline_unix: float | None,
+    tp_size: int,
+    harness_pid: int | None,
+    log: Callable[[str], None] = print,
+    passes: list[PassRecord] | None = None,
+    warmup: WarmUp | None = None,
+    block_seed: int = 0,
+) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
     failure keeps them) and, for precision runs, why it stopped. With `warmup`, first warm
@@ -279,14 +333,18 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
             if block >= run.blocks:
                 break
         else:
-            if block >= run.blocks and block >= PRECISION_MIN_BLOCKS \
-                    and block % PRECISION_LOOK_EVERY == 0:
-                reached, where = precision_status(run, passes, tp_size, harness_pid,
-                                                  kept)
-                target = (("" if precision.metric == "output_throughput" else
-                           f"{precision.metric} ") + f"MDE <= ±{100 * precision.mde:.2f}%"
-                          if precision.until == "mde" and precision.mde is not None
-                          else "every gated metric's MDE <= its tolerance")
+            if (
+                block >= run.blocks
+                and block >= PRECISION_MIN_BLOCKS
+                and block % PRECISION_LOOK_EVERY == 0
+            ):
+                reached, where = precision_status(run, passes, tp_size, harness_pid, kept)
+                target = (
+                    ("" if precision.metric == "output_throughput" else f"{precision.metric} ")
+                    + f"MDE <= ±{100 * precision.mde:.2f}%"
+                    if precision.until == "mde" and precision.mde is not None
+                    else "every gated metric's MDE <= its tolerance"
+                )
                 log(f"specbench: look after {block} blocks: {where} (target: {target})")
                 if reached:
                     stopped = f"target reached ({target}) after {block} blocks: {where}"
@@ -299,8 +357,7 @@ def drive_shared_launch(run: RunSpec, measure: MeasureFn, switch: SwitchFn | Non
                 stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
                 break
         t = time.perf_counter()
-        for record in _blocks(run, arms, measure, switch, block, len(passes), block_seed,
-                              stream=0):
+        for record in _blocks(run, arms, measure, switch, block, len(passes), block_seed, stream=0):
             passes.append(record)
         block_seconds.append(time.perf_counter() - t)
         block += 1
@@ -338,8 +395,9 @@ class _Recorded:
         return raw
 
 
-def check_overlay_evidence(run: RunSpec, recorded: _Recorded,
-                           files: Callable[[], list[ImplReport]], harness_pid: int) -> None:
+def check_overlay_evidence(
+    run: RunSpec, recorded: _Recorded, files: Callable[[], list[ImplReport]], harness_pid: int
+) -> None:
     """Refuse, before any measured block, an overlay that runs where the switch cannot reach,
     only at start-up, shadowed, or nowhere: raises OverlayRefused naming each function, and
     the way to measure it anyway (launch-per-arm on a build of the branch)."""
@@ -349,19 +407,21 @@ def check_overlay_evidence(run: RunSpec, recorded: _Recorded,
     if not recorded.epochs:
         return
     startup, *warm = recorded.epochs
-    problems = overlay_evidence(startup, [r for epoch in warm for r in epoch], files(),
-                                harness_pid)
+    problems = overlay_evidence(startup, [r for epoch in warm for r in epoch], files(), harness_pid)
     if problems:
         changed = [a.variant for a in run.overlay.arms if a.change] if run.overlay else []
         builds = " or ".join(f"variants.{name}.python" for name in changed) or "python:"
         raise OverlayRefused(
-            "overlay refused before the first measured block: " + "; ".join(problems)
+            "overlay refused before the first measured block: "
+            + "; ".join(problems)
             + f". To measure it, give the branch as a build ({builds}: an environment with "
-            "it installed): it then runs launch-per-arm")
+            "it installed): it then runs launch-per-arm"
+        )
 
 
-def check_warmup_proof(run: RunSpec, warm: list[PassRecord], tp_size: int,
-                       harness_pid: int) -> None:
+def check_warmup_proof(
+    run: RunSpec, warm: list[PassRecord], tp_size: int, harness_pid: int
+) -> None:
     """Refuse, before the first measured block, an arm whose warm-up passes all fail the
     proof its measured passes will be judged by: the switch did not change what the proof
     records (another choice ran, zero calls, a wrong path, a rank missing). One passing
@@ -372,20 +432,28 @@ def check_warmup_proof(run: RunSpec, warm: list[PassRecord], tp_size: int,
         mine = [p for p in warm if p.arm == arm.variant]
         if arm.implementation is None or not mine:
             continue
-        problems = [proof_problems(p.impl_reports, arm.implementation, tp_size, harness_pid)
-                    for p in mine]
+        problems = [
+            proof_problems(p.impl_reports, arm.implementation, tp_size, harness_pid) for p in mine
+        ]
         if all(problems):
             raise ProofRefused(
                 f"proof failed in all {len(mine)} warm-up pass(es) of {arm.variant}, before "
                 f"the first measured block: {'; '.join(problems[-1])}. Its measured passes "
-                f"would all be unproven ({arm.implementation} did not run as switched)")
+                f"would all be unproven ({arm.implementation} did not run as switched)"
+            )
 
 
-def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None], PassRecord],
-                   warm_up: Callable[[], None] | None, switch: SwitchFn,
-                   deadline_unix: float | None, tp_size: int, harness_pid: int,
-                   result: WorkerResult,
-                   impl_files: Callable[[], list[ImplReport]] = list) -> tuple[str | None, float]:
+def measure_launch(
+    run: RunSpec,
+    measure: Callable[[int, str | None, int | None], PassRecord],
+    warm_up: Callable[[], None] | None,
+    switch: SwitchFn,
+    deadline_unix: float | None,
+    tp_size: int,
+    harness_pid: int,
+    result: WorkerResult,
+    impl_files: Callable[[], list[ImplReport]] = list,
+) -> tuple[str | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `result.passes` (one-engine: the checked warm-up's passes into
     `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds.
@@ -423,8 +491,15 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     warm = WarmUp(passes=result.warmup_passes)
     seed = result.block_seed = new_block_seed()
-    warm_until_settled(run, lambda i, arm, block: measure(i, arm.variant, block), swap,
-                       deadline_unix, warm, log, seed)
+    warm_until_settled(
+        run,
+        lambda i, arm, block: measure(i, arm.variant, block),
+        swap,
+        deadline_unix,
+        warm,
+        log,
+        seed,
+    )
     if recorded is not None:
         check_overlay_evidence(run, recorded, impl_files, harness_pid)
     if swap is not None:
@@ -432,6 +507,14 @@ def measure_launch(run: RunSpec, measure: Callable[[int, str | None, int | None]
     result.warmup_blocks, result.warmup_capped = warm.blocks, warm.capped
     warm_s = time.perf_counter() - t
     _, stopped = drive_shared_launch(
-        run, lambda i, arm, block: timed(i, arm.variant, block), swap, deadline_unix, tp_size,
-        harness_pid, log=log, passes=passes, block_seed=seed)
+        run,
+        lambda i, arm, block: timed(i, arm.variant, block),
+        swap,
+        deadline_unix,
+        tp_size,
+        harness_pid,
+        log=log,
+        passes=passes,
+        block_seed=seed,
+    )
     return stopped, warm_s

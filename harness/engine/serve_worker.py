@@ -64,8 +64,13 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SERVER_MODULE_ENV = "SPECBENCH_SERVER_MODULE"
 # Engine arguments whose CLI flag is store_true only (no --no-... form) in vLLM 0.32's server
 # parser; False is their default, so it is simply left out.
-STORE_TRUE_ONLY = {"disable_log_stats", "aggregate_engine_logging", "headless", "grpc",
-                   "data_parallel_multi_port_external_lb"}
+STORE_TRUE_ONLY = {
+    "disable_log_stats",
+    "aggregate_engine_logging",
+    "headless",
+    "grpc",
+    "data_parallel_multi_port_external_lb",
+}
 STOP_GRACE_S = 30.0
 # The soft open-file limit vLLM's own server asks for (vllm.utils.system_utils.set_ulimit);
 # it only warns where the hard limit is lower, and keeps the soft limit it found.
@@ -107,8 +112,18 @@ def served_model_name(model: str) -> str:
 
 def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[str]:
     module = os.environ.get(SERVER_MODULE_ENV, SERVER_MODULE)
-    return [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", name, *cli_args(engine_args)]
+    return [
+        sys.executable,
+        "-m",
+        module,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        name,
+        *cli_args(engine_args),
+    ]
 
 
 def free_port() -> int:
@@ -146,8 +161,9 @@ def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, timeout_s: float)
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             pass
         if time.perf_counter() - start > timeout_s:
-            raise ServerFailed(f"vLLM server gave no /health answer within "
-                               f"serve.startup_timeout_s={timeout_s:g}s")
+            raise ServerFailed(
+                f"vLLM server gave no /health answer within serve.startup_timeout_s={timeout_s:g}s"
+            )
         time.sleep(HEALTH_POLL_S)
 
 
@@ -186,8 +202,9 @@ def engine_versions() -> dict[str, str]:
     return {key: value for key, value in found.items() if value is not None}
 
 
-def request_record(streamed: StreamedRequest, prompt: Prompt,
-                   category: str | None = None) -> RequestRecord:
+def request_record(
+    streamed: StreamedRequest, prompt: Prompt, category: str | None = None
+) -> RequestRecord:
     timings = request_timings(streamed.chunk_times, streamed.output_tokens)
     prompt_tokens = streamed.prompt_tokens
     if prompt_tokens is None:
@@ -195,8 +212,11 @@ def request_record(streamed: StreamedRequest, prompt: Prompt,
     return RequestRecord(
         index=streamed.index,
         prompt_tokens=prompt_tokens,
-        output_tokens=(streamed.output_tokens if streamed.output_tokens is not None
-                       else len(streamed.token_ids)),
+        output_tokens=(
+            streamed.output_tokens
+            if streamed.output_tokens is not None
+            else len(streamed.token_ids)
+        ),
         ttft_s=timings.ttft_s if streamed.error is None else None,
         e2el_s=timings.e2el_s if streamed.error is None else None,
         itl_s=timings.itl_s,
@@ -236,8 +256,12 @@ def switch_over_http(base_url: str, choice: str | None) -> list[list[dict[str, A
     """The plugin's switch in every vLLM worker process of the server, through vLLM's dev-mode
     /collective_rpc (string arguments only). Returns one report list per process."""
     body = json.dumps({"method": SWITCH_RPC, "args": [choice or ""]}).encode()
-    request = urllib.request.Request(base_url + "/collective_rpc", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base_url + "/collective_rpc",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         data = json.loads(response.read())
     results = data.get("results") if isinstance(data, dict) else None
@@ -255,16 +279,27 @@ def server_env(run: RunSpec) -> dict[str, str]:
     return env
 
 
-def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, report_dir: Path,
-                     server_log: Path, startup_s: float = 0.0,
-                     deadline_unix: float | None = None) -> WorkerResult:
+def run_serve_worker(
+    run: RunSpec,
+    base_dir: Path,
+    cache_dir: Path | None,
+    report_dir: Path,
+    server_log: Path,
+    startup_s: float = 0.0,
+    deadline_unix: float | None = None,
+) -> WorkerResult:
     """Start the server, warm up, measure the passes (one-engine design: balanced blocks of
     every arm, switched through the server's /collective_rpc), stop the server."""
     assert run.serve is not None and run.serve.concurrency is not None
     load, concurrency = run.serve, run.serve.concurrency
     timings = Timings(startup_s=startup_s)
-    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
-                          worker_pid=os.getpid(), engine_versions=engine_versions())
+    result = WorkerResult(
+        run_key=run.run_key,
+        status="failed",
+        timings=timings,
+        worker_pid=os.getpid(),
+        engine_versions=engine_versions(),
+    )
     result.error = raise_open_files(concurrency)
     if result.error is not None:
         return result  # refused before the server starts
@@ -283,10 +318,17 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
     w = run.workload
 
     def payloads(items: list[Prompt], offset: int) -> list[dict[str, Any]]:
-        return [completion_payload(name, p, w.max_tokens, ignore_eos=w.ignore_eos,
-                                   temperature=w.temperature,
-                                   seed=None if w.temperature == 0 else w.seed + offset + i)
-                for i, p in enumerate(items)]
+        return [
+            completion_payload(
+                name,
+                p,
+                w.max_tokens,
+                ignore_eos=w.ignore_eos,
+                temperature=w.temperature,
+                seed=None if w.temperature == 0 else w.seed + offset + i,
+            )
+            for i, p in enumerate(items)
+        ]
 
     server_log.parent.mkdir(parents=True, exist_ok=True)
     platform.clear(report_dir)
@@ -304,8 +346,13 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             offset = server_log.stat().st_size if attempt > 1 else 0
             with server_log.open("ab" if attempt > 1 else "wb") as log:
                 # Same process group as this worker: the runner's group kill reaches it too.
-                server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, env=server_env(run))
+                server = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=server_env(run),
+                )
             info.pid = server.pid
             try:
                 info.healthy_after_s = wait_healthy(server, base_url, load.startup_timeout_s)
@@ -315,8 +362,10 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                     raise
                 info.port_retries += 1
                 with server_log.open("ab") as log:
-                    log.write(f"--- specbench: port {port} was taken before the server bound "
-                              "it; starting again on another ---\n".encode())
+                    log.write(
+                        f"--- specbench: port {port} was taken before the server bound "
+                        "it; starting again on another ---\n".encode()
+                    )
         url = base_url + "/v1/completions"
         assert server is not None  # the loop broke out with a healthy server
         running = server
@@ -338,21 +387,25 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
             if running.poll() is not None:
                 info.died, info.exit_code = True, running.returncode
                 failed = sum(r.error is not None for r in streamed)
-                raise ServerFailed(f"vLLM server died during {stage} (exit code "
-                                   f"{running.returncode}); {failed} of {len(streamed)} "
-                                   "requests failed")
+                raise ServerFailed(
+                    f"vLLM server died during {stage} (exit code "
+                    f"{running.returncode}); {failed} of {len(streamed)} "
+                    "requests failed"
+                )
 
         def counters() -> dict[str, Any]:
             try:
                 return parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
             except (OSError, aiohttp.ClientError, TimeoutError) as exc:
                 check_alive("a /metrics scrape", [])
-                raise ServerFailed(f"could not read {base_url}/metrics: "
-                                   f"{type(exc).__name__}: {exc}") from None
+                raise ServerFailed(
+                    f"could not read {base_url}/metrics: {type(exc).__name__}: {exc}"
+                ) from None
 
         def warm_up() -> None:
-            streamed, _ = asyncio.run(run_requests(url, payloads(warm, 1_000_000), concurrency,
-                                                   timeout_s=timeout))
+            streamed, _ = asyncio.run(
+                run_requests(url, payloads(warm, 1_000_000), concurrency, timeout_s=timeout)
+            )
             check_alive("the warm-up", streamed)
 
         measured = payloads(prompts, 0)
@@ -362,12 +415,16 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 
         def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
             before = counters() if speculative else None
-            arrivals = (vllm_arrivals(len(measured), load, w.seed + repeat)
-                        if load.request_rate is not None else None)
+            arrivals = (
+                vllm_arrivals(len(measured), load, w.seed + repeat)
+                if load.request_rate is not None
+                else None
+            )
             started = time.time()
             c0 = contention.sample(session, own)
             streamed, duration = asyncio.run(
-                run_requests(url, measured, concurrency, arrivals, timeout_s=timeout))
+                run_requests(url, measured, concurrency, arrivals, timeout_s=timeout)
+            )
             c1 = contention.sample(session, own)
             timings.measure_s += duration
             check_alive(f"pass {repeat}", streamed)
@@ -376,8 +433,9 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 repeat=repeat,
                 started_unix=started,
                 duration_s=duration,
-                requests=[request_record(s, prompts[s.index], categories[s.index])
-                          for s in streamed],
+                requests=[
+                    request_record(s, prompts[s.index], categories[s.index]) for s in streamed
+                ],
                 spec_decode=counter_delta(before, after) if before and after else None,
                 workload_hash=whash,
                 arm=arm,
@@ -391,13 +449,22 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
                 return switch_over_http(base_url, choice)
             except (OSError, ValueError) as exc:
                 check_alive("a switch between arms", [])
-                raise ServerFailed(f"switching arms through {base_url}/collective_rpc "
-                                   f"failed: {type(exc).__name__}: {exc}") from None
+                raise ServerFailed(
+                    f"switching arms through {base_url}/collective_rpc "
+                    f"failed: {type(exc).__name__}: {exc}"
+                ) from None
 
         result.stopped, timings.warmup_s = measure_launch(
-            run, measure, warm_up if warm else None, switch, deadline_unix,
-            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result,
-            lambda: read_impl_reports(report_dir))
+            run,
+            measure,
+            warm_up if warm else None,
+            switch,
+            deadline_unix,
+            int(engine_args.get("tensor_parallel_size", 1)),
+            os.getpid(),
+            result,
+            lambda: read_impl_reports(report_dir),
+        )
     except ServerFailed as exc:
         server_problem = str(exc)
     finally:
@@ -413,7 +480,8 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
     problem = server_problem or failure_summary(result.passes)
     if info.died and server_problem is None:
         problem = f"vLLM server exited on its own (exit code {info.exit_code})" + (
-            f"; {problem}" if problem else "")
+            f"; {problem}" if problem else ""
+        )
     result.status = "failed" if problem else "ok"
     result.error = problem
     return result
@@ -422,8 +490,10 @@ def run_serve_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None, repor
 def main(argv: list[str] | None = None) -> int:
     return worker_main(
         lambda run, base, cache, reports, startup, args: run_serve_worker(
-            run, base, cache, reports, args.server_log, startup, args.deadline_unix),
-        argv, extra_paths=(("--server-log", "where the vLLM server writes its log"),),
+            run, base, cache, reports, args.server_log, startup, args.deadline_unix
+        ),
+        argv,
+        extra_paths=(("--server-log", "where the vLLM server writes its log"),),
     )
 
 

@@ -39,8 +39,12 @@ from typing import Any, Protocol
 # Totals of this process (one vLLM worker, one TP rank).
 TOTALS: dict[str, float] = {"steps": 0.0, "step_s": 0.0, "forward_s": 0.0, "draft_s": 0.0}
 # Which runner method adds to which total (execute_model and sample_tokens both to step_s).
-TIMED = {"execute_model": "step_s", "sample_tokens": "step_s",
-         "_model_forward": "forward_s", "propose_draft_token_ids": "draft_s"}
+TIMED = {
+    "execute_model": "step_s",
+    "sample_tokens": "step_s",
+    "_model_forward": "forward_s",
+    "propose_draft_token_ids": "draft_s",
+}
 
 _installed = False
 
@@ -71,8 +75,9 @@ class EventClock(Clock):
     """Device time between events recorded on the current stream around each call, read only
     when the totals are asked for (settle): no wait inside a step."""
 
-    def __init__(self, make_event: Callable[[], Event],
-                 capturing: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self, make_event: Callable[[], Event], capturing: Callable[[], bool] = lambda: False
+    ) -> None:
         self.make_event = make_event
         self.capturing = capturing
         self.pending: list[tuple[Event, Event, str]] = []
@@ -102,13 +107,15 @@ def _clock() -> Clock:
     import torch
 
     if torch.cuda.is_available():
-        return EventClock(lambda: torch.cuda.Event(enable_timing=True),
-                          torch.cuda.is_current_stream_capturing)
+        return EventClock(
+            lambda: torch.cuda.Event(enable_timing=True), torch.cuda.is_current_stream_capturing
+        )
     return Clock()
 
 
-def _timed(fn: Callable[..., Any], total: str, clock: Clock,
-           counts_step: bool = False) -> Callable[..., Any]:
+def _timed(
+    fn: Callable[..., Any], total: str, clock: Clock, counts_step: bool = False
+) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         started = clock.start()
@@ -119,6 +126,7 @@ def _timed(fn: Callable[..., Any], total: str, clock: Clock,
                 clock.stop(started, total)
                 if counts_step:  # each step runs the target's forward once
                     TOTALS["steps"] += 1
+
     wrapper.__specbench_step_timer__ = True  # type: ignore[attr-defined]
     return wrapper
 
@@ -132,8 +140,9 @@ def wrap(runner_class: type, clock: Clock) -> None:
     for name, total in TIMED.items():
         fn = getattr(runner_class, name)
         if not _wrapped(fn):
-            setattr(runner_class, name, _timed(fn, total, clock,
-                                               counts_step=name == "_model_forward"))
+            setattr(
+                runner_class, name, _timed(fn, total, clock, counts_step=name == "_model_forward")
+            )
 
 
 # Model Runner V2: the methods that make the step, and the drafter's.
@@ -142,8 +151,9 @@ V2_DRAFT = ("prepare_propose", "propose")
 _forward = threading.local()  # the forward's start, between forward_start and finish_forward
 
 
-def wrap_v2(runner_class: type, timing_class: type, connector_classes: tuple[type, ...],
-            clock: Clock) -> None:
+def wrap_v2(
+    runner_class: type, timing_class: type, connector_classes: tuple[type, ...], clock: Clock
+) -> None:
     """Wrap Model Runner V2: the step's two methods, the forward between the step timing
     collector's forward_start and a KV connector's finish_forward, and (at the first
     sample_tokens of a runner with a speculator) the speculator class's draft methods."""
@@ -160,16 +170,19 @@ def wrap_v2(runner_class: type, timing_class: type, connector_classes: tuple[typ
             if speculator is not None:
                 wrap_speculator(type(speculator), clock)
             return inner(self, *args, **kwargs)
+
         sample_tokens.__specbench_draft_hook__ = True  # type: ignore[attr-defined]
         sample_tokens.__specbench_step_timer__ = True  # type: ignore[attr-defined]
         setattr(runner_class, "sample_tokens", sample_tokens)  # noqa: B010
 
     start = getattr(timing_class, "forward_start")  # noqa: B009
     if not _wrapped(start):
+
         @functools.wraps(start)
         def forward_start(self: Any, *args: Any, **kwargs: Any) -> Any:
             _forward.started = clock.start()
             return start(self, *args, **kwargs)
+
         forward_start.__specbench_step_timer__ = True  # type: ignore[attr-defined]
         setattr(timing_class, "forward_start", forward_start)  # noqa: B010
     for connector in connector_classes:
@@ -190,6 +203,7 @@ def _finisher(finish: Callable[..., Any], clock: Clock) -> Callable[..., Any]:
             if started is not None:
                 clock.stop(started, "forward_s")
                 TOTALS["steps"] += 1
+
     finish_forward.__specbench_step_timer__ = True  # type: ignore[attr-defined]
     return finish_forward
 
@@ -221,8 +235,11 @@ def _install_v2(clock: Clock) -> str | None:
         from vllm.v1.worker.gpu.model_runner import GPUModelRunner
     except Exception as exc:  # no Triton (V1 on this CPU), or another layout
         return f"V2: {type(exc).__name__}: {exc}"
-    connectors = tuple(c for c in vars(kv_connector).values()
-                       if isinstance(c, type) and "finish_forward" in c.__dict__)
+    connectors = tuple(
+        c
+        for c in vars(kv_connector).values()
+        if isinstance(c, type) and "finish_forward" in c.__dict__
+    )
     wrap_v2(GPUModelRunner, StepTimingCollector, connectors, clock)
     return None
 
@@ -240,16 +257,26 @@ def check_parts(passes: list[Any], speculative: bool) -> str | None:
     timed = [(p.repeat, p.step_times) for p in passes if p.step_times is not None]
     for repeat, st in timed:
         parts = st.forward_s + st.draft_s
-        why = ("no step" if st.steps <= 0 else "no forward" if st.forward_s <= 0
-               else "parts longer than the steps" if parts > st.step_s * 1.001
-               else "no draft time" if speculative and st.draft_s <= 0
-               else "draft time without speculation" if not speculative and st.draft_s > 0
-               else None)
+        why = (
+            "no step"
+            if st.steps <= 0
+            else "no forward"
+            if st.forward_s <= 0
+            else "parts longer than the steps"
+            if parts > st.step_s * 1.001
+            else "no draft time"
+            if speculative and st.draft_s <= 0
+            else "draft time without speculation"
+            if not speculative and st.draft_s > 0
+            else None
+        )
         if why is not None:
-            return (f"{TIMER}: its parts did not add up in pass {repeat} ({why}: {st.steps} "
-                    f"steps, step {st.step_s * 1e3:.2f} ms, forward {st.forward_s * 1e3:.2f} "
-                    f"ms, draft {st.draft_s * 1e3:.2f} ms), so this vLLM's wrap points are not "
-                    "where the timer expects them; its rows are left out of this launch")
+            return (
+                f"{TIMER}: its parts did not add up in pass {repeat} ({why}: {st.steps} "
+                f"steps, step {st.step_s * 1e3:.2f} ms, forward {st.forward_s * 1e3:.2f} "
+                f"ms, draft {st.draft_s * 1e3:.2f} ms), so this vLLM's wrap points are not "
+                "where the timer expects them; its rows are left out of this launch"
+            )
     return None
 
 

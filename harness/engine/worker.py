@@ -69,10 +69,9 @@ SPEC_COUNTERS = {
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
-
-
-def resolve_models(engine_args: dict[str, Any], cache_dir: Path | None,
-                   base_dir: Path) -> dict[str, str]:
+def resolve_models(
+    engine_args: dict[str, Any], cache_dir: Path | None, base_dir: Path
+) -> dict[str, str]:
     """Replace built-in model names (target and draft) by local folders, building if needed."""
     spec = engine_args.get("speculative_config") or {}
     wanted = [name for name in (engine_args["model"], spec.get("model")) if name in BUILTIN_MODELS]
@@ -141,13 +140,14 @@ def read_step_times(llm: Any) -> dict[str, float] | None:
     return dict(ranks[0]) if ranks else None
 
 
-def step_delta(before: dict[str, float] | None,
-               after: dict[str, float] | None) -> StepTimes | None:
+def step_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> StepTimes | None:
     """The step times of exactly one pass (the timer's totals are cumulative)."""
     if before is None or after is None:
         return None
-    return StepTimes(steps=int(round(after["steps"] - before["steps"])),
-                     **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")})
+    return StepTimes(
+        steps=int(round(after["steps"] - before["steps"])),
+        **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")},
+    )
 
 
 def to_engine_prompt(prompt: Prompt) -> Any:
@@ -258,8 +258,11 @@ def engine_death_error(llm: Any, stage: str) -> str:
     to look at a stack trace 'above')."""
     how = engine_core_ending(llm)
     log = os.environ.get(LOG_FILE_ENV)
-    return (f"vLLM's engine core process died during {stage}" + (f" ({how})" if how else "")
-            + (f"; its output, with any stack trace, is in {log}" if log else ""))
+    return (
+        f"vLLM's engine core process died during {stage}"
+        + (f" ({how})" if how else "")
+        + (f"; its output, with any stack trace, is in {log}" if log else "")
+    )
 
 
 def vllm_dataset_prompts(workload: Workload, base_dir: Path) -> list[str] | None:
@@ -271,15 +274,19 @@ def vllm_dataset_prompts(workload: Workload, base_dir: Path) -> list[str] | None
 
     found: Any
     if workload.kind == "spec_bench":
-        found = vllm_datasets.SpecBench(dataset_path=str(workload_file(workload, base_dir)),
-                                        disable_shuffle=True)
+        found = vllm_datasets.SpecBench(
+            dataset_path=str(workload_file(workload, base_dir)), disable_shuffle=True
+        )
     elif workload.kind == "speed_bench":
         folder = Path(workload.path or "")
         folder = folder if folder.is_absolute() else base_dir / folder
         if not folder.is_dir():
             return None  # the file named itself: vLLM's class reads folders only
-        found = vllm_datasets.SpeedBench(dataset_path=str(folder), disable_shuffle=True,
-                                         dataset_subset=workload.subset or "qualitative")
+        found = vllm_datasets.SpeedBench(
+            dataset_path=str(folder),
+            disable_shuffle=True,
+            dataset_subset=workload.subset or "qualitative",
+        )
     return [str(row["prompt"]) for row in found.data]
 
 
@@ -291,15 +298,20 @@ def check_against_vllm(workload: Workload, base_dir: Path) -> None:
         return
     ours = [p for p, _ in READERS[workload.kind](workload_file(workload, base_dir))]
     if theirs != ours:
-        first = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
-                     min(len(theirs), len(ours)))
-        raise RuntimeError(f"vLLM's {workload.kind} reader and specbench's disagree on "
-                           f"{workload_file(workload, base_dir)} from prompt {first} "
-                           f"({len(theirs)} against {len(ours)} prompts)")
+        first = next(
+            (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+            min(len(theirs), len(ours)),
+        )
+        raise RuntimeError(
+            f"vLLM's {workload.kind} reader and specbench's disagree on "
+            f"{workload_file(workload, base_dir)} from prompt {first} "
+            f"({len(theirs)} against {len(ours)} prompts)"
+        )
 
 
-def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None, result: WorkerResult
-                   ) -> tuple[dict[str, Any], list[Prompt], list[Prompt], list[str | None]]:
+def prepare_launch(
+    run: RunSpec, base_dir: Path, cache_dir: Path | None, result: WorkerResult
+) -> tuple[dict[str, Any], list[Prompt], list[Prompt], list[str | None]]:
     """Both modes: local model folders in a copy of the engine args (timed into `result`),
     the measured prompts, the warm-up prompts and each measured prompt's category."""
     t = time.perf_counter()
@@ -311,18 +323,28 @@ def prepare_launch(run: RunSpec, base_dir: Path, cache_dir: Path | None, result:
     check_against_vllm(run.workload, base_dir)
     prompts, categories = load_workload(run.workload, base_dir, vocab)
     prompts, result.prompts_as = chat.render(run.workload, engine_args, prompts)
-    return (engine_args, prompts, warmup_prompts(run.workload, run.warmup, vocab, prompts),
-            categories)
+    return (
+        engine_args,
+        prompts,
+        warmup_prompts(run.workload, run.warmup, vocab, prompts),
+        categories,
+    )
 
 
-def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
-               report_dir: Path, startup_s: float = 0.0,
-               deadline_unix: float | None = None) -> WorkerResult:
+def run_worker(
+    run: RunSpec,
+    base_dir: Path,
+    cache_dir: Path | None,
+    report_dir: Path,
+    startup_s: float = 0.0,
+    deadline_unix: float | None = None,
+) -> WorkerResult:
     """Build the engine, warm up, measure the passes (one-engine design: balanced blocks of
     every arm, switched through collective_rpc). Raises on engine failure."""
     timings = Timings(startup_s=startup_s)
-    result = WorkerResult(run_key=run.run_key, status="failed", timings=timings,
-                          worker_pid=os.getpid())
+    result = WorkerResult(
+        run_key=run.run_key, status="failed", timings=timings, worker_pid=os.getpid()
+    )
 
     t = time.perf_counter()
     import torch
@@ -348,8 +370,7 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
         # vLLM's own profiler hooks: a torch profiler in each worker process, started and
         # stopped per profiled pass (LLM.start_profile / stop_profile), idle otherwise.
         Path(profile_dir).mkdir(parents=True, exist_ok=True)
-        engine_args["profiler_config"] = {"profiler": "torch",
-                                          "torch_profiler_dir": profile_dir}
+        engine_args["profiler_config"] = {"profiler": "torch", "torch_profiler_dir": profile_dir}
     t = time.perf_counter()
     platform.clear(report_dir)
     llm: Any = LLM(**engine_args)
@@ -378,8 +399,11 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     def warm_up() -> None:
         nonlocal stage
         stage = "the warm-up"
-        llm.generate([to_engine_prompt(p) for p in warm], [params(i) for i in range(len(warm))],
-                     use_tqdm=False)
+        llm.generate(
+            [to_engine_prompt(p) for p in warm],
+            [params(i) for i in range(len(warm))],
+            use_tqdm=False,
+        )
 
     def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
         nonlocal stage
@@ -421,14 +445,27 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
 
     try:
         result.stopped, timings.warmup_s = measure_launch(
-            run, measure, warm_up if warm else None, switch, deadline_unix,
-            int(engine_args.get("tensor_parallel_size", 1)), os.getpid(), result,
-            lambda: read_impl_reports(report_dir))
+            run,
+            measure,
+            warm_up if warm else None,
+            switch,
+            deadline_unix,
+            int(engine_args.get("tensor_parallel_size", 1)),
+            os.getpid(),
+            result,
+            lambda: read_impl_reports(report_dir),
+        )
         if profile_dir:
             stage = "a profiled pass"
             try:
-                result.profiled = profile_arms(run, llm, switch, engine_prompts, sampling,
-                                               lambda: read_impl_reports(report_dir))
+                result.profiled = profile_arms(
+                    run,
+                    llm,
+                    switch,
+                    engine_prompts,
+                    sampling,
+                    lambda: read_impl_reports(report_dir),
+                )
             except EngineDeadError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the measured passes stand without it
@@ -460,9 +497,14 @@ def run_worker(run: RunSpec, base_dir: Path, cache_dir: Path | None,
     return result
 
 
-def profile_arms(run: RunSpec, llm: Any, switch: Callable[[str | None], Any],
-                 prompts: list[Any], sampling: list[Any],
-                 reports: Callable[[], list[ImplReport]]) -> list[ProfiledPass]:
+def profile_arms(
+    run: RunSpec,
+    llm: Any,
+    switch: Callable[[str | None], Any],
+    prompts: list[Any],
+    sampling: list[Any],
+    reports: Callable[[], list[ImplReport]],
+) -> list[ProfiledPass]:
     """run.profile_passes passes per arm under vLLM's torch profiler, after the measured
     ones: one-engine, the arms alternated (A B B A ...) and switched like a measured pass;
     each pass's traces named '<arm>-<index>' (plus vLLM's rank suffix)."""
@@ -483,18 +525,23 @@ def profile_arms(run: RunSpec, llm: Any, switch: Callable[[str | None], Any],
         llm.generate(prompts, sampling, use_tqdm=False)
         duration = time.perf_counter() - t
         llm.stop_profile()
-        paths = sorted({p for r in reports_of(switch(None)) for p in r.paths}) \
-            if run.arms and choice is not None else sorted({p for r in reports() for p in r.paths})
-        out.append(ProfiledPass(arm=arm, index=index, prefix=prefix, duration_s=duration,
-                                paths=paths))
+        paths = (
+            sorted({p for r in reports_of(switch(None)) for p in r.paths})
+            if run.arms and choice is not None
+            else sorted({p for r in reports() for p in r.paths})
+        )
+        out.append(
+            ProfiledPass(arm=arm, index=index, prefix=prefix, duration_s=duration, paths=paths)
+        )
     return out
 
 
 RunFn = Callable[[RunSpec, Path, "Path | None", Path, float, argparse.Namespace], WorkerResult]
 
 
-def worker_main(run_fn: RunFn, argv: list[str] | None = None,
-                extra_paths: tuple[tuple[str, str], ...] = ()) -> int:
+def worker_main(
+    run_fn: RunFn, argv: list[str] | None = None, extra_paths: tuple[tuple[str, str], ...] = ()
+) -> int:
     """The worker protocol shared by both modes: read the spec, run, write one WorkerResult
     (also for failures, as data), exit non-zero unless the launch succeeded."""
     guard_process_group()  # a dead runner, or its cleanup, ends the engine processes too
@@ -511,10 +558,15 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
     if raw.get("spec_version") != WORKER_SPEC_VERSION:
         # Another specbench wrote it (a variant's environment with an older or newer copy).
         key = str((raw.get("run") or {}).get("run_key", "?"))
-        result = WorkerResult(run_key=key, status="failed", error=(
-            f"worker spec version {raw.get('spec_version')!r}, but this worker "
-            f"({Path(__file__).resolve().parents[2]}) reads version {WORKER_SPEC_VERSION}: "
-            "install the same specbench in this environment"))
+        result = WorkerResult(
+            run_key=key,
+            status="failed",
+            error=(
+                f"worker spec version {raw.get('spec_version')!r}, but this worker "
+                f"({Path(__file__).resolve().parents[2]}) reads version {WORKER_SPEC_VERSION}: "
+                "install the same specbench in this environment"
+            ),
+        )
         write_json_atomic(args.out, result.model_dump(mode="json"), indent=None)
         return 1
     spec = WorkerSpec.model_validate(raw)
@@ -527,9 +579,12 @@ def worker_main(run_fn: RunFn, argv: list[str] | None = None,
         result = run_fn(run, base_dir, cache_dir, report_dir, startup_s, args)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data for the parent
         traceback.print_exc()
-        result = WorkerResult(run_key=run.run_key, status="failed",
-                              error=f"{type(exc).__name__}: {exc}".strip()[:2000],
-                              impl_reports=read_impl_reports(report_dir))
+        result = WorkerResult(
+            run_key=run.run_key,
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+            impl_reports=read_impl_reports(report_dir),
+        )
     write_json_atomic(args.out, result.model_dump(mode="json"), indent=None)
     return 0 if result.status == "ok" else 1
 
@@ -545,7 +600,8 @@ def exit_now(code: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     return worker_main(
         lambda run, base, cache, reports, startup, args: run_worker(
-            run, base, cache, reports, startup, args.deadline_unix),
+            run, base, cache, reports, startup, args.deadline_unix
+        ),
         argv,
     )
 

@@ -81,8 +81,17 @@ class Interrupted(Exception):
 
 # (runs, run_dir, base_dir, deadline_of, started, done): run every launch, as many at once as
 # the executor can; `started(run)` as each is submitted, `done(run, record)` as each finishes.
-LaunchAll = Callable[[list[RunSpec], Path, Path, Callable[[RunSpec], "float | None"],
-                      Callable[[RunSpec], None], Callable[[RunSpec, RunRecord], None]], None]
+LaunchAll = Callable[
+    [
+        list[RunSpec],
+        Path,
+        Path,
+        Callable[[RunSpec], "float | None"],
+        Callable[[RunSpec], None],
+        Callable[[RunSpec, RunRecord], None],
+    ],
+    None,
+]
 
 
 class Executor(Protocol):
@@ -106,9 +115,14 @@ class Executor(Protocol):
         """Anything every launch needs first (built-in models): (ok, why not, seconds)."""
         ...
 
-    def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
-               deadline_unix: float | None,
-               on_start: Callable[[int], None] | None) -> RunRecord:
+    def launch(
+        self,
+        run: RunSpec,
+        run_dir: Path,
+        base_dir: Path,
+        deadline_unix: float | None,
+        on_start: Callable[[int], None] | None,
+    ) -> RunRecord:
         """Run one launch to its end (however it ends) and return its record. `on_start`
         gets the id of the process session that holds the launch's engine processes."""
         ...
@@ -119,8 +133,9 @@ def device_env(device: str, tp: int, runner: str = "auto") -> dict[str, str]:
     VLLM_ON_CPU.md): on the CPU, one core group per TP rank, and for Model Runner V2 Triton's
     interpreter (harness.config.interpreter); elsewhere a forced runner's variable."""
     if device != "cpu":
-        return {} if runner == "auto" else {
-            "VLLM_USE_V2_MODEL_RUNNER": "1" if runner == "V2" else "0"}
+        return (
+            {} if runner == "auto" else {"VLLM_USE_V2_MODEL_RUNNER": "1" if runner == "V2" else "0"}
+        )
     env = {
         "VLLM_TARGET_DEVICE": "cpu",
         "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -128,7 +143,7 @@ def device_env(device: str, tp: int, runner: str = "auto") -> dict[str, str]:
     if tp > 1:
         cpus = sorted(os.sched_getaffinity(0))
         per = max(1, len(cpus) // tp)
-        groups = [cpus[i * per:(i + 1) * per] for i in range(tp)]
+        groups = [cpus[i * per : (i + 1) * per] for i in range(tp)]
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
             ",".join(str(c) for c in group) for group in groups
         )
@@ -165,9 +180,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             time.sleep(0.1)
 
 
-
-
-
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Hold SIGINT/SIGTERM until the block ends, then raise as they would have. A signal
@@ -181,8 +193,11 @@ def _signals_deferred() -> Iterator[None]:
     def note(signum: int, frame: Any) -> None:
         pending.append(signum)
 
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)
-                if signal.getsignal(sig) is not signal.SIG_IGN}
+    previous = {
+        sig: signal.signal(sig, note)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -194,10 +209,15 @@ def _signals_deferred() -> Iterator[None]:
             raise Interrupted(signal.Signals(pending[0]).name)
 
 
-def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
-           on_start: Callable[[int], None] | None = None,
-           on_tick: Callable[[float], None] | None = None,
-           watch: Callable[[int, float], bool] | None = None) -> tuple[int | None, float, bool]:
+def launch(
+    cmd: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    timeout_s: float,
+    on_start: Callable[[int], None] | None = None,
+    on_tick: Callable[[float], None] | None = None,
+    watch: Callable[[int, float], bool] | None = None,
+) -> tuple[int | None, float, bool]:
     """Run `cmd` in its own session with output to `log_path` (`on_start` gets its pid, which
     is also its session id; `on_tick` the seconds so far, every TICK_S while it runs; `watch`
     the pid and the seconds so far, every TICK_S: True ends it now, as a stalled launch).
@@ -205,9 +225,15 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -225,8 +251,7 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float
                     if on_tick is not None:
                         with contextlib.suppress(Exception):  # a display never ends a run
                             on_tick(time.perf_counter() - start)
-                    if watch is not None and _stalled(watch, proc.pid,
-                                                      time.perf_counter() - start):
+                    if watch is not None and _stalled(watch, proc.pid, time.perf_counter() - start):
                         break
         finally:
             # Also on success: reap anything the worker left in its group. A second Ctrl-C
@@ -283,8 +308,7 @@ class LaunchWatch:
     (harness.execute.progress.StallWatch); on a stall, dump the stacks of every process of
     the launch into its log and keep the line that says where it is stuck (`error`)."""
 
-    def __init__(self, run: RunSpec, progress: Path, log_path: Path,
-                 show: Status | None) -> None:
+    def __init__(self, run: RunSpec, progress: Path, log_path: Path, show: Status | None) -> None:
         self.run, self.progress, self.log_path, self.show = run, progress, log_path, show
         self.started_unix = time.time()
         self.rule = StallWatch(self.started_unix)
@@ -301,8 +325,10 @@ class LaunchWatch:
         thread = stuck_thread(dump_stacks(pid, self.started_unix, self.log_path))
         self.error = describe_stall(stall, thread)
         if stall.passes:
-            self.error += (f"; {stall.passes} measured pass{'es' if stall.passes > 1 else ''}"
-                           " before it lost (the worker writes its passes only at its end)")
+            self.error += (
+                f"; {stall.passes} measured pass{'es' if stall.passes > 1 else ''}"
+                " before it lost (the worker writes its passes only at its end)"
+            )
         return True
 
 
@@ -312,8 +338,9 @@ def models_command(names: list[str], models_cache: Path | None) -> list[str]:
     return [sys.executable, "-m", MODELS_MODULE, *cache, *names]
 
 
-def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
-                   progress: Progress) -> tuple[bool, str, float]:
+def prepare_models(
+    plan: Plan, run_dir: Path, models_cache: Path | None, progress: Progress
+) -> tuple[bool, str, float]:
     """Build missing built-in models once, in a worker-side process, before any launch."""
     names: list[str] = []
     for run in plan.runs:
@@ -326,8 +353,9 @@ def prepare_models(plan: Plan, run_dir: Path, models_cache: Path | None,
     progress(f"preparing built-in models: {', '.join(names)}")
     cmd = models_command(names, models_cache)
     log = run_dir / "logs" / "models.log"
-    code, wall, timed_out = launch(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log,
-                                    MODELS_BUILD_TIMEOUT_S)
+    code, wall, timed_out = launch(
+        cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, MODELS_BUILD_TIMEOUT_S
+    )
     if code != 0:
         why = "timed out" if timed_out else f"exit code {code}"
         return False, f"building models failed ({why}):\n{read_tail(log)}", wall
@@ -363,32 +391,52 @@ def run_tp(run: RunSpec) -> int:
     return int(run.engine_args.get("tensor_parallel_size", 1))
 
 
-def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
-            models_cache: Path | None, worker_cmd: list[str],
-            deadline_unix: float | None = None,
-            on_start: Callable[[int], None] | None = None,
-            show: Status | None = None) -> RunRecord:
+def run_one(
+    run: RunSpec,
+    run_dir: Path,
+    base_dir: Path,
+    models_cache: Path | None,
+    worker_cmd: list[str],
+    deadline_unix: float | None = None,
+    on_start: Callable[[int], None] | None = None,
+    show: Status | None = None,
+) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
     work = run_dir / "work" / run.run_key
     report_dir = work / "impl"
     report_dir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / "spec.json", work / "result.json"
     out_path.unlink(missing_ok=True)
-    write_json_atomic(spec_path, WorkerSpec(
-        run=run, base_dir=str(base_dir), deadline_unix=deadline_unix,
-        models_cache=str(models_cache) if models_cache else None).model_dump(mode="json"))
-    env = {**os.environ, **device_env(run.device, run_tp(run), run.model_runner),
-           **run.env, "PYTHONUNBUFFERED": "1",
-           IMPL_REPORT_DIR_ENV: str(report_dir)}
+    write_json_atomic(
+        spec_path,
+        WorkerSpec(
+            run=run,
+            base_dir=str(base_dir),
+            deadline_unix=deadline_unix,
+            models_cache=str(models_cache) if models_cache else None,
+        ).model_dump(mode="json"),
+    )
+    env = {
+        **os.environ,
+        **device_env(run.device, run_tp(run), run.model_runner),
+        **run.env,
+        "PYTHONUNBUFFERED": "1",
+        IMPL_REPORT_DIR_ENV: str(report_dir),
+    }
     overlay = None
     if run.overlay is not None:  # read by the plugin in every vLLM process of the launch
         overlay = work / "overlay.json"
         write_json_atomic(overlay, run.overlay.model_dump(mode="json"))
-    for key, value in ((IMPL_ENV, run.implementation), (PATCH_ENV, run.patch),
-                       (OVERLAY_ENV, str(overlay) if overlay else None),
-                       (STEP_TIMES_ENV, "1" if run.step_times else None),
-                       (PROFILE_DIR_ENV, str(run_dir / PROFILES_DIR / run.run_key)
-                        if run.profile_passes else None)):
+    for key, value in (
+        (IMPL_ENV, run.implementation),
+        (PATCH_ENV, run.patch),
+        (OVERLAY_ENV, str(overlay) if overlay else None),
+        (STEP_TIMES_ENV, "1" if run.step_times else None),
+        (
+            PROFILE_DIR_ENV,
+            str(run_dir / PROFILES_DIR / run.run_key) if run.profile_passes else None,
+        ),
+    ):
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value
@@ -403,15 +451,30 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     watch = LaunchWatch(run, progress, log_path, show)
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
-        env, log_path, run.timeout_s, on_start, watch=watch)
-    base = {**run.record_fields(), "exit_code": code, "wall_s": wall, "log_file": log_rel,
-            "server_log_file": server_log}
+        env,
+        log_path,
+        run.timeout_s,
+        on_start,
+        watch=watch,
+    )
+    base = {
+        **run.record_fields(),
+        "exit_code": code,
+        "wall_s": wall,
+        "log_file": log_rel,
+        "server_log_file": server_log,
+    }
     if watch.error is not None:
-        return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
-                         error=watch.error)
+        return RunRecord(
+            **base, status="timeout", log_tail=failure_tail(run_dir, run), error=watch.error
+        )
     if timed_out:
-        return RunRecord(**base, status="timeout", log_tail=failure_tail(run_dir, run),
-                         error=f"worker exceeded timeout_s={run.timeout_s:g}")
+        return RunRecord(
+            **base,
+            status="timeout",
+            log_tail=failure_tail(run_dir, run),
+            error=f"worker exceeded timeout_s={run.timeout_s:g}",
+        )
     result: WorkerResult | None = None
     problem = None
     try:
@@ -426,8 +489,9 @@ def run_one(run: RunSpec, run_dir: Path, base_dir: Path,
     if result is not None and result.status == "ok" and code == 0:
         got, want = len(result.passes), run.expected_passes
         # A precision run stops when its target or budget says so, after whole blocks.
-        short = (got == 0 or got % max(1, len(run.block_order)) != 0) if run.precision \
-            else got != want
+        short = (
+            (got == 0 or got % max(1, len(run.block_order)) != 0) if run.precision else got != want
+        )
         if short:
             status, problem = "failed", f"worker returned {got} passes, expected {want}"
         else:
@@ -461,9 +525,21 @@ class LocalExecutor:
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         return prepare_models(plan, run_dir, self.models_cache, progress)
 
-    def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
-               deadline_unix: float | None,
-               on_start: Callable[[int], None] | None) -> RunRecord:
-        return run_one(run, run_dir, base_dir, self.models_cache,
-                       default_worker_cmd(run.mode, run.python),
-                       deadline_unix, on_start, self.status)
+    def launch(
+        self,
+        run: RunSpec,
+        run_dir: Path,
+        base_dir: Path,
+        deadline_unix: float | None,
+        on_start: Callable[[int], None] | None,
+    ) -> RunRecord:
+        return run_one(
+            run,
+            run_dir,
+            base_dir,
+            self.models_cache,
+            default_worker_cmd(run.mode, run.python),
+            deadline_unix,
+            on_start,
+            self.status,
+        )

@@ -26,14 +26,18 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def describe(run: RunSpec, total: int, elapsed: float, note: dict[str, Any] | None,
-             now: float | None = None) -> str:
+def describe(
+    run: RunSpec, total: int, elapsed: float, note: dict[str, Any] | None, now: float | None = None
+) -> str:
     """'[2/3] optimized.r0: measuring pass 14/24, 448 requests, 1523 tok/s, 1m12s, ETA 40s'."""
     head = f"[{run.order + 1}/{total}] {run.run_key}"
     if note is None:
         return f"{head}: starting the engine, {_clock(elapsed)}"
-    stage, done, expected = note.get("stage", "?"), int(note.get("passes", 0)), \
-        int(note.get("expected", 0))
+    stage, done, expected = (
+        note.get("stage", "?"),
+        int(note.get("passes", 0)),
+        int(note.get("expected", 0)),
+    )
     if stage != "measuring" or done == 0:
         return f"{head}: {stage}, {_clock(elapsed)}"
     at_least = ">=" if note.get("at_least") else ""
@@ -44,16 +48,20 @@ def describe(run: RunSpec, total: int, elapsed: float, note: dict[str, Any] | No
     since = note.get("measuring_since_unix")
     if since and done < expected:
         per_pass = ((now or float(note.get("updated_unix", time.time()))) - since) / done
-        text += f", ETA {_clock(per_pass * (expected - done))}" + (" at least" if at_least
-                                                                    else "")
+        text += f", ETA {_clock(per_pass * (expected - done))}" + (" at least" if at_least else "")
     return text
 
 
 class LaunchView:
     """The parent's view of the launch in flight (LocalExecutor calls tick every second)."""
 
-    def __init__(self, total: int, stream: IO[str] | None = None, live: bool | None = None,
-                 plain_every_s: float = PLAIN_EVERY_S) -> None:
+    def __init__(
+        self,
+        total: int,
+        stream: IO[str] | None = None,
+        live: bool | None = None,
+        plain_every_s: float = PLAIN_EVERY_S,
+    ) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
@@ -74,12 +82,14 @@ class LaunchView:
             return
         # The first measured pass is a change of its own: a note that only says "measuring"
         # (no pass done yet) is followed by the first with a pass count, whatever the timing.
-        stage = "starting" if note is None else str(note.get("stage")) + (
-            "" if int(note.get("passes", 0)) else " (none done)")
+        stage = (
+            "starting"
+            if note is None
+            else str(note.get("stage")) + ("" if int(note.get("passes", 0)) else " (none done)")
+        )
         last = self._last_plain
         now = time.monotonic()
-        if last is None or last[:2] != (run.run_key, stage) or now - last[2] >= \
-                self.plain_every_s:
+        if last is None or last[:2] != (run.run_key, stage) or now - last[2] >= self.plain_every_s:
             print(f"specbench: {text}", file=self.stream, flush=True)
             self._last_plain = (run.run_key, stage, now)
 
@@ -136,8 +146,7 @@ class StallWatch:
         since = self._last_unix or note.get("measuring_since_unix")
         if since:
             # Passes that finished between two ticks share the span evenly.
-            self.durations += [(updated - float(since)) / (done - self._done)] * (
-                done - self._done)
+            self.durations += [(updated - float(since)) / (done - self._done)] * (done - self._done)
         self._done, self._last_unix = done, updated
 
     def check(self, note: dict[str, Any] | None, now_unix: float) -> Stall | None:
@@ -151,8 +160,10 @@ class StallWatch:
             if self._done < expected or note.get("at_least"):
                 phase, bound = f"measured pass {self._done + 1}", pass_bound(self.durations)
             else:  # profiled passes and the engine's shutdown
-                phase, bound = "the end of the launch", max(pass_bound(self.durations),
-                                                            WARMUP_STALL_S)
+                phase, bound = (
+                    "the end of the launch",
+                    max(pass_bound(self.durations), WARMUP_STALL_S),
+                )
         else:
             phase = "the warm-up"
             since, bound = float(note.get("updated_unix") or now_unix), WARMUP_STALL_S
@@ -165,11 +176,33 @@ class StallWatch:
 THREAD_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+")
 FRAME = re.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>\S+)')
 # A thread whose innermost frame is here is waiting for work, not stuck in it.
-IDLE_FILES = ("threading.py", "selectors.py", "queue.py", "socket.py", "ssl.py",
-              "connection.py", "popen_fork.py", "synchronize.py", "lifeline.py")
+IDLE_FILES = (
+    "threading.py",
+    "selectors.py",
+    "queue.py",
+    "socket.py",
+    "ssl.py",
+    "connection.py",
+    "popen_fork.py",
+    "synchronize.py",
+    "lifeline.py",
+)
 IDLE_PARTS = ("/multiprocessing/", "/concurrent/futures/", "/asyncio/", "/zmq/")
-IDLE_FUNCS = frozenset({"wait", "select", "poll", "get", "recv", "recv_multipart", "accept",
-                        "_wait_for_tstate_lock", "_recv", "_recv_bytes", "readline"})
+IDLE_FUNCS = frozenset(
+    {
+        "wait",
+        "select",
+        "poll",
+        "get",
+        "recv",
+        "recv_multipart",
+        "accept",
+        "_wait_for_tstate_lock",
+        "_recv",
+        "_recv_bytes",
+        "readline",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -193,8 +226,11 @@ class ThreadStack:
     @property
     def idle(self) -> bool:
         top = self.frames[0]
-        return (PurePath(top.file).name in IDLE_FILES or top.func in IDLE_FUNCS
-                or any(part in top.file for part in IDLE_PARTS))
+        return (
+            PurePath(top.file).name in IDLE_FILES
+            or top.func in IDLE_FUNCS
+            or any(part in top.file for part in IDLE_PARTS)
+        )
 
 
 def parse_dump(text: str, pid: int) -> list[ThreadStack]:
@@ -238,5 +274,7 @@ def describe_stall(stall: Stall, thread: ThreadStack | None) -> str:
     if thread is not None:
         top = thread.frames[0]
         where = f"in `{top.func}` ({top.where()}, pid {thread.pid})"
-    return (f"stalled: stuck for {stall.stuck_s:.0f} s {where} during {stall.phase} "
-            f"(bound {stall.bound_s:.0f} s); stacks of every process are in the log")
+    return (
+        f"stalled: stuck for {stall.stuck_s:.0f} s {where} during {stall.phase} "
+        f"(bound {stall.bound_s:.0f} s); stacks of every process are in the log"
+    )

@@ -49,8 +49,10 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ScenarioError("--executor ray: Ray is not installed here (pip install -e "
-                            "'.[ray]'; scripts/setup.sh installs it)") from None
+        raise ScenarioError(
+            "--executor ray: Ray is not installed here (pip install -e "
+            "'.[ray]'; scripts/setup.sh installs it)"
+        ) from None
     return ray
 
 
@@ -63,12 +65,18 @@ def needs(run: RunSpec) -> dict[str, float]:
     """The Ray resources one launch asks for: a core per TP rank on CPU, a GPU per rank on
     CUDA (CPUs for the worker process then come from the GPU node's share)."""
     tp = run_tp(run)
-    return {"num_cpus": tp, "num_gpus": 0} if run.device == "cpu" else \
-        {"num_cpus": 1, "num_gpus": tp}
+    return (
+        {"num_cpus": tp, "num_gpus": 0} if run.device == "cpu" else {"num_cpus": 1, "num_gpus": tp}
+    )
 
 
-def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
-                  budget_s: float | None, env: dict[str, str]) -> dict[str, Any]:
+def remote_launch(
+    run_json: str,
+    base_dir: str,
+    models_cache: str | None,
+    budget_s: float | None,
+    env: dict[str, str],
+) -> dict[str, Any]:
     """The body of a launch's Ray task, on its node: a keeper process (this module's main)
     runs the launch in a scratch folder; the task ships back what it left (the record, its
     files) and the node. A precision launch's budget counts from when the task starts, not
@@ -88,12 +96,22 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
         node["node_id"] = ray.get_runtime_context().get_node_id()
     try:
         task = scratch / "task.json"
-        task.write_text(json.dumps({
-            "run": run_json, "base_dir": base_dir, "models_cache": models_cache,
-            "deadline_unix": time.time() + budget_s if budget_s is not None else None}))
-        keeper = subprocess.Popen([sys.executable, "-m", __name__, str(scratch)],
-                                  env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                                  preexec_fn=die_with_parent)
+        task.write_text(
+            json.dumps(
+                {
+                    "run": run_json,
+                    "base_dir": base_dir,
+                    "models_cache": models_cache,
+                    "deadline_unix": time.time() + budget_s if budget_s is not None else None,
+                }
+            )
+        )
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(scratch)],
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
         try:
             keeper.wait()
         finally:  # a gentle cancel (KeyboardInterrupt here): the keeper ends the launch
@@ -104,13 +122,17 @@ def remote_launch(run_json: str, base_dir: str, models_cache: str | None,
                 except subprocess.TimeoutExpired:
                     keeper.kill()
         if not (scratch / "keeper.json").is_file():
-            raise RuntimeError(f"the launch's keeper process ended with code "
-                               f"{keeper.returncode} before it finished")
+            raise RuntimeError(
+                f"the launch's keeper process ended with code "
+                f"{keeper.returncode} before it finished"
+            )
         out = json.loads((scratch / "keeper.json").read_text())
         node["fingerprint"] = out["fingerprint"]
-        return {"record": out["record"], "files": _files(scratch, skip={"task.json",
-                                                                        "keeper.json"}),
-                "node": node}
+        return {
+            "record": out["record"],
+            "files": _files(scratch, skip={"task.json", "keeper.json"}),
+            "node": node,
+        }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -137,35 +159,52 @@ def keep(scratch: Path) -> int:
     run = RunSpec.model_validate_json(task["run"])
     if run_tp(run) > 1 and "distributed_executor_backend" not in run.engine_args:
         # vLLM's own processes for TP inside the task, never a Ray-in-Ray executor.
-        run = run.model_copy(update={"engine_args": {**run.engine_args,
-                                                     "distributed_executor_backend": "mp"}})
+        run = run.model_copy(
+            update={"engine_args": {**run.engine_args, "distributed_executor_backend": "mp"}}
+        )
     cache = Path(task["models_cache"]) if task["models_cache"] else None
     record: RunRecord | None = None
     names = _builtin_names(run)
     if names:
         log = scratch / "logs" / f"{run.run_key}.models.log"
-        code, _, timed_out = launch(models_command(names, cache),
-                                    {**os.environ, "PYTHONUNBUFFERED": "1"}, log,
-                                    MODELS_BUILD_TIMEOUT_S)
+        code, _, timed_out = launch(
+            models_command(names, cache),
+            {**os.environ, "PYTHONUNBUFFERED": "1"},
+            log,
+            MODELS_BUILD_TIMEOUT_S,
+        )
         if code != 0:
             why = "timed out" if timed_out else f"exit code {code}"
-            record = RunRecord(**run.record_fields(), status="failed", wall_s=0.0,
-                               error=f"building models on {socket.gethostname()} failed "
-                               f"({why})", log_tail=read_tail(log),
-                               log_file=f"logs/{run.run_key}.models.log")
+            record = RunRecord(
+                **run.record_fields(),
+                status="failed",
+                wall_s=0.0,
+                error=f"building models on {socket.gethostname()} failed ({why})",
+                log_tail=read_tail(log),
+                log_file=f"logs/{run.run_key}.models.log",
+            )
     if record is None:
-        record = run_one(run, scratch, Path(task["base_dir"]), cache,
-                         default_worker_cmd(run.mode, run.python), task["deadline_unix"])
-    (scratch / "keeper.json").write_text(json.dumps({
-        "record": record.model_dump(mode="json"), "fingerprint": fingerprint()}))
+        record = run_one(
+            run,
+            scratch,
+            Path(task["base_dir"]),
+            cache,
+            default_worker_cmd(run.mode, run.python),
+            task["deadline_unix"],
+        )
+    (scratch / "keeper.json").write_text(
+        json.dumps({"record": record.model_dump(mode="json"), "fingerprint": fingerprint()})
+    )
     return 0
 
 
 def _files(scratch: Path, skip: set[str]) -> dict[str, bytes]:
     """Everything a launch left in its scratch folder (logs, spec, result, reports)."""
-    return {p.relative_to(scratch).as_posix(): p.read_bytes()
-            for p in sorted(scratch.rglob("*"))
-            if p.is_file() and p.relative_to(scratch).as_posix() not in skip}
+    return {
+        p.relative_to(scratch).as_posix(): p.read_bytes()
+        for p in sorted(scratch.rglob("*"))
+        if p.is_file() and p.relative_to(scratch).as_posix() not in skip
+    }
 
 
 @dataclass
@@ -184,31 +223,53 @@ class RayExecutor:
         _reachable(self.address)
         if not ray.is_initialized():
             try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR", configure_logging=False)
+                ray.init(
+                    address=self.address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level="ERROR",
+                    configure_logging=False,
+                )
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ScenarioError(f"--address {self.address}: cannot join the Ray cluster "
-                                    f"({str(exc).splitlines()[0]})") from None
+                raise ScenarioError(
+                    f"--address {self.address}: cannot join the Ray cluster "
+                    f"({str(exc).splitlines()[0]})"
+                ) from None
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         for run in plan.runs:
             want = needs(run)
             if not any(_fits(node, want) for node in self._nodes):
                 raise HardwareError(
                     f"{run.run_key}: needs {_shown(want)} on one node; the Ray cluster's "
-                    "nodes have " + "; ".join(_shown(_have(n)) for n in self._nodes))
+                    "nodes have " + "; ".join(_shown(_have(n)) for n in self._nodes)
+                )
 
     def prepare(self, plan: Plan, run_dir: Path, progress: Progress) -> tuple[bool, str, float]:
         """Nothing to build here: each task builds the models its node lacks."""
-        progress(f"Ray: {len(self._nodes)} node(s) ("
-                 + "; ".join(_shown(_have(n)) for n in self._nodes) + ")")
+        progress(
+            f"Ray: {len(self._nodes)} node(s) ("
+            + "; ".join(_shown(_have(n)) for n in self._nodes)
+            + ")"
+        )
         return True, "", 0.0
 
-    def launch(self, run: RunSpec, run_dir: Path, base_dir: Path,
-               deadline_unix: float | None,
-               on_start: Callable[[int], None] | None) -> RunRecord:
+    def launch(
+        self,
+        run: RunSpec,
+        run_dir: Path,
+        base_dir: Path,
+        deadline_unix: float | None,
+        on_start: Callable[[int], None] | None,
+    ) -> RunRecord:
         out: list[RunRecord] = []
-        self.launch_all([run], run_dir, base_dir, lambda _: deadline_unix,
-                        lambda _: None, lambda _, record: out.append(record))
+        self.launch_all(
+            [run],
+            run_dir,
+            base_dir,
+            lambda _: deadline_unix,
+            lambda _: None,
+            lambda _, record: out.append(record),
+        )
         return out[0]
 
     def _placement(self, runs: list[RunSpec]) -> dict[str, str]:
@@ -226,10 +287,15 @@ class RayExecutor:
             placed[run.run_key] = chosen[group]
         return placed
 
-    def launch_all(self, runs: list[RunSpec], run_dir: Path, base_dir: Path,
-                   deadline_of: Callable[[RunSpec], float | None],
-                   started: Callable[[RunSpec], None],
-                   done: Callable[[RunSpec, RunRecord], None]) -> None:
+    def launch_all(
+        self,
+        runs: list[RunSpec],
+        run_dir: Path,
+        base_dir: Path,
+        deadline_of: Callable[[RunSpec], float | None],
+        started: Callable[[RunSpec], None],
+        done: Callable[[RunSpec, RunRecord], None],
+    ) -> None:
         """Submit every launch, then take each as it finishes; on Ctrl-C or SIGTERM cancel
         what is left (and wait, briefly, for its processes to go) before raising."""
         ray = import_ray()
@@ -243,12 +309,16 @@ class RayExecutor:
             options: dict[str, Any] = {**needs(run), "max_retries": 0}
             if run.run_key in placed:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                    placed[run.run_key], soft=False)
+                    placed[run.run_key], soft=False
+                )
             deadline = deadline_of(run)
             ref = task.options(**options).remote(
-                run.model_dump_json(), str(base_dir),
+                run.model_dump_json(),
+                str(base_dir),
                 str(self.models_cache) if self.models_cache else None,
-                deadline - time.time() if deadline is not None else None, env)
+                deadline - time.time() if deadline is not None else None,
+                env,
+            )
             pending[ref] = run
             started(run)
         try:
@@ -285,8 +355,12 @@ class RayExecutor:
         try:
             out = ray.get(ref)
         except Exception as exc:  # ray.exceptions.*: node died, worker crashed, cancelled
-            return RunRecord(**run.record_fields(), status="failed", wall_s=0.0,
-                             error=f"the Ray task failed: {_reason(exc)}")
+            return RunRecord(
+                **run.record_fields(),
+                status="failed",
+                wall_s=0.0,
+                error=f"the Ray task failed: {_reason(exc)}",
+            )
         for rel, content in out["files"].items():
             target = run_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -307,8 +381,7 @@ def _reachable(address: str | None, timeout_s: float = 5.0) -> None:
             pass
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ScenarioError(f"--address {address}: no Ray cluster answers there ({why})"
-                            ) from None
+        raise ScenarioError(f"--address {address}: no Ray cluster answers there ({why})") from None
 
 
 def _reason(exc: BaseException) -> str:

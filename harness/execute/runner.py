@@ -106,9 +106,15 @@ def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
     every launch, and one engine has one cache."""
     if run.device != "cuda" or run.design == "one-engine" or KV_PIN in run.engine_args:
         return run
-    seen = [r.result.platform.kv_blocks for r in records
-            if r.status == "ok" and r.cell == run.cell and r.result is not None
-            and r.result.platform is not None and r.result.platform.kv_blocks]
+    seen = [
+        r.result.platform.kv_blocks
+        for r in records
+        if r.status == "ok"
+        and r.cell == run.cell
+        and r.result is not None
+        and r.result.platform is not None
+        and r.result.platform.kv_blocks
+    ]
     if not seen:
         return run
     return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})
@@ -121,12 +127,17 @@ def failed_to_start(run: RunSpec, records: list[RunRecord]) -> str | None:
     GPU model costs minutes each. None: launch it."""
     for earlier in records:
         result = earlier.result
-        if (earlier.status in ("failed", "timeout") and earlier.variant == run.variant
-                and earlier.cell == run.cell
-                and (result is None or not (result.passes or result.warmup_passes))):
+        if (
+            earlier.status in ("failed", "timeout")
+            and earlier.variant == run.variant
+            and earlier.cell == run.cell
+            and (result is None or not (result.passes or result.warmup_passes))
+        ):
             first = (earlier.error or earlier.status).splitlines()[0][:300]
-            return (f"not launched: {earlier.run_key}, the same configuration, failed before "
-                    f"its first pass ({first}); `specbench run --resume` tries it again")
+            return (
+                f"not launched: {earlier.run_key}, the same configuration, failed before "
+                f"its first pass ({first}); `specbench run --resume` tries it again"
+            )
     return None
 
 
@@ -147,18 +158,26 @@ def check_resumable(plan: Plan, results: Run, builds: dict[str, Any]) -> None:
     if manifest.scenario_hash != plan.scenario_hash:
         old, new = manifest.scenario, plan.scenario.model_dump(mode="json")
         fields = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        raise ScenarioError(f"{where}: the scenario changed since that run started ("
-                            f"{', '.join(fields) or 'hash'} differ); start a new run")
+        raise ScenarioError(
+            f"{where}: the scenario changed since that run started ("
+            f"{', '.join(fields) or 'hash'} differ); start a new run"
+        )
     now = fingerprint(plan.scenario_hash)
     was = manifest.fingerprint
-    changed = [f"{k} ({was.get(k)} -> {now.get(k)})" for k in RESUME_FIELDS
-               if was.get(k) != now.get(k)]
+    changed = [
+        f"{k} ({was.get(k)} -> {now.get(k)})" for k in RESUME_FIELDS if was.get(k) != now.get(k)
+    ]
     old_builds = manifest.builds
-    changed += [f"the build of {name}" for name in builds
-                if name in old_builds and not _same_build(old_builds[name], builds[name])]
+    changed += [
+        f"the build of {name}"
+        for name in builds
+        if name in old_builds and not _same_build(old_builds[name], builds[name])
+    ]
     if changed:
-        raise ScenarioError(f"{where}: the environment changed since that run started: "
-                            f"{', '.join(changed)}; start a new run")
+        raise ScenarioError(
+            f"{where}: the environment changed since that run started: "
+            f"{', '.join(changed)}; start a new run"
+        )
     status = manifest.status
     if status == "complete":
         raise ScenarioError(f"{where}: that run is complete; nothing to resume")
@@ -168,17 +187,20 @@ def check_resumable(plan: Plan, results: Run, builds: dict[str, Any]) -> None:
     planned = {r.run_key for r in plan.runs}
     strangers = sorted({r.run_key for r in results.runs} - planned)
     if strangers:
-        raise ScenarioError(f"{where}: its launches {', '.join(strangers[:3])} are not in this "
-                            "plan; start a new run")
+        raise ScenarioError(
+            f"{where}: its launches {', '.join(strangers[:3])} are not in this "
+            "plan; start a new run"
+        )
 
 
 def _same_build(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two build descriptions of one build: equal but for how the interpreter was spelled
     (.venv/bin/python and .venv/bin/python3 are one file)."""
+
     def key(build: dict[str, Any]) -> dict[str, Any]:
         python = build.get("python")
-        return {**build, "python": os.path.realpath(python) if isinstance(python, str)
-                else python}
+        return {**build, "python": os.path.realpath(python) if isinstance(python, str) else python}
+
     return key(a) == key(b)
 
 
@@ -190,10 +212,17 @@ def _lock_gpus(plan: Plan) -> list[str] | None:
     return gpu_ids(find_gpus().gpus) or None
 
 
-def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
-             progress: Progress = print, run_id: str | None = None,
-             clean: bool = False, resume: Path | None = None, wait: bool = True,
-             shared_machine: bool = False) -> RunOutcome:
+def run_plan(
+    plan: Plan,
+    results_root: Path,
+    executor: Executor | None = None,
+    progress: Progress = print,
+    run_id: str | None = None,
+    clean: bool = False,
+    resume: Path | None = None,
+    wait: bool = True,
+    shared_machine: bool = False,
+) -> RunOutcome:
     """Run every launch of `plan` through `executor` (default: local worker processes),
     storing results under results_root/<run-id>. The plan is the whole contract: every check
     runs on it, launch by launch, before anything starts.
@@ -214,13 +243,16 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
     executor = executor or LocalExecutor()
     executor.check(plan)  # e.g. a cluster to join, with room for every launch
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
-        raise ScenarioError(f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
-                            "'_', '.'), no '/' or '..'")
+        raise ScenarioError(
+            f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
+            "'_', '.'), no '/' or '..'"
+        )
     try:
         results_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ScenarioError(f"--results-dir {results_root}: cannot create it "
-                            f"({exc.strerror})") from None
+        raise ScenarioError(
+            f"--results-dir {results_root}: cannot create it ({exc.strerror})"
+        ) from None
     if not os.access(results_root, os.W_OK | os.X_OK):
         raise ScenarioError(f"--results-dir {results_root}: not writable")
     for line in mark_abandoned(results_root, clean):
@@ -246,8 +278,9 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         scenario=scenario.model_dump(mode="json"),
         scenario_hash=scenario_hash(scenario),
         fingerprint=fingerprint(scenario_hash(scenario)),
-        device_env=device_env(scenario.device, scenario.tensor_parallel_size,
-                              scenario.model_runner),
+        device_env=device_env(
+            scenario.device, scenario.tensor_parallel_size, scenario.model_runner
+        ),
         # The vLLM build each variant ran under (interpreter, version, location, commit).
         builds=builds,
         plan=plan.model_dump(mode="json"),
@@ -263,8 +296,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
         manifest.created_unix = previous.manifest.created_unix
         manifest.fingerprint = previous.manifest.fingerprint
         manifest.runs = [_entry(r) for r in kept]
-        manifest.resumed = [*previous.manifest.resumed, {
-            "unix": time.time(), "from_status": previous.manifest.status, "kept": len(kept)}]
+        manifest.resumed = [
+            *previous.manifest.resumed,
+            {"unix": time.time(), "from_status": previous.manifest.status, "kept": len(kept)},
+        ]
 
     def finish(status: str, error: str | None = None) -> RunOutcome:
         outcome.wall_s = time.perf_counter() - started
@@ -292,23 +327,30 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
 
     def started_worker(run: RunSpec) -> Callable[[int], None]:
         def note(pid: int) -> None:
-            manifest.in_flight = InFlight(run_key=run.run_key, worker_pid=pid,
-                                          started_unix=time.time())
+            manifest.in_flight = InFlight(
+                run_key=run.run_key, worker_pid=pid, started_unix=time.time()
+            )
             manifest.save(run_dir)
+
         return note
 
     flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
     stack = contextlib.ExitStack()
-    holding = stack.enter_context(machine(f"run {run_id} of {scenario.name}", wait,
-                                          shared_machine, progress, _lock_gpus(plan)))
+    holding = stack.enter_context(
+        machine(
+            f"run {run_id} of {scenario.name}", wait, shared_machine, progress, _lock_gpus(plan)
+        )
+    )
     manifest.machine = holding.to_dict()
     started = time.perf_counter()  # a wait for the machine is not the run's (nor its budget's)
     try:
         run_dir.mkdir(parents=True, exist_ok=previous is not None)
         if previous is not None:
             supersede(run_dir, done)
-            progress(f"resuming {run_id}: {len(done)} of {len(plan.runs)} launch(es) kept, "
-                     f"{len(plan.runs) - len(done)} to run")
+            progress(
+                f"resuming {run_id}: {len(done)} of {len(plan.runs)} launch(es) kept, "
+                f"{len(plan.runs) - len(done)} to run"
+            )
         reserve_space(run_dir)
         manifest.save(run_dir)
         with _signals_raise():
@@ -317,25 +359,34 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                 ok, why, outcome.setup_s = executor.prepare(plan, run_dir, progress)
                 if not ok:
                     for run in todo:
-                        keep(unlaunched_record(run, status="failed",
-                                               error=why.splitlines()[0], log_tail=why,
-                                               log_file="logs/models.log"))
+                        keep(
+                            unlaunched_record(
+                                run,
+                                status="failed",
+                                error=why.splitlines()[0],
+                                log_tail=why,
+                                log_file="logs/models.log",
+                            )
+                        )
                     return finish("failed")
+
                 def deadline_of(run: RunSpec) -> float | None:
                     """Precision runs spend the budget on blocks, keeping time to shut
                     down: the budget is the run's, or in a sweep (and a resumed run) each
                     launch's, counted from when it starts."""
                     if run.precision is None:
                         return None
-                    since = (time.time() if plan.cells or previous is not None else
-                             time.time() - (time.perf_counter() - started))
+                    since = (
+                        time.time()
+                        if plan.cells or previous is not None
+                        else time.time() - (time.perf_counter() - started)
+                    )
                     return since + run.precision.budget_s - SHUTDOWN_RESERVE_S
 
                 def begun(run: RunSpec) -> None:
                     flying[run.run_key] = run
                     cell = f" ({cell_label(run.cell_values)})" if run.cell_values else ""
-                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}{cell}: "
-                             "launching")
+                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}{cell}: launching")
 
                 def ended(run: RunSpec, record: RunRecord) -> None:
                     flying.pop(run.run_key, None)
@@ -343,10 +394,15 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                     keep(record)
                     manifest.save(run_dir)
                     detail = f" ({record.error})" if record.error else ""
-                    where = (f" on {record.node.get('hostname')}"
-                             if record.node and record.node.get("hostname") else "")
-                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
-                             f"{record.status} in {record.wall_s:.1f}s{where}{detail}")
+                    where = (
+                        f" on {record.node.get('hostname')}"
+                        if record.node and record.node.get("hostname")
+                        else ""
+                    )
+                    progress(
+                        f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
+                        f"{record.status} in {record.wall_s:.1f}s{where}{detail}"
+                    )
 
                 launch_all = executor.launch_all
                 if launch_all is not None:  # launches at once, as the executor can
@@ -356,9 +412,14 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                         raise
                     except Exception as exc:
                         for run in [r for r in todo if r.run_key in flying]:
-                            ended(run, unlaunched_record(
-                                run, status="failed",
-                                error=f"the executor failed: {type(exc).__name__}: {exc}"))
+                            ended(
+                                run,
+                                unlaunched_record(
+                                    run,
+                                    status="failed",
+                                    error=f"the executor failed: {type(exc).__name__}: {exc}",
+                                ),
+                            )
                 for run in todo if launch_all is None else []:
                     begun(run)
                     skipped = failed_to_start(run, outcome.records)
@@ -367,12 +428,15 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                         continue
                     pinned = pin_kv_capacity(run, outcome.records)
                     if pinned is not run:
-                        progress(f"{run.run_key}: KV cache pinned to "
-                                 f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
-                                 "launch of another arm got), so the arms hold alike")
+                        progress(
+                            f"{run.run_key}: KV cache pinned to "
+                            f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
+                            "launch of another arm got), so the arms hold alike"
+                        )
                     try:
-                        record = executor.launch(pinned, run_dir, base_dir, deadline_of(run),
-                                                 started_worker(run))
+                        record = executor.launch(
+                            pinned, run_dir, base_dir, deadline_of(run), started_worker(run)
+                        )
                     except Interrupted:
                         raise  # SIGTERM: the run's own ending
                     except Exception as exc:
@@ -380,8 +444,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                         # full under the worker) is this launch's; a disk full for the
                         # records themselves still ends the run at keep() below.
                         record = unlaunched_record(
-                            run, status="failed",
-                            error=f"the executor failed: {type(exc).__name__}: {exc}")
+                            run,
+                            status="failed",
+                            error=f"the executor failed: {type(exc).__name__}: {exc}",
+                        )
                     ended(run, record)
             except (KeyboardInterrupt, Interrupted) as exc:
                 outcome.interrupted = True
@@ -389,12 +455,20 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
                 for run in list(flying.values()):
                     # The executor already stopped it; keep what its logs say.
                     worker_log, server_log = run_logs(run)
-                    keep(unlaunched_record(run, status="interrupted",
-                                           error=f"interrupted by {why}", log_file=worker_log,
-                                           server_log_file=server_log,
-                                           log_tail=failure_tail(run_dir, run)))
-                progress(f"interrupted: {len(flying)} launch(es) in flight stopped; finished "
-                         "launches kept")
+                    keep(
+                        unlaunched_record(
+                            run,
+                            status="interrupted",
+                            error=f"interrupted by {why}",
+                            log_file=worker_log,
+                            server_log_file=server_log,
+                            log_tail=failure_tail(run_dir, run),
+                        )
+                    )
+                progress(
+                    f"interrupted: {len(flying)} launch(es) in flight stopped; finished "
+                    "launches kept"
+                )
                 return finish("interrupted")
         return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
     except OSError as exc:
@@ -409,8 +483,10 @@ def run_plan(plan: Plan, results_root: Path, executor: Executor | None = None,
             finish("failed", error=why)
         except OSError:
             told = "its manifest could not be updated (the next run marks it abandoned)"
-        raise StorageError(f"results folder {run_dir}: {why}; the run stopped with "
-                           f"{len(manifest.runs)} launch(es) recorded, and {told}") from None
+        raise StorageError(
+            f"results folder {run_dir}: {why}; the run stopped with "
+            f"{len(manifest.runs)} launch(es) recorded, and {told}"
+        ) from None
     finally:
         stack.close()  # the machine's lock, for the next benchmark
 
@@ -434,8 +510,10 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
             manifest.status, manifest.abandoned_unix = "abandoned", time.time()
             with contextlib.suppress(OSError):  # a full disk: still report it
                 manifest.save(run_dir)
-            line = (f"{run_dir.name} (its specbench process {pid} is gone; "
-                    f"{len(manifest.runs)} finished launch(es) kept), now marked abandoned")
+            line = (
+                f"{run_dir.name} (its specbench process {pid} is gone; "
+                f"{len(manifest.runs)} finished launch(es) kept), now marked abandoned"
+            )
         flight = manifest.in_flight
         if status in ("running", "abandoned") and dead and flight is not None:
             left = session_processes(flight.worker_pid, flight.started_unix)
@@ -445,8 +523,10 @@ def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
                     kill_processes([p for p, _ in left])
                     tail = f"stopped its {len(left)} leftover process(es): {shown}"
                 else:
-                    tail = (f"{len(left)} of its processes still run ({shown}); "
-                            "`specbench run --clean` stops them")
+                    tail = (
+                        f"{len(left)} of its processes still run ({shown}); "
+                        "`specbench run --clean` stops them"
+                    )
                 line = f"{line}; {tail}" if line else f"{run_dir.name}: {tail}"
         if line:
             found.append(line)

@@ -62,8 +62,9 @@ def probe(python: str) -> dict[str, Any]:
     if not Path(python).is_file():
         raise ScenarioError(f"{python}: no such interpreter")
     try:
-        out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
-                             timeout=60, check=False)
+        out = subprocess.run(
+            [python, "-c", PROBE], capture_output=True, text=True, timeout=60, check=False
+        )
     except OSError as exc:
         raise ScenarioError(f"{python}: cannot run it ({exc.strerror})") from None
     if out.returncode != 0:
@@ -81,8 +82,12 @@ def checkout_commit(package: Path) -> str | None:
     there (an editable install of a vLLM tree); None for an installed wheel, even one that
     sits in an ignored folder of some repository."""
     try:
-        tracked = subprocess.run(["git", "-C", str(package), "ls-files", "--error-unmatch",
-                                  "__init__.py"], capture_output=True, timeout=10, check=False)
+        tracked = subprocess.run(
+            ["git", "-C", str(package), "ls-files", "--error-unmatch", "__init__.py"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return git_sha(package) if tracked.returncode == 0 else None
@@ -111,8 +116,10 @@ def check_build(run: RunSpec, where: str) -> dict[str, Any]:
     if run.patch is not None:
         check_patch_importable(python, run, f"variants.{run.variant}.patch")
     if (run.implementation or run.patch or run.overlay) and not build["plugin"]:
-        raise ScenarioError(f"{where}: {python}'s vLLM would not load specbench's plugin, "
-                            f"which the implementation swap needs; {fix}")
+        raise ScenarioError(
+            f"{where}: {python}'s vLLM would not load specbench's plugin, "
+            f"which the implementation swap needs; {fix}"
+        )
     return build
 
 
@@ -165,34 +172,51 @@ def check_patch_importable(python: str, run: RunSpec, where: str) -> None:
     module, _, name = patch.partition(":")
     env = {**os.environ, **run.env}
     try:
-        out = subprocess.run([python, "-c", RESOLVE_PATCH, patch], capture_output=True,
-                             text=True, timeout=PATCH_CHECK_TIMEOUT_S, check=False, env=env)
+        out = subprocess.run(
+            [python, "-c", RESOLVE_PATCH, patch],
+            capture_output=True,
+            text=True,
+            timeout=PATCH_CHECK_TIMEOUT_S,
+            check=False,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
-        raise ScenarioError(f"{where}: importing module {module!r} under {python} took more "
-                            f"than {PATCH_CHECK_TIMEOUT_S} s") from None
+        raise ScenarioError(
+            f"{where}: importing module {module!r} under {python} took more "
+            f"than {PATCH_CHECK_TIMEOUT_S} s"
+        ) from None
     marked = [line for line in out.stdout.splitlines() if line.startswith(PATCH_MARK)]
     if not marked:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ScenarioError(f"{where}: importing module {module!r} ended {python} (exit code "
-                            f"{out.returncode}) before the patch could be checked: {last}")
-    found: dict[str, Any] = json.loads(marked[-1][len(PATCH_MARK):])
+        raise ScenarioError(
+            f"{where}: importing module {module!r} ended {python} (exit code "
+            f"{out.returncode}) before the patch could be checked: {last}"
+        )
+    found: dict[str, Any] = json.loads(marked[-1][len(PATCH_MARK) :])
     if found.get("missing_module"):
-        raise ScenarioError(f"{where}: module {module!r} is not importable by {python} (from "
-                            f"the current folder {Path.cwd()} and PYTHONPATH)")
+        raise ScenarioError(
+            f"{where}: module {module!r} is not importable by {python} (from "
+            f"the current folder {Path.cwd()} and PYTHONPATH)"
+        )
     if "import_error" in found:
-        raise ScenarioError(f"{where}: importing module {module!r} under {python} raised "
-                            f"{found['import_error']}")
+        raise ScenarioError(
+            f"{where}: importing module {module!r} under {python} raised {found['import_error']}"
+        )
     if "missing" in found:
         close = found["missing"]
         hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
         raise ScenarioError(f"{where}: module {module!r} has no function {name!r}{hint}")
     if "not_callable" in found:
-        raise ScenarioError(f"{where}: {patch} is {found['value']} (type "
-                            f"{found['not_callable']}), not a function: name the function that "
-                            "installs the patch")
+        raise ScenarioError(
+            f"{where}: {patch} is {found['value']} (type "
+            f"{found['not_callable']}), not a function: name the function that "
+            "installs the patch"
+        )
     if "signature" in found:
-        raise ScenarioError(f"{where}: {patch}{found['signature']} cannot be called with one "
-                            "argument, the context vLLM's processes pass it")
+        raise ScenarioError(
+            f"{where}: {patch}{found['signature']} cannot be called with one "
+            "argument, the context vLLM's processes pass it"
+        )
 
 
 def builds_of(plan: Plan) -> dict[str, dict[str, Any]]:

@@ -34,8 +34,13 @@ class Candidate:
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              errors="replace", check=False)
+        return subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+        )
     except OSError as exc:
         raise SpecbenchError(f"cannot run git ({exc.strerror})") from None
 
@@ -65,11 +70,13 @@ def commit_range(repo: Path, good: str, bad: str) -> list[str]:
     bad_sha = _resolve(repo, bad, "--bad")
     if _git(repo, "merge-base", "--is-ancestor", good_sha, bad_sha).returncode != 0:
         raise SpecbenchError(f"--good {good} is not an ancestor of --bad {bad} in {repo}")
-    out = _git(repo, "rev-list", "--reverse", "--ancestry-path", "--first-parent",
-               f"{good_sha}..{bad_sha}")
+    out = _git(
+        repo, "rev-list", "--reverse", "--ancestry-path", "--first-parent", f"{good_sha}..{bad_sha}"
+    )
     if out.returncode != 0:
-        raise SpecbenchError(f"--good {good} --bad {bad}: git rev-list failed "
-                             f"({_last_line(out.stderr)})")
+        raise SpecbenchError(
+            f"--good {good} --bad {bad}: git rev-list failed ({_last_line(out.stderr)})"
+        )
     return [good_sha, *out.stdout.split()]
 
 
@@ -85,8 +92,9 @@ def release_base(repo: Path, vllm_version: str, given: str | None) -> str:
         if out.returncode == 0:
             return out.stdout.strip()
     have = f"no tag v{vllm_version}" if vllm_version else "the installed vLLM's version is unknown"
-    raise SpecbenchError(f"{repo}: {have}; give --base REF, the commit of the installed vLLM "
-                         "release")
+    raise SpecbenchError(
+        f"{repo}: {have}; give --base REF, the commit of the installed vLLM release"
+    )
 
 
 def _subject(repo: Path, sha: str) -> str:
@@ -106,12 +114,29 @@ def commit_diffs(repo: Path, base: str, shas: list[str], cache: Path) -> list[Ca
             # Fixed prefixes and no textconv/external diff: the file reads the same whatever
             # the user's git config says (diff.noprefix, diff.external).
             diff = subprocess.run(
-                ["git", "-C", str(repo), "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                 "--src-prefix=a/", "--dst-prefix=b/", base_sha, sha, "--", PACKAGE],
-                capture_output=True, check=False)
+                [
+                    "git",
+                    "-C",
+                    str(repo),
+                    "diff",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--src-prefix=a/",
+                    "--dst-prefix=b/",
+                    base_sha,
+                    sha,
+                    "--",
+                    PACKAGE,
+                ],
+                capture_output=True,
+                check=False,
+            )
             if diff.returncode != 0:
-                raise SpecbenchError(f"commit {sha}: git diff against {base_sha[:12]} failed "
-                                     f"({_last_line(diff.stderr.decode(errors='replace'))})")
+                raise SpecbenchError(
+                    f"commit {sha}: git diff against {base_sha[:12]} failed "
+                    f"({_last_line(diff.stderr.decode(errors='replace'))})"
+                )
             if diff.stdout:
                 with atomic_path(path) as tmp:
                     tmp.write_bytes(diff.stdout)
@@ -138,13 +163,15 @@ FIND_VLLM = "import importlib.util as u; s = u.find_spec('vllm'); print(s.origin
 
 def _run(args: list[str], where: str, cwd: Path | None = None) -> str:
     try:
-        out = subprocess.run(args, capture_output=True, text=True, errors="replace", cwd=cwd,
-                             check=False)
+        out = subprocess.run(
+            args, capture_output=True, text=True, errors="replace", cwd=cwd, check=False
+        )
     except OSError as exc:
         raise SpecbenchError(f"{where}: cannot run {args[0]} ({exc.strerror})") from None
     if out.returncode != 0:
-        raise SpecbenchError(f"{where}: {' '.join(args[:3])} failed "
-                             f"({_last_line(out.stderr or out.stdout)})")
+        raise SpecbenchError(
+            f"{where}: {' '.join(args[:3])} failed ({_last_line(out.stderr or out.stdout)})"
+        )
     return out.stdout.strip()
 
 
@@ -196,8 +223,15 @@ def build_commit(repo: Path, sha: str, command: str, cache: Path, python: str) -
         fh.write(f"$ {command}\n")
         fh.flush()
         try:
-            code = subprocess.run(command, shell=True, cwd=src, env=env, stdout=fh,
-                                  stderr=subprocess.STDOUT, check=False).returncode
+            code = subprocess.run(
+                command,
+                shell=True,
+                cwd=src,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                check=False,
+            ).returncode
         except OSError as exc:
             raise SpecbenchError(f"{where} could not start ({exc.strerror}); see {log}") from None
     if code != 0:
@@ -206,9 +240,11 @@ def build_commit(repo: Path, sha: str, command: str, cache: Path, python: str) -
     # comes after the path entries. A build that runs the installed vLLM would measure nothing.
     found = _run([str(venv_python), "-I", "-c", FIND_VLLM], where, cwd=folder)
     if not found.startswith(str(folder) + os.sep):
-        raise SpecbenchError(f"{where}: {venv_python} imports vllm from {found or 'nowhere'}, "
-                             f"not from the build in {folder} (an editable install loses to "
-                             f"the installed vLLM: install with `pip install . "
-                             f"--no-build-isolation`); see {log}")
+        raise SpecbenchError(
+            f"{where}: {venv_python} imports vllm from {found or 'nowhere'}, "
+            f"not from the build in {folder} (an editable install loses to "
+            f"the installed vLLM: install with `pip install . "
+            f"--no-build-isolation`); see {log}"
+        )
     write_text_atomic(marker, sha + "\n")
     return str(venv_python)

@@ -21,8 +21,19 @@ from harness.wire.overlay import ChangeIdentity
 
 # Paths of a vLLM checkout that are not part of the installed package and change nothing at
 # run time (a PR diff usually carries tests and docs).
-INERT_TOP = ("tests/", "docs/", "benchmarks/", "examples/", ".github/", ".buildkite/",
-             "tools/", ".gitignore", "README", "CONTRIBUTING", "LICENSE")
+INERT_TOP = (
+    "tests/",
+    "docs/",
+    "benchmarks/",
+    "examples/",
+    ".github/",
+    ".buildkite/",
+    "tools/",
+    ".gitignore",
+    "README",
+    "CONTRIBUTING",
+    "LICENSE",
+)
 INERT_SUFFIX = (".md", ".rst")
 # Generated at build time; differs between any checkout and any wheel.
 GENERATED = {"vllm/_version.py"}
@@ -75,17 +86,31 @@ def apply_hunks(text: str, hunks: Iterable[Any], where: str) -> str:
                 found = at
                 break
         if found is None:
-            header = (f"@@ -{hunk.source_start},{hunk.source_length} "
-                      f"+{hunk.target_start},{hunk.target_length} @@")
+            header = (
+                f"@@ -{hunk.source_start},{hunk.source_length} "
+                f"+{hunk.target_start},{hunk.target_length} @@"
+            )
             at = min(max(want, pos), max(len(lines) - 1, 0))
-            first_bad = next((i for i in range(len(old)) if at + i >= len(lines)
-                              or not _same(lines[at + i], old[i])), 0)
-            got = lines[at + first_bad].rstrip("\n") if at + first_bad < len(lines) \
+            first_bad = next(
+                (
+                    i
+                    for i in range(len(old))
+                    if at + i >= len(lines) or not _same(lines[at + i], old[i])
+                ),
+                0,
+            )
+            got = (
+                lines[at + first_bad].rstrip("\n")
+                if at + first_bad < len(lines)
                 else "<end of file>"
-            raise DiffError(f"{where}, hunk {number} ({header}) does not apply to the "
-                            f"installed vLLM: line {at + first_bad + 1} reads {got.strip()!r}, "
-                            f"the diff expects {old[first_bad].rstrip(chr(10)).strip()!r}"
-                            if old else f"{where}, hunk {number} ({header}) does not apply")
+            )
+            raise DiffError(
+                f"{where}, hunk {number} ({header}) does not apply to the "
+                f"installed vLLM: line {at + first_bad + 1} reads {got.strip()!r}, "
+                f"the diff expects {old[first_bad].rstrip(chr(10)).strip()!r}"
+                if old
+                else f"{where}, hunk {number} ({header}) does not apply"
+            )
         out.extend(lines[pos:found])
         out.extend(new)
         pos = found + len(old)
@@ -139,9 +164,12 @@ def read_diff(diff: Path, vllm_root: Path) -> Change:
             old = installed.read_text(encoding="utf-8")
         new = None if pf.is_removed_file else apply_hunks(old or "", pf, f"{where}: {path}")
         files.append(FileChange(path, old, new))
-    identity = ChangeIdentity(kind="diff", path=str(diff.resolve()),
-                              sha256=hashlib.sha256(raw).hexdigest(),
-                              files=sorted(f.path for f in files))
+    identity = ChangeIdentity(
+        kind="diff",
+        path=str(diff.resolve()),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        files=sorted(f.path for f in files),
+    )
     return Change(identity, files, sorted(inert))
 
 
@@ -181,8 +209,10 @@ def read_source(source: Path, vllm_root: Path) -> Change:
     where = f"source {source}"
     package = source / "vllm" if (source / "vllm" / "__init__.py").is_file() else source
     if not (package / "__init__.py").is_file():
-        raise ScenarioError(f"{where}: neither a vLLM checkout (no vllm/__init__.py) nor a "
-                            "folder laid out like the vllm package (no __init__.py)")
+        raise ScenarioError(
+            f"{where}: neither a vLLM checkout (no vllm/__init__.py) nor a "
+            "folder laid out like the vllm package (no __init__.py)"
+        )
     theirs, ours = _package_files(package), _package_files(vllm_root)
     changed: list[FileChange] = []
     for rel in sorted(set(theirs) | set(ours)):
@@ -204,14 +234,19 @@ def read_source(source: Path, vllm_root: Path) -> Change:
             f"{where}: differs from the installed vLLM ({vllm_root}) in {len(changed)} files, "
             f"more than a branch's own (at most {MAX_SOURCE_FILES}): it is not based on the "
             f"installed release. Base the branch on the release tag {tag} (git rebase --onto "
-            f"{tag}) or give the branch as a diff (git diff {tag}...branch)")
+            f"{tag}) or give the branch as a diff (git diff {tag}...branch)"
+        )
     digest = hashlib.sha256()
     for f in changed:
         digest.update(f.path.encode() + b"\0" + (f.new or "").encode() + b"\0")
     commit = checkout_commit(package)
-    identity = ChangeIdentity(kind="source", path=str(source.resolve()),
-                              sha256=digest.hexdigest(), commit=commit,
-                              files=[f.path for f in changed])
+    identity = ChangeIdentity(
+        kind="source",
+        path=str(source.resolve()),
+        sha256=digest.hexdigest(),
+        commit=commit,
+        files=[f.path for f in changed],
+    )
     return Change(identity, changed)
 
 

@@ -48,20 +48,24 @@ def _read(source: Source, keys: frozenset[str]) -> dict[str, str]:
     tree = source.tree("vllm.config.speculative")
     if text is None or tree is None:
         return {}
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == SPEC_CLASS),
-                None)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == SPEC_CLASS), None)
     if cls is None:
         return {}
     fields = set(_fields(cls)) & keys
-    inert = {m.group(1): f"vLLM {source.version} says so ('{m.group(0)}')"
-             for m in _SAYS_INERT.finditer(text) if m.group(1) in fields}
+    inert = {
+        m.group(1): f"vLLM {source.version} says so ('{m.group(0)}')"
+        for m in _SAYS_INERT.finditer(text)
+        if m.group(1) in fields
+    }
     left = fields - set(inert) - _reads(cls, fields, {"self"}) - _named(tree)
     for module in _modules_naming(source, left):
         left -= _reads(module, left, _holders(module))
         if not left:
             break
-    unread = (f"nothing in vLLM {source.version} reads it (only checks of its value at most): "
-              "it changes nothing")
+    unread = (
+        f"nothing in vLLM {source.version} reads it (only checks of its value at most): "
+        "it changes nothing"
+    )
     inert.update(dict.fromkeys(sorted(left), unread))
     return inert
 
@@ -69,9 +73,12 @@ def _read(source: Source, keys: frozenset[str]) -> dict[str, str]:
 def _fields(cls: ast.ClassDef) -> Iterator[str]:
     """The class's own config fields (annotated, public, not ClassVar)."""
     for node in cls.body:
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and not node.target.id.startswith("_")
-                and "ClassVar" not in ast.unparse(node.annotation)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and not node.target.id.startswith("_")
+            and "ClassVar" not in ast.unparse(node.annotation)
+        ):
             yield node.target.id
 
 
@@ -81,8 +88,11 @@ def _named(tree: ast.Module) -> set[str]:
     for node in tree.body:
         value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
         if isinstance(value, ast.Tuple | ast.List | ast.Set):
-            found |= {e.value for e in value.elts
-                      if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            found |= {
+                e.value
+                for e in value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
     return found
 
 
@@ -117,25 +127,35 @@ def _holders(module: ast.Module) -> set[str]:
     for node in ast.walk(module):
         if isinstance(node, ast.Assign) and _tail(node.value) == "speculative_config":
             found |= {t for t in map(_tail, node.targets) if t}
-        elif (isinstance(node, ast.AnnAssign) and SPEC_CLASS in ast.unparse(node.annotation)
-              and _tail(node.target)):
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and SPEC_CLASS in ast.unparse(node.annotation)
+            and _tail(node.target)
+        ):
             found.add(str(_tail(node.target)))
-        elif (isinstance(node, ast.arg) and node.annotation is not None
-              and SPEC_CLASS in ast.unparse(node.annotation)):
+        elif (
+            isinstance(node, ast.arg)
+            and node.annotation is not None
+            and SPEC_CLASS in ast.unparse(node.annotation)
+        ):
             found.add(node.arg)
     return found
 
 
 def _is_log(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and _tail(node.func.value) in _LOGGERS)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and _tail(node.func.value) in _LOGGERS
+    )
 
 
 def _only_checks(node: ast.If) -> bool:
     """An `if` whose body only raises or logs (a validation), with no else."""
     return not node.orelse and all(
         isinstance(s, ast.Raise | ast.Pass) or (isinstance(s, ast.Expr) and _is_log(s.value))
-        for s in node.body)
+        for s in node.body
+    )
 
 
 def _checked_only(stack: list[ast.AST]) -> bool:
@@ -143,8 +163,12 @@ def _checked_only(stack: list[ast.AST]) -> bool:
     for i, node in enumerate(stack):
         if isinstance(node, ast.Raise | ast.Assert) or _is_log(node):
             return True
-        if (isinstance(node, ast.If) and i + 1 < len(stack) and stack[i + 1] is node.test
-                and _only_checks(node)):
+        if (
+            isinstance(node, ast.If)
+            and i + 1 < len(stack)
+            and stack[i + 1] is node.test
+            and _only_checks(node)
+        ):
             return True
     return False
 
@@ -155,13 +179,22 @@ def _reads(tree: ast.AST, names: set[str], holders: set[str]) -> set[str]:
     found: set[str] = set()
 
     def walk(node: ast.AST, stack: list[ast.AST]) -> None:
-        if (isinstance(node, ast.Attribute) and node.attr in names
-                and isinstance(node.ctx, ast.Load) and _tail(node.value) in holders
-                and not _checked_only(stack)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in names
+            and isinstance(node.ctx, ast.Load)
+            and _tail(node.value) in holders
+            and not _checked_only(stack)
+        ):
             found.add(node.attr)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr" and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant) and node.args[1].value in names):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in names
+        ):
             found.add(str(node.args[1].value))
         for child in ast.iter_child_nodes(node):
             walk(child, [*stack, node])
@@ -179,5 +212,7 @@ def check_knobs(run: RunSpec, source: Source, who: str = "") -> None:
     inert = inert_knobs(source, frozenset(spec))
     if inert:
         key, why = next(iter(inert.items()))
-        raise ScenarioError(f"speculative_config.{key}{who}: {why}; remove it (read from "
-                            f"{SPEC_FILE} and the package's source)")
+        raise ScenarioError(
+            f"speculative_config.{key}{who}: {why}; remove it (read from "
+            f"{SPEC_FILE} and the package's source)"
+        )

@@ -61,11 +61,18 @@ class Overlays:
                         raise ScenarioError(
                             f"variants.{arm}: {c.file}: {c.name} is defined differently by "
                             "two arms' changes; module constants, imports and helper classes "
-                            "are shared by every arm in one engine")
-            out.append(ArmOverlay(variant=arm, change=classified.change.identity
-                                  if classified else None, code=code))
-        return OverlaySpec(arms=out, functions=functions, active=active,
-                           vllm_location=str(self.vllm_root))
+                            "are shared by every arm in one engine"
+                        )
+            out.append(
+                ArmOverlay(
+                    variant=arm,
+                    change=classified.change.identity if classified else None,
+                    code=code,
+                )
+            )
+        return OverlaySpec(
+            arms=out, functions=functions, active=active, vllm_location=str(self.vllm_root)
+        )
 
 
 def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
@@ -88,19 +95,20 @@ def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
         path = path if path.is_absolute() else base_dir / path
         try:
             change = read_change(kind, path, root)
-            out[name] = classify(change, root, compiled, scenario.device, name,
-                                 engine_graph_mode(scenario))
+            out[name] = classify(
+                change, root, compiled, scenario.device, name, engine_graph_mode(scenario)
+            )
         except ScenarioError as exc:
             raise ScenarioError(f"variants.{name}.{kind}: {exc}") from None
         if not change.files:
-            raise ScenarioError(f"variants.{name}.{kind}: {given} changes nothing in the "
-                                f"installed vLLM ({root})")
+            raise ScenarioError(
+                f"variants.{name}.{kind}: {given} changes nothing in the installed vLLM ({root})"
+            )
         out[name].findings.extend(other_runner_findings(out[name], scenario, root))
     return Overlays(root, out, compiled)
 
 
-def other_runner_findings(classified: Classified, scenario: Scenario,
-                          root: Path) -> list[Finding]:
+def other_runner_findings(classified: Classified, scenario: Scenario, root: Path) -> list[Finding]:
     """The changed functions in code only the other model runner runs: under the runner vLLM
     will build for this scenario they never run, so both arms would run the same code (an A/A
     reading "no change"). Refused with the runner that does run them."""
@@ -113,27 +121,37 @@ def other_runner_findings(classified: Classified, scenario: Scenario,
     for code in classified.code:
         if code.kind == "function":
             files.setdefault(code.module, []).append(
-                f"{code.owner}.{code.name}" if code.owner else code.name)
+                f"{code.owner}.{code.name}" if code.owner else code.name
+            )
     for module, names in files.items():
         other = other_runners_code(source, module, runner)
         if other is None:
             continue
         way = RUNNER_WAY_OUT if other == "V1" else V2_WAY_OUT  # the platforms' own
         v2_home = " (V2 drafts in vllm/v1/worker/gpu/spec_decode/)" if other == "V1" else ""
-        out.append(Finding(
-            module.replace(".", "/") + ".py", ", ".join(names), False,
-            f"Model Runner {other}'s code: the runner this launch gets is {runner} ({why}), "
-            f"which never imports it{v2_home}, so both arms would run the same code; run it "
-            f"on {other} ({way}) or change the code {runner} runs", own_way_out=True))
+        out.append(
+            Finding(
+                module.replace(".", "/") + ".py",
+                ", ".join(names),
+                False,
+                f"Model Runner {other}'s code: the runner this launch gets is {runner} ({why}), "
+                f"which never imports it{v2_home}, so both arms would run the same code; run it "
+                f"on {other} ({way}) or change the code {runner} runs",
+                own_way_out=True,
+            )
+        )
     return out
 
 
 def refusal(variant: str, kind: str, blockers: list[Finding]) -> str:
     """One line: what cannot be overlaid and what to do."""
     parts = "; ".join(f.line() for f in blockers[:4]) + (
-        f" (+{len(blockers) - 4} more)" if len(blockers) > 4 else "")
+        f" (+{len(blockers) - 4} more)" if len(blockers) > 4 else ""
+    )
     if all(f.own_way_out for f in blockers):
         return f"variants.{variant}.{kind}: cannot run: {parts}"
-    return (f"variants.{variant}.{kind}: cannot run in one engine: {parts}. Give the branch "
-            f"as a build (variants.{variant}.python: an environment with it installed) to "
-            "run it launch-per-arm, or change only function bodies of worker code")
+    return (
+        f"variants.{variant}.{kind}: cannot run in one engine: {parts}. Give the branch "
+        f"as a build (variants.{variant}.python: an environment with it installed) to "
+        "run it launch-per-arm, or change only function bodies of worker code"
+    )

@@ -76,38 +76,58 @@ def launch_env(scenario: Scenario, name: str, overlay: OverlaySpec | None) -> di
     return env
 
 
-def _one_engine_runs(scenario: Scenario, serve: ServeSettings | None,
-                     base_dir: Path, overlays: Overlays | None) -> list[RunSpec]:
+def _one_engine_runs(
+    scenario: Scenario, serve: ServeSettings | None, base_dir: Path, overlays: Overlays | None
+) -> list[RunSpec]:
     base = scenario.baseline
     patch = scenario.shared_patch
-    arms = [ArmSpec(variant=n, baseline=v.baseline,
-                    implementation=f"overlay:{n}" if overlays else v.proof_label,
-                    switch=(f"patch:{'on' if v.patch else 'off'}" if patch else None))
-            for n, v in scenario.variants.items()]
+    arms = [
+        ArmSpec(
+            variant=n,
+            baseline=v.baseline,
+            implementation=f"overlay:{n}" if overlays else v.proof_label,
+            switch=(f"patch:{'on' if v.patch else 'off'}" if patch else None),
+        )
+        for n, v in scenario.variants.items()
+    ]
     overlay = overlays.spec(list(scenario.variants), base) if overlays else None
     blocks = -(-scenario.repeats // 2)  # each block runs every arm twice
     runs = []
     for r in range(scenario.rounds):
-        runs.append(RunSpec(
-            run_key=shared_run_key(scenario, r), order=r, variant="+".join(scenario.variants),
-            baseline=False, round=r, repeats=blocks * 2 * len(arms), warmup=scenario.warmup,
-            device=scenario.device,
-            # The engine starts as the baseline is configured; the arms switch at run time.
-            engine_args=engine_args_for(scenario, base),
-            implementation=scenario.variants[base].implementation,
-            env=launch_env(scenario, base, overlay), workload=scenario.workload,
-            timeout_s=scenario.timeout_s, mode=scenario.mode, serve=serve, design="one-engine",
-            arms=arms, block_order=block_order(scenario, r), blocks=blocks,
-            precision=scenario.precision,
-            gates=scenario.gates if scenario.precision and scenario.precision.until == "gates"
-            else None,
-            python=_python(scenario, base, base_dir),
-            patch=patch,
-            overlay=overlay,
-            step_times=scenario.times_steps,
-            model_runner=scenario.model_runner,
-            profile_passes=scenario.profile.passes if scenario.profile else 0,
-        ))
+        runs.append(
+            RunSpec(
+                run_key=shared_run_key(scenario, r),
+                order=r,
+                variant="+".join(scenario.variants),
+                baseline=False,
+                round=r,
+                repeats=blocks * 2 * len(arms),
+                warmup=scenario.warmup,
+                device=scenario.device,
+                # The engine starts as the baseline is configured; the arms switch at run time.
+                engine_args=engine_args_for(scenario, base),
+                implementation=scenario.variants[base].implementation,
+                env=launch_env(scenario, base, overlay),
+                workload=scenario.workload,
+                timeout_s=scenario.timeout_s,
+                mode=scenario.mode,
+                serve=serve,
+                design="one-engine",
+                arms=arms,
+                block_order=block_order(scenario, r),
+                blocks=blocks,
+                precision=scenario.precision,
+                gates=scenario.gates
+                if scenario.precision and scenario.precision.until == "gates"
+                else None,
+                python=_python(scenario, base, base_dir),
+                patch=patch,
+                overlay=overlay,
+                step_times=scenario.times_steps,
+                model_runner=scenario.model_runner,
+                profile_passes=scenario.profile.passes if scenario.profile else 0,
+            )
+        )
     return runs
 
 
@@ -122,8 +142,10 @@ def overlay_design(scenario: Scenario, overlays: Overlays | None) -> Design:
     if not blocked:
         return scenario.resolved_design
     name = next(iter(blocked))
-    why = (f"variants.{name}.{scenario.variants[name].change} cannot be overlaid "
-           f"({blocked[name][0].line()}); it runs on its build (python:), in its own engine")
+    why = (
+        f"variants.{name}.{scenario.variants[name].change} cannot be overlaid "
+        f"({blocked[name][0].line()}); it runs on its build (python:), in its own engine"
+    )
     if scenario.design == "one-engine":
         raise ScenarioError(f"design: one-engine is not possible: {why}")
     if scenario.precision is not None:
@@ -140,12 +162,13 @@ def proof_labels(scenario: Scenario, overlays: Overlays | None) -> dict[str, str
     if overlay_design(scenario, overlays) == "one-engine":
         return {n: f"overlay:{n}" for n in scenario.variants}
     blocked = overlays.blocked()
-    return {n: f"overlay:{n}" if n in overlays.variants and n not in blocked else label
-            for n, label in labels.items()}
+    return {
+        n: f"overlay:{n}" if n in overlays.variants and n not in blocked else label
+        for n, label in labels.items()
+    }
 
 
-def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = None
-             ) -> list[RunSpec]:
+def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = None) -> list[RunSpec]:
     """The launches of one A/B (a scenario without a sweep, or one sweep cell) in order."""
     serve = None
     if scenario.mode == "serve":
@@ -160,8 +183,11 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
         variant = scenario.variants[name]
         # An overlayable change in its own engine (other settings differ too); one that
         # cannot be overlaid runs on its build alone.
-        overlay = overlays.spec([name], name) if overlays and name in overlays.variants \
-            and name not in blocked else None
+        overlay = (
+            overlays.spec([name], name)
+            if overlays and name in overlays.variants and name not in blocked
+            else None
+        )
         runs.append(
             RunSpec(
                 run_key=f"{name}.r{r}",
@@ -190,8 +216,9 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
     return runs
 
 
-def sweep_order(scenario: Scenario, cells: list[Cell],
-                runs: dict[str, list[RunSpec]]) -> list[RunSpec]:
+def sweep_order(
+    scenario: Scenario, cells: list[Cell], runs: dict[str, list[RunSpec]]
+) -> list[RunSpec]:
     """A sweep's launches in an order that spreads drift: round by round, the cells in a
     seeded shuffle drawn anew each round (so no cell value, and no arm, runs all first), each
     cell's launches of that round together (its arms stay paired in time)."""
@@ -205,8 +232,9 @@ def sweep_order(scenario: Scenario, cells: list[Cell],
     return [r.model_copy(update={"order": i}) for i, r in enumerate(ordered)]
 
 
-def expand_plan(scenario: Scenario, base_dir: Path | None = None,
-                scenario_file: Path | None = None) -> Plan:
+def expand_plan(
+    scenario: Scenario, base_dir: Path | None = None, scenario_file: Path | None = None
+) -> Plan:
     """Scenario -> Plan: one RunSpec per (variant, round) in launch order, or (one-engine
     design) one shared RunSpec per round; a sweep does so for every cell, keys prefixed with
     the cell's id, in sweep_order. Relative paths resolve against `base_dir` (default: the
@@ -220,10 +248,15 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
     if scenario.sweep is None:
         runs = _runs_of(scenario, base_dir, overlays[first.id])
     else:
-        per_cell = {c.id: [r.model_copy(update={"run_key": f"{c.id}.{r.run_key}", "cell": c.id,
-                                                "cell_values": c.values})
-                           for r in _runs_of(c.scenario, base_dir, overlays[c.id])]
-                    for c in cells}
+        per_cell = {
+            c.id: [
+                r.model_copy(
+                    update={"run_key": f"{c.id}.{r.run_key}", "cell": c.id, "cell_values": c.values}
+                )
+                for r in _runs_of(c.scenario, base_dir, overlays[c.id])
+            ]
+            for c in cells
+        }
         runs = sweep_order(scenario, cells, per_cell)
     found = overlays[first.id]
     return Plan(
@@ -231,7 +264,8 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
         design=overlay_design(first.scenario, found),
         proof_labels=proof_labels(first.scenario, found),
         overlays={n: [f.line() for f in c.findings] for n, c in found.variants.items()}
-        if found else {},
+        if found
+        else {},
         scenario_hash=scenario_hash(scenario),
         baseline=scenario.baseline,
         candidates=scenario.candidates,
@@ -239,6 +273,7 @@ def expand_plan(scenario: Scenario, base_dir: Path | None = None,
         base_dir=str(base_dir),
         scenario_file=str(scenario_file) if scenario_file is not None else None,
         cells=[PlanCell(id=c.id, values=c.values, label=c.label) for c in cells]
-        if scenario.sweep is not None else [],
+        if scenario.sweep is not None
+        else [],
         scenario=scenario,
     )

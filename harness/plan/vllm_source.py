@@ -40,12 +40,17 @@ def bound_names(node: ast.stmt) -> list[str]:
 
 def is_type_checking(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and ast.unparse(node.test) in (
-        "TYPE_CHECKING", "typing.TYPE_CHECKING")
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
 
 
 def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
-        node.value.value, str)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 @dataclass
@@ -65,8 +70,9 @@ def parse(text: str, path: str, which: str) -> Module:
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
-        raise ScenarioError(f"{path}: the {which} version does not parse (line {exc.lineno}: "
-                            f"{exc.msg})") from None
+        raise ScenarioError(
+            f"{path}: the {which} version does not parse (line {exc.lineno}: {exc.msg})"
+        ) from None
     mod = Module(tree, text)
     for node in tree.body:
         if _is_docstring(node) or is_type_checking(node):
@@ -86,15 +92,19 @@ def parse(text: str, path: str, which: str) -> Module:
     return mod
 
 
-def class_parts(node: ast.ClassDef) -> tuple[dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
-                                               list[ast.stmt]]:
+def class_parts(
+    node: ast.ClassDef,
+) -> tuple[dict[str, ast.FunctionDef | ast.AsyncFunctionDef], list[ast.stmt]]:
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     rest: list[ast.stmt] = []
     for stmt in node.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             methods[stmt.name] = stmt
-        elif not (_is_docstring(stmt) or isinstance(stmt, ast.Pass) or (
-                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))):
+        elif not (
+            _is_docstring(stmt)
+            or isinstance(stmt, ast.Pass)
+            or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        ):
             rest.append(stmt)  # `pass`, `...` and docstrings change nothing
     return methods, rest
 
@@ -117,7 +127,7 @@ def _import_base(node: ast.ImportFrom, path: str) -> str:
     here = module_name(path)
     package = here if path.endswith("__init__.py") else here.rpartition(".")[0]
     parts = package.split(".")
-    return ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+    return ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
 
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -144,8 +154,11 @@ def _base_name(base: ast.expr) -> str:
     return ast.unparse(target).rpartition(".")[2]
 
 
-def _called_by(methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], callers: list[str],
-               found: dict[str, str]) -> list[str]:
+def _called_by(
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    callers: list[str],
+    found: dict[str, str],
+) -> list[str]:
     """One level down: the methods `callers` call on self that `found` lacks, added to it with
     how they are reached; returns them."""
     new = []
@@ -164,9 +177,13 @@ def _self_uses(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
     inner = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id == "self" and isinstance(node.ctx, ast.Load) \
-                and id(node) not in inner:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in inner
+        ):
             yield node.attr, "calls" if id(node) in called else "hands over"
 
 
@@ -190,10 +207,12 @@ def _uses_in_text(text: str, name: str) -> Iterator[tuple[str, ...]]:
 def _uses_in(tree: ast.AST, name: str, chain: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     for child in ast.iter_child_nodes(tree):
         if (isinstance(child, ast.Name) and child.id == name) or (
-                isinstance(child, ast.Attribute) and child.attr == name):
+            isinstance(child, ast.Attribute) and child.attr == name
+        ):
             yield chain
-        yield from _uses_in(child, name, chain + (child.name,) if isinstance(child, DEFS)
-                            else chain)
+        yield from _uses_in(
+            child, name, chain + (child.name,) if isinstance(child, DEFS) else chain
+        )
 
 
 class Installed:
@@ -234,8 +253,9 @@ class Installed:
             if text is not None:
                 yield from _uses_in_text(text, name)
 
-    def class_chain(self, path: str, cls: ast.ClassDef,
-                    stop: str) -> list[tuple[str, ast.ClassDef]] | None:
+    def class_chain(
+        self, path: str, cls: ast.ClassDef, stop: str
+    ) -> list[tuple[str, ast.ClassDef]] | None:
         """`cls` (in `path`) and its installed ancestors below the base named `stop`, nearest
         first; None when `stop` is not among its ancestors (or one cannot be found)."""
         chain = [(path, cls)]
@@ -256,8 +276,11 @@ class Installed:
         found = self._resolve(path, name, "classes", 0)
         return (found[0], found[1]) if found and isinstance(found[1], ast.ClassDef) else None
 
-    def resolve_function(self, path: str, name: str,
-                         ) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    def resolve_function(
+        self,
+        path: str,
+        name: str,
+    ) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         """The module-level function a module's `name` is, found as resolve_class finds a
         class; a dotted name ('mod.fn') through an imported vllm module."""
         head, _, rest = name.partition(".")
@@ -267,11 +290,13 @@ class Installed:
             where = self.module_path(base) if base else None
             return self.resolve_function(where, rest) if where else None
         found = self._resolve(path, name, "functions", 0)
-        return (found[0], found[1]) if found and isinstance(
-            found[1], ast.FunctionDef | ast.AsyncFunctionDef) else None
+        return (
+            (found[0], found[1])
+            if found and isinstance(found[1], ast.FunctionDef | ast.AsyncFunctionDef)
+            else None
+        )
 
-    def _resolve(self, path: str, name: str, kind: str,
-                 depth: int) -> tuple[str, ast.AST] | None:
+    def _resolve(self, path: str, name: str, kind: str, depth: int) -> tuple[str, ast.AST] | None:
         if path not in self.texts() or depth > 4:
             return None
         mod = self.module(path)
@@ -298,8 +323,7 @@ class Installed:
             for cls in self.module(path).classes.values():
                 methods = set(class_parts(cls)[0])
                 for base in cls.bases:
-                    out.setdefault(_base_name(base), []).append(
-                        (cls.name, path, methods))
+                    out.setdefault(_base_name(base), []).append((cls.name, path, methods))
         return out
 
     @cache  # noqa: B019
@@ -309,13 +333,14 @@ class Installed:
         text = self.texts().get(KV_CONNECTOR_BASE)
         if text is None or KV_SCHEDULER_MARK not in text:
             return frozenset()
-        mark = text[:text.index(KV_SCHEDULER_MARK)].count("\n") + 1
+        mark = text[: text.index(KV_SCHEDULER_MARK)].count("\n") + 1
         mod = self.module(KV_CONNECTOR_BASE)
         names = set()
         for cls in mod.classes.values():
             for name, fn in class_parts(cls)[0].items():
-                if cls.name == "SupportsHMA" or (cls.name == "KVConnectorBase_V1"
-                                                 and fn.lineno > mark):
+                if cls.name == "SupportsHMA" or (
+                    cls.name == "KVConnectorBase_V1" and fn.lineno > mark
+                ):
                     names.add(name)
         return frozenset(names)
 
@@ -327,10 +352,16 @@ class Installed:
         if mod is None:
             return frozenset()
         return frozenset(
-            v.elts[1].value for n in ast.walk(mod.tree) if isinstance(n, ast.Dict)
-            for v in n.values if isinstance(v, ast.Tuple) and len(v.elts) == 2
+            v.elts[1].value
+            for n in ast.walk(mod.tree)
+            if isinstance(n, ast.Dict)
+            for v in n.values
+            if isinstance(v, ast.Tuple)
+            and len(v.elts) == 2
             and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts)
-            and isinstance(v.elts[1], ast.Constant) and isinstance(v.elts[1].value, str))
+            and isinstance(v.elts[1], ast.Constant)
+            and isinstance(v.elts[1].value, str)
+        )
 
     @cache  # noqa: B019
     def capture_sites(self) -> dict[tuple[str, str], dict[str, str]]:
@@ -373,10 +404,14 @@ class Installed:
         if path not in self.texts():
             return frozenset()
         return frozenset(
-            cls.name for cls in self.module(path).classes.values()
+            cls.name
+            for cls in self.module(path).classes.values()
             if not any("Executor" in ast.unparse(b) for b in cls.bases)
-            and any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith(WORKER_WRAPPER)
-                    for n in ast.walk(cls)))
+            and any(
+                isinstance(n, ast.Call) and ast.unparse(n.func).endswith(WORKER_WRAPPER)
+                for n in ast.walk(cls)
+            )
+        )
 
     def referrers(self, name: str, skip: str, changed: dict[str, str | None]) -> list[str]:
         """Files other than `skip` whose code names `name` (a variable, an attribute, an
@@ -390,8 +425,12 @@ class Installed:
                 tree = _tree(text)
             except SyntaxError:
                 continue
-            imported = {a.name.rpartition(".")[2] for n in ast.walk(tree)
-                        if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+            imported = {
+                a.name.rpartition(".")[2]
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Import | ast.ImportFrom)
+                for a in n.names
+            }
             if name in names_used(tree) or name in imported:
                 found.append(path)
                 if len(found) > 3:  # enough to name (three, then "...")
@@ -409,8 +448,11 @@ class Installed:
             except SyntaxError:
                 continue
             for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and _import_base(node, path) == module \
-                        and any(a.name == name for a in node.names):
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and _import_base(node, path) == module
+                    and any(a.name == name for a in node.names)
+                ):
                     found.append(path)
                     break
         return found

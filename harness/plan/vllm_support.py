@@ -98,8 +98,7 @@ def installed_source(python: str | None = None) -> Source:
     found (harness.plan.builds.probe), without importing it."""
     build = probe(interpreter(python))
     if not build.get("vllm_location"):
-        raise ScenarioError(f"{interpreter(python)} has no vLLM: give a wheel or a source "
-                            "folder")
+        raise ScenarioError(f"{interpreter(python)} has no vLLM: give a wheel or a source folder")
     return source_at(Path(build["vllm_location"]).parent, build.get("vllm"))
 
 
@@ -112,8 +111,7 @@ def source_at(root: Path, version: str | None = None) -> DirSource:
 def _file_version(root: Path) -> str:
     """vllm/_version.py's version (written at build time; "source" in a bare checkout)."""
     text = root / "vllm" / "_version.py"
-    found = re.search(r"version = ['\"]([^'\"]+)", text.read_text()) if text.is_file() \
-        else None
+    found = re.search(r"version = ['\"]([^'\"]+)", text.read_text()) if text.is_file() else None
     return found.group(1) if found else "source"
 
 
@@ -123,8 +121,7 @@ def open_source(given: str) -> Source:
     if path.is_file() and path.suffix == ".whl":
         return WheelSource(path)
     if path.is_dir():
-        root = path.parent if (path / "__init__.py").is_file() and path.name == "vllm" \
-            else path
+        root = path.parent if (path / "__init__.py").is_file() and path.name == "vllm" else path
         if not (root / "vllm" / "__init__.py").is_file():
             raise ScenarioError(f"{given}: no vllm/ package in this folder")
         return source_at(root)
@@ -132,6 +129,7 @@ def open_source(given: str) -> Source:
 
 
 # -- looking an entry up ---------------------------------------------------------------------
+
 
 def _top(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Statements at this level, those inside if/try blocks (TYPE_CHECKING, fallbacks) too."""
@@ -141,8 +139,7 @@ def _top(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _top(node.body)
             yield from _top(node.orelse)
         elif isinstance(node, ast.Try):
-            for part in (node.body, node.orelse, node.finalbody,
-                         *(h.body for h in node.handlers)):
+            for part in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
                 yield from _top(part)
 
 
@@ -174,8 +171,11 @@ def _self_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
             targets = [node.target]
         for t in targets:
             for sub in ast.walk(t):
-                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                        and sub.value.id == "self":
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
                     out.add(sub.attr)
     return out
 
@@ -201,16 +201,17 @@ def _lineage(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
 
 def _params(fn: Def) -> list[str]:
     a = fn.args
-    return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)
-            if p.arg not in ("self", "cls")]
+    return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if p.arg not in ("self", "cls")]
 
 
 def _missing(entry: Internal, have: list[str]) -> str | None:
     gone = [p for p in entry.params or () if p not in have]
     if not gone:
         return None
-    return (f"{entry.module}.{entry.qualname} has no parameter "
-            f"{', '.join(repr(p) for p in gone)} (has: {', '.join(have) or 'none'})")
+    return (
+        f"{entry.module}.{entry.qualname} has no parameter "
+        f"{', '.join(repr(p) for p in gone)} (has: {', '.join(have) or 'none'})"
+    )
 
 
 def check_entry(source: Source, entry: Internal) -> str | None:
@@ -232,13 +233,17 @@ def _check_in(source: Source, entry: Internal) -> str | None:
     owner, _, name = entry.qualname.rpartition(".")
     if not owner:
         for node in _top(tree.body):
-            if entry.kind in ("function", "class") and isinstance(node, Def | ast.ClassDef) \
-                    and node.name == name:
+            if (
+                entry.kind in ("function", "class")
+                and isinstance(node, Def | ast.ClassDef)
+                and node.name == name
+            ):
                 if isinstance(node, Def):
                     return _missing(entry, _params(node))
                 return _class_params(tree, entry, node)
             if entry.kind == "attribute" and name in _assigned(node) + (
-                    [node.name] if isinstance(node, Def | ast.ClassDef) else []):
+                [node.name] if isinstance(node, Def | ast.ClassDef) else []
+            ):
                 return None
         return f"{entry.module}.{name} is gone"
     cls = _classes(tree).get(owner)
@@ -249,8 +254,9 @@ def _check_in(source: Source, entry: Internal) -> str | None:
             if entry.kind == "method" and isinstance(node, Def) and node.name == name:
                 return _missing(entry, _params(node))
             if entry.kind == "attribute" and (
-                    name in _assigned(node) or (isinstance(node, Def) and (
-                        node.name == name or name in _self_attrs(node)))):
+                name in _assigned(node)
+                or (isinstance(node, Def) and (node.name == name or name in _self_attrs(node)))
+            ):
                 return None
     what = "method" if entry.kind == "method" else "attribute"
     return f"{entry.module}.{entry.qualname}: no such {what}"
@@ -264,12 +270,14 @@ def _class_params(tree: ast.Module, entry: Internal, cls: ast.ClassDef) -> str |
         init = next((n for n in c.body if isinstance(n, Def) and n.name == "__init__"), None)
         if init is not None:
             return _missing(entry, _params(init))
-        have += [n for node in c.body if isinstance(node, ast.AnnAssign)
-                 for n in _names(node.target)]
+        have += [
+            n for node in c.body if isinstance(node, ast.AnnAssign) for n in _names(node.target)
+        ]
     return _missing(entry, have)
 
 
 # -- the matrix ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Support:
@@ -286,8 +294,9 @@ class Support:
 def runners_of(feature: str) -> tuple[str, ...]:
     """The runners a feature reaches at their own points ("V1", "V2"; empty: one set of
     entries serves both)."""
-    return tuple(r for r in ("V1", "V2")
-                 if any(e.feature == feature and e.runner == r for e in INTERNALS))
+    return tuple(
+        r for r in ("V1", "V2") if any(e.feature == feature and e.runner == r for e in INTERNALS)
+    )
 
 
 def row_label(feature: str, runner: str | None) -> str:
@@ -301,8 +310,11 @@ def rows() -> list[tuple[str, str | None]]:
 
 def entries_for(feature: str, runner: str | None) -> list[Internal]:
     """A feature's entries on one runner: its own and those that serve both."""
-    return [e for e in INTERNALS if e.feature == feature
-            and (e.runner is None or runner is None or e.runner == runner)]
+    return [
+        e
+        for e in INTERNALS
+        if e.feature == feature and (e.runner is None or runner is None or e.runner == runner)
+    ]
 
 
 def check_source(source: Source) -> Support:
@@ -346,8 +358,10 @@ def render_matrix(supports: list[Support], reasons: int = 2) -> str:
 V1_MODULE = "vllm.v1.worker.gpu_model_runner"
 V2_MODULE = "vllm.v1.worker.gpu.model_runner"
 # Where vLLM lists what V2 does not run (0.32, 0.33), or what its only runner does not (0.34).
-UNSUPPORTED_FUNCTIONS = ("_get_v2_model_runner_unsupported_features",
-                         "_get_model_runner_unsupported_features")
+UNSUPPORTED_FUNCTIONS = (
+    "_get_v2_model_runner_unsupported_features",
+    "_get_model_runner_unsupported_features",
+)
 
 
 @dataclass(frozen=True)
@@ -364,12 +378,19 @@ def _methods_in(fn: ast.FunctionDef) -> list[str]:
     """The strings of every `<x>.method in (...)` test in a function's body."""
     found = []
     for node in ast.walk(fn):
-        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
-                and node.left.attr == "method" and len(node.ops) == 1
-                and isinstance(node.ops[0], ast.In)
-                and isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))):
-            found += [e.value for e in node.comparators[0].elts
-                      if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Attribute)
+            and node.left.attr == "method"
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.In)
+            and isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))
+        ):
+            found += [
+                e.value
+                for e in node.comparators[0].elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
     return found
 
 
@@ -391,9 +412,12 @@ def _read_facts(source: Source) -> RunnerFacts:
     for node in ast.walk(tree) if tree is not None else []:
         if isinstance(node, ast.FunctionDef) and node.name in UNSUPPORTED_FUNCTIONS:
             methods += _methods_in(node)
-    return RunnerFacts(version=source.version, has_v1=source.has(V1_MODULE),
-                       has_v2=source.has(V2_MODULE),
-                       v2_unsupported_methods=tuple(dict.fromkeys(methods)))
+    return RunnerFacts(
+        version=source.version,
+        has_v1=source.has(V1_MODULE),
+        has_v2=source.has(V2_MODULE),
+        v2_unsupported_methods=tuple(dict.fromkeys(methods)),
+    )
 
 
 def draft_method(run: RunSpec) -> str | None:
@@ -407,8 +431,7 @@ def expected_runner(run: RunSpec, facts: RunnerFacts) -> tuple[str, str]:
     return runner_for(run.device, run.model_runner, draft_method(run), facts)
 
 
-def runner_for(device: str, asked: str, method: str | None,
-               facts: RunnerFacts) -> tuple[str, str]:
+def runner_for(device: str, asked: str, method: str | None, facts: RunnerFacts) -> tuple[str, str]:
     """The runner vLLM builds for a device, the runner asked for and a draft method."""
     if not facts.has_v1:
         return "V2", f"vLLM {facts.version} has only Model Runner V2"
@@ -428,8 +451,11 @@ RUNNER_ROOTS = {
     "V2": ("vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.cpu.model_runner"),
 }
 RUNNER_AREAS = {
-    "V1": ("vllm.v1.spec_decode.", "vllm.v1.worker.gpu_model_runner",
-           "vllm.v1.worker.cpu_model_runner"),
+    "V1": (
+        "vllm.v1.spec_decode.",
+        "vllm.v1.worker.gpu_model_runner",
+        "vllm.v1.worker.cpu_model_runner",
+    ),
     "V2": ("vllm.v1.worker.gpu.", "vllm.v1.worker.cpu."),
 }
 
@@ -446,7 +472,7 @@ def _imports(tree: ast.Module, module: str) -> set[str]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{a.name}" for a in node.names}
     return {m for m in found if m.startswith("vllm.")}
@@ -488,13 +514,17 @@ def other_runners_code(source: Source, module: str, runner: str) -> str | None:
     """The runner whose own code `module` is, when `runner` never imports it (None: it may
     run under `runner`)."""
     for other, areas in RUNNER_AREAS.items():
-        if other != runner and module.startswith(areas) and module not in reached_by(
-                source, runner):
+        if (
+            other != runner
+            and module.startswith(areas)
+            and module not in reached_by(source, runner)
+        ):
             return other
     return None
 
 
 # -- one scenario against a version --------------------------------------------------------------
+
 
 def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Internal]]:
     """What a scenario's launches use of vLLM: the features (FEATURES keys) and, beyond the
@@ -511,8 +541,11 @@ def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Inte
     if scenario.device == "cpu":
         features.append("device environment")
     labels = {a.implementation for r in runs for a in r.arms} | {r.implementation for r in runs}
-    features += sorted(f"swap {label.partition(':')[0]}" for label in labels
-                       if label and not label.startswith(("patch:", "overlay:")))
+    features += sorted(
+        f"swap {label.partition(':')[0]}"
+        for label in labels
+        if label and not label.startswith(("patch:", "overlay:"))
+    )
     if any(r.step_times for r in runs):
         features.append("step timer")
     if scenario.workload.kind in ("spec_bench", "speed_bench"):
@@ -520,7 +553,8 @@ def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Inte
     if any(r.overlay is not None for r in runs):
         features.append("change classifier")
     models = {str(r.engine_args.get("model")) for r in runs} | {
-        str((r.engine_args.get("speculative_config") or {}).get("model")) for r in runs}
+        str((r.engine_args.get("speculative_config") or {}).get("model")) for r in runs
+    }
     builtin = models & set(BUILTIN_CONFIGS)
     if builtin:
         features.append("built-in models")
@@ -530,15 +564,25 @@ def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Inte
     where = "the scenario"
     for r in runs:
         for key in r.engine_args:
-            keys.append(Internal("engine arguments", "vllm.engine.arg_utils",
-                                 f"EngineArgs.{key}", "attribute", where=where))
-        nested = (("speculative_config", "vllm.config.speculative", "SpeculativeConfig"),
-                  ("compilation_config", "vllm.config.compilation", "CompilationConfig"))
+            keys.append(
+                Internal(
+                    "engine arguments",
+                    "vllm.engine.arg_utils",
+                    f"EngineArgs.{key}",
+                    "attribute",
+                    where=where,
+                )
+            )
+        nested = (
+            ("speculative_config", "vllm.config.speculative", "SpeculativeConfig"),
+            ("compilation_config", "vllm.config.compilation", "CompilationConfig"),
+        )
         for arg, module, cls in nested:
             value = r.engine_args.get(arg)
             for key in value if isinstance(value, dict) else {}:
-                keys.append(Internal("engine arguments", module, f"{cls}.{key}", "attribute",
-                                     where=where))
+                keys.append(
+                    Internal("engine arguments", module, f"{cls}.{key}", "attribute", where=where)
+                )
     return list(dict.fromkeys(features)), list(dict.fromkeys(keys))
 
 
@@ -565,5 +609,6 @@ def check_scenario(source: Source, scenario: Scenario, plan: Plan) -> dict[str, 
                 fits = True  # a source build without a version: its source decides
             if not fits:
                 failures.setdefault(feature, []).append(
-                    f"the {swap.name} swap is written for vLLM {swap.vllm}")
+                    f"the {swap.name} swap is written for vLLM {swap.vllm}"
+                )
     return {f: list(dict.fromkeys(w)) for f, w in failures.items()}

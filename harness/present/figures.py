@@ -68,37 +68,57 @@ def throughput_over_time(passes: pd.DataFrame, baseline: str, title: str) -> Any
             right = float((rows["started_unix"] + rows["duration_s"]).max()) - start
             if i % 2 == 0:
                 ax.axvspan(left, right, color="grey", alpha=0.08, lw=0)
-            ax.annotate(str(cell), ((left + right) / 2, 0.01), xycoords=("data", "axes fraction"),
-                        ha="center", va="bottom", fontsize=7, color="grey")
+            ax.annotate(
+                str(cell),
+                ((left + right) / 2, 0.01),
+                xycoords=("data", "axes fraction"),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="grey",
+            )
     for name in _variants(passes, baseline):
         mask = passes["variant"] == name
         rows = passes[mask].assign(y=values[mask]).sort_values("started_unix")
-        ax.plot(rows["started_unix"] - start, rows["y"], marker="o", ms=3,
-                lw=0 if sweep else 0.8, label=name)
-    ax.set(title=f"{title}: output throughput per pass over the run",
-           xlabel="seconds since the first measured pass",
-           ylabel="relative to its cell's median" if sweep else "output tokens/s")
+        ax.plot(
+            rows["started_unix"] - start,
+            rows["y"],
+            marker="o",
+            ms=3,
+            lw=0 if sweep else 0.8,
+            label=name,
+        )
+    ax.set(
+        title=f"{title}: output throughput per pass over the run",
+        xlabel="seconds since the first measured pass",
+        ylabel="relative to its cell's median" if sweep else "output tokens/s",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
 
 
 def latency_cdfs(requests: pd.DataFrame, baseline: str, title: str) -> Any | None:
-    metrics = [(c, label) for c, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"),
-                                            ("itl_ms", "mean ITL"))
-               if c in requests and requests[c].notna().any()]
+    metrics = [
+        (c, label)
+        for c, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "mean ITL"))
+        if c in requests and requests[c].notna().any()
+    ]
     if not metrics:
         return None
     fig, axes = _figure(4 * len(metrics), 3.4, len(metrics))
     for ax, (column, label) in zip(axes, metrics, strict=True):
         for name in _variants(requests, baseline):
-            values = np.sort(requests.loc[requests["variant"] == name, column].dropna()
-                             .to_numpy(dtype=float))
+            values = np.sort(
+                requests.loc[requests["variant"] == name, column].dropna().to_numpy(dtype=float)
+            )
             if values.size:
-                ax.step(values, np.arange(1, values.size + 1) / values.size, where="post",
-                        label=name)
-        ax.set(title=f"{label} per request", xlabel="ms", ylabel="fraction of requests",
-               ylim=(0, 1.02))
+                ax.step(
+                    values, np.arange(1, values.size + 1) / values.size, where="post", label=name
+                )
+        ax.set(
+            title=f"{label} per request", xlabel="ms", ylabel="fraction of requests", ylim=(0, 1.02)
+        )
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{title}: latency CDFs")
@@ -111,8 +131,11 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
         return None
     fig, (ax,) = _figure(7, 3.4)
     # (an arm without speculation has no acceptance: no bars)
-    names = [n for n in _variants(passes, baseline)
-             if passes.loc[passes["variant"] == n, columns].notna().any().any()]
+    names = [
+        n
+        for n in _variants(passes, baseline)
+        if passes.loc[passes["variant"] == n, columns].notna().any().any()
+    ]
     width = 0.8 / max(1, len(names))
     x = np.arange(len(columns))
     for i, name in enumerate(names):
@@ -120,8 +143,11 @@ def acceptance_per_position(passes: pd.DataFrame, baseline: str, title: str) -> 
         bars = ax.bar(x + i * width - 0.4 + width / 2, means, width, label=name)
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(x, [f"position {c.rsplit('_', 1)[1]}" for c in columns])
-    ax.set(title=f"{title}: acceptance per draft position (mean over passes)",
-           ylabel="accepted (%)", ylim=(0, 105))
+    ax.set(
+        title=f"{title}: acceptance per draft position (mean over passes)",
+        ylabel="accepted (%)",
+        ylim=(0, 105),
+    )
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return fig
@@ -141,12 +167,15 @@ def acceptance_per_request(requests: pd.DataFrame, baseline: str, title: str) ->
         if not mask.any():
             continue  # an arm without speculation
         hist.hist(values[mask], bins=bins, histtype="step", lw=1.5, label=name)
-        scatter.scatter(requests.loc[mask, "output_tokens"], values[mask], s=8, alpha=0.5,
-                        label=name)
-    hist.set(title="acceptance length per request", xlabel="tokens per verify step (bonus "
-             "token included)", ylabel="requests")
-    scatter.set(title="against output length", xlabel="output tokens",
-                ylabel="acceptance length")
+        scatter.scatter(
+            requests.loc[mask, "output_tokens"], values[mask], s=8, alpha=0.5, label=name
+        )
+    hist.set(
+        title="acceptance length per request",
+        xlabel="tokens per verify step (bonus token included)",
+        ylabel="requests",
+    )
+    scatter.set(title="against output length", xlabel="output tokens", ylabel="acceptance length")
     for ax in (hist, scatter):
         ax.grid(alpha=0.3)
     hist.legend(fontsize=8)
@@ -164,7 +193,8 @@ def forest_panels(comparison: Comparison) -> list[tuple[str, list[tuple[str, Any
         for row in cand.rows:
             if math.isfinite(row.estimate.delta):
                 panels[row.estimate.kind].append(
-                    (f"{cand.name}: {row.label}" if several else row.label, row))
+                    (f"{cand.name}: {row.label}" if several else row.label, row)
+                )
     return [(kind, rows) for kind, rows in panels.items() if rows]
 
 
@@ -188,17 +218,31 @@ def forest_plot(comparison: Comparison, title: str) -> Any | None:
             elif est.ci_low is None or est.ci_high is None:
                 ax.plot(d, yi, marker="o", mfc="none", color="#999", ms=5)
             else:
-                color = ("#2ca02c" if row.improved else "#d62728" if row.improved is False
-                         else "#1f77b4")
-                ax.errorbar(d, yi, xerr=[[d - scale * est.ci_low], [scale * est.ci_high - d]],
-                            fmt="o", color=color, capsize=3, ms=4)
+                color = (
+                    "#2ca02c" if row.improved else "#d62728" if row.improved is False else "#1f77b4"
+                )
+                ax.errorbar(
+                    d,
+                    yi,
+                    xerr=[[d - scale * est.ci_low], [scale * est.ci_high - d]],
+                    fmt="o",
+                    color=color,
+                    capsize=3,
+                    ms=4,
+                )
         ax.axvline(0, color="#888", lw=0.8)
         ax.set_yticks(y, [label for label, _ in rows], fontsize=8)
-        ax.set_xlabel("delta vs baseline (%)" if kind == "relative" else
-                      "delta vs baseline (percentage points)")
+        ax.set_xlabel(
+            "delta vs baseline (%)"
+            if kind == "relative"
+            else "delta vs baseline (percentage points)"
+        )
         ax.grid(alpha=0.3, axis="x")
-    fig.suptitle(f"{title}: every delta with its 95% interval\n(green better, red worse, blue "
-                 "not significant; diamond: known exactly; hollow: no interval)", fontsize=9)
+    fig.suptitle(
+        f"{title}: every delta with its 95% interval\n(green better, red worse, blue "
+        "not significant; diamond: known exactly; hollow: no interval)",
+        fontsize=9,
+    )
     return fig
 
 
@@ -206,18 +250,29 @@ def running_estimate_figure(comparison: Comparison, title: str) -> Any | None:
     """The output-throughput delta of each candidate with its 95% interval from the first k
     blocks, against k (Comparison.running): how the estimate settled and the interval
     narrowed."""
-    frames = {name: pd.DataFrame(points) for name, points in comparison.running.items()
-              if len(points) >= 2}
+    frames = {
+        name: pd.DataFrame(points)
+        for name, points in comparison.running.items()
+        if len(points) >= 2
+    }
     if not frames:
         return None
     fig, (ax,) = _figure(7, 3.4)
     for name, f in frames.items():
         line = ax.plot(f["blocks"], 100 * f["delta"], marker="o", ms=3, label=name)[0]
-        ax.fill_between(f["blocks"].astype(float), 100 * f["ci_low"].astype(float),
-                        100 * f["ci_high"].astype(float), color=line.get_color(), alpha=0.2)
+        ax.fill_between(
+            f["blocks"].astype(float),
+            100 * f["ci_low"].astype(float),
+            100 * f["ci_high"].astype(float),
+            color=line.get_color(),
+            alpha=0.2,
+        )
     ax.axhline(0, color="#888", lw=0.8)
-    ax.set(title=f"{title}: output-throughput delta as the blocks came in",
-           xlabel="blocks measured", ylabel="delta vs baseline (%), 95% CI")
+    ax.set(
+        title=f"{title}: output-throughput delta as the blocks came in",
+        xlabel="blocks measured",
+        ylabel="delta vs baseline (%), 95% CI",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -232,16 +287,26 @@ def speedup_decomposition(comparison: Comparison, title: str) -> Any | None:
     n = len(comparison.decompositions)
     fig, axes = _figure(6.5 * n, 3.8, n)
     for ax, d in zip(axes, comparison.decompositions, strict=True):
-        rows = [(f"↳ {f.label}", f, "#9ecae1") if part_of else
-                ("= measured speedup", f, "#2ca02c" if f.value >= 1 else "#d62728")
-                if f.key == "measured" else (f.label, f, "#1f77b4")
-                for f, part_of in d.terms()]
+        rows = [
+            (f"↳ {f.label}", f, "#9ecae1")
+            if part_of
+            else ("= measured speedup", f, "#2ca02c" if f.value >= 1 else "#d62728")
+            if f.key == "measured"
+            else (f.label, f, "#1f77b4")
+            for f, part_of in d.terms()
+        ]
         y = np.arange(len(rows))[::-1]
         for yi, (_, f, color) in zip(y, rows, strict=True):
             ax.plot([1, f.value], [yi, yi], color=color, lw=6, solid_capstyle="butt")
             if f.low is not None and f.high is not None:
-                ax.errorbar(f.value, yi, xerr=[[f.value - f.low], [f.high - f.value]],
-                            fmt="none", color="#333", capsize=3)
+                ax.errorbar(
+                    f.value,
+                    yi,
+                    xerr=[[f.value - f.low], [f.high - f.value]],
+                    fmt="none",
+                    color="#333",
+                    capsize=3,
+                )
             ax.text(f.value, yi + 0.3, f"{f.value:.2f}×", fontsize=7, ha="center")
         ax.axvline(1, color="#888", lw=0.8)
         ax.set_xscale("log")
@@ -255,11 +320,13 @@ def speedup_decomposition(comparison: Comparison, title: str) -> Any | None:
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yticks(y, [label for label, _, _ in rows], fontsize=8)
         ax.set_xlabel("factor (log scale; 1 = no effect)")
-        ax.set_title(f"{d.arm} vs {d.reference} (k = {d.k}, {len(d.rounds)} round(s))",
-                     fontsize=9)
+        ax.set_title(f"{d.arm} vs {d.reference} (k = {d.k}, {len(d.rounds)} round(s))", fontsize=9)
         ax.grid(alpha=0.3, axis="x")
-    fig.suptitle(f"{title}: where the speedup over no speculation goes\n(the dark factors "
-                 "multiply to the measured speedup; whiskers: 95% CI over rounds)", fontsize=9)
+    fig.suptitle(
+        f"{title}: where the speedup over no speculation goes\n(the dark factors "
+        "multiply to the measured speedup; whiskers: 95% CI over rounds)",
+        fontsize=9,
+    )
     return fig
 
 
@@ -284,14 +351,14 @@ def run_figures(run: Run, comparison: Comparison | None = None) -> dict[str, Any
     return {name: fig for name, fig in figures.items() if fig is not None}
 
 
-def write_figures(run: Run, sweep: SweepComparison | None = None,
-                  comparison: Comparison | None = None) -> list[Path]:
+def write_figures(
+    run: Run, sweep: SweepComparison | None = None, comparison: Comparison | None = None
+) -> list[Path]:
     """PNG and SVG of every figure under the run folder's figures/; the PNG paths."""
     out = run.path / FIGURE_DIR
     out.mkdir(exist_ok=True)
     written = []
-    figures = (sweep_figures(run, sweep) if sweep is not None
-               else run_figures(run, comparison))
+    figures = sweep_figures(run, sweep) if sweep is not None else run_figures(run, comparison)
     for name, fig in figures.items():
         for suffix in ("png", "svg"):
             with atomic_path(out / f"{name}.{suffix}") as tmp:
@@ -315,6 +382,7 @@ def markdown_links(pngs: list[Path], run_dir: Path) -> str:
 
 # -- sweeps ----------------------------------------------------------------------------------
 
+
 def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) -> Any | None:
     """The candidates' delta (with its 95% interval as a band) against one swept field, one
     line per combination of the other fields, zero marked, and each break-even with its
@@ -330,8 +398,11 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
     relative = bool((rows["kind"] == "relative").all())
     scale = 100.0 if relative else 1.0
     fig, (ax,) = _figure(8, 4.2)
-    groups = rows.groupby(["candidate", *others], sort=False, dropna=False) if others else \
-        rows.groupby(["candidate"], sort=False)
+    groups = (
+        rows.groupby(["candidate", *others], sort=False, dropna=False)
+        if others
+        else rows.groupby(["candidate"], sort=False)
+    )
     for key, line in groups:
         key = key if isinstance(key, tuple) else (key,)
         line = line.sort_values(axis) if numeric else line
@@ -339,19 +410,21 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
         y = line["delta"].to_numpy(dtype=float) * scale
         lo = line["ci_low"].to_numpy(dtype=float) * scale
         hi = line["ci_high"].to_numpy(dtype=float) * scale
-        name = ", ".join([str(key[0])] + [f"{o}={v}" for o, v in zip(others, key[1:],
-                                                                     strict=True)])
+        name = ", ".join([str(key[0])] + [f"{o}={v}" for o, v in zip(others, key[1:], strict=True)])
         (drawn,) = ax.plot(x, y, marker="o", ms=4, label=name)
         ax.fill_between(x, lo, hi, alpha=0.18, color=drawn.get_color(), lw=0)
         sig = line["significant"].to_numpy(dtype=bool)
-        ax.plot(x[sig], y[sig], ls="none", marker="o", ms=7, mfc="none",
-                color=drawn.get_color())
+        ax.plot(x[sig], y[sig], ls="none", marker="o", ms=7, mfc="none", color=drawn.get_color())
         if not numeric:
             ax.set_xticks(x, [str(v) for v in line[axis]])
         for b in sweep.break_even:
-            if b.axis != axis or b.metric != metric or b.crossing is None \
-                    or b.candidate != key[0] or any(
-                        b.others.get(o) != v for o, v in zip(others, key[1:], strict=True)):
+            if (
+                b.axis != axis
+                or b.metric != metric
+                or b.crossing is None
+                or b.candidate != key[0]
+                or any(b.others.get(o) != v for o, v in zip(others, key[1:], strict=True))
+            ):
                 continue
             c = b.crossing
             if c.ci_low is not None and c.ci_high is not None:
@@ -360,9 +433,14 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
                 ax.axvspan(left, right, color=drawn.get_color(), alpha=0.08)
             if c.estimate is not None:
                 ax.axvline(c.estimate, color=drawn.get_color(), ls="--", lw=1)
-                ax.annotate(f"break-even ≈ {c.estimate:.3g}", (c.estimate, 0),
-                            xytext=(4, 6), textcoords="offset points", fontsize=8,
-                            color=drawn.get_color())
+                ax.annotate(
+                    f"break-even ≈ {c.estimate:.3g}",
+                    (c.estimate, 0),
+                    xytext=(4, 6),
+                    textcoords="offset points",
+                    fontsize=8,
+                    color=drawn.get_color(),
+                )
     ax.axhline(0, color="black", lw=0.8)
     # The axis scale the break-even interpolates on.
     if numeric and choose_scale(rows[axis].astype(float).tolist()) == "log":
@@ -370,11 +448,18 @@ def delta_vs_axis(sweep: SweepComparison, axis: str, metric: str, title: str) ->
         ticks = sorted(rows[axis].unique())
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     label = rows["metric_label"].iloc[0]
-    ax.set(title=f"{title}: {label}, candidate vs baseline", xlabel=axis,
-           ylabel="delta (%)" if relative else "delta (points)")
+    ax.set(
+        title=f"{title}: {label}, candidate vs baseline",
+        xlabel=axis,
+        ylabel="delta (%)" if relative else "delta (points)",
+    )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="band: the delta's 95% interval; circled: significant; "
-              "shaded span: the break-even's 95% interval", title_fontsize=7)
+    ax.legend(
+        fontsize=8,
+        title="band: the delta's 95% interval; circled: significant; "
+        "shaded span: the break-even's 95% interval",
+        title_fontsize=7,
+    )
     return fig
 
 
@@ -386,8 +471,9 @@ def per_cell_grid(n: int, cols: int = 3) -> tuple[int, int]:
 LATENCY_COLUMNS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "mean ITL"}
 
 
-def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame,
-                      kind: str, title: str) -> Any | None:
+def sweep_cell_figure(
+    sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame, kind: str, title: str
+) -> Any | None:
     """Small multiples, one panel per cell: per-request CDFs per variant of one latency
     (`kind` a LATENCY_COLUMNS key), or acceptance per position per variant
     ('acceptance_per_position')."""
@@ -395,8 +481,9 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
 
     from matplotlib.figure import Figure
 
-    cells = [c for c in sweep.cells if (passes.get("cell") == c.id).any()] \
-        if not passes.empty else []
+    cells = (
+        [c for c in sweep.cells if (passes.get("cell") == c.id).any()] if not passes.empty else []
+    )
     if not cells:
         return None
     rows_n, cols = per_cell_grid(len(cells))
@@ -409,12 +496,17 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
             column = kind
             mine = requests[requests["cell"] == cell.id]
             for name in _variants(mine, base):
-                values = np.sort(mine.loc[mine["variant"] == name, column].dropna()
-                                 .to_numpy(dtype=float))
+                values = np.sort(
+                    mine.loc[mine["variant"] == name, column].dropna().to_numpy(dtype=float)
+                )
                 if values.size:
                     drew = True
-                    ax.step(values, np.arange(1, values.size + 1) / values.size, where="post",
-                            label=name)
+                    ax.step(
+                        values,
+                        np.arange(1, values.size + 1) / values.size,
+                        where="post",
+                        label=name,
+                    )
             ax.set(xlabel=f"{LATENCY_COLUMNS[column]} (ms)", ylim=(0, 1.02))
         else:
             mine = passes[passes["cell"] == cell.id]
@@ -431,13 +523,16 @@ def sweep_cell_figure(sweep: SweepComparison, passes: pd.DataFrame, requests: pd
             ax.set(xlabel="draft position", ylim=(0, 105))
         ax.set_title(textwrap.fill(f"{cell.id}: {cell.label}", 48), fontsize=8)
         ax.grid(alpha=0.3)
-    for ax in axes[len(cells):]:
+    for ax in axes[len(cells) :]:
         ax.set_visible(False)
     if not drew:
         return None
     axes[0].legend(fontsize=7)
-    what = (f"{LATENCY_COLUMNS[kind]} CDF per request" if kind in LATENCY_COLUMNS
-            else "acceptance per draft position (%, mean over passes)")
+    what = (
+        f"{LATENCY_COLUMNS[kind]} CDF per request"
+        if kind in LATENCY_COLUMNS
+        else "acceptance per draft position (%, mean over passes)"
+    )
     fig.suptitle(f"{title}: {what}, per cell")
     return fig
 
@@ -460,20 +555,22 @@ def sweep_figures(run: Run, sweep: SweepComparison) -> dict[str, Any]:
         for column in LATENCY_COLUMNS:
             if column in requests and requests[column].notna().any():
                 makers[f"latency_cdf_{column.removesuffix('_ms')}"] = _cell_maker(
-                    sweep, passes, requests, column, title)
+                    sweep, passes, requests, column, title
+                )
         makers["acceptance_per_position"] = lambda: sweep_cell_figure(
-            sweep, passes, requests, "acceptance_per_position", title)
+            sweep, passes, requests, "acceptance_per_position", title
+        )
     figures = {name: make() for name, make in makers.items()}
     return {name: fig for name, fig in figures.items() if fig is not None}
 
 
-def _cell_maker(sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame,
-                kind: str, title: str) -> Callable[[], Any]:
+def _cell_maker(
+    sweep: SweepComparison, passes: pd.DataFrame, requests: pd.DataFrame, kind: str, title: str
+) -> Callable[[], Any]:
     return lambda: sweep_cell_figure(sweep, passes, requests, kind, title)
 
 
-def _delta_maker(sweep: SweepComparison, axis: str, metric: str,
-                 title: str) -> Callable[[], Any]:
+def _delta_maker(sweep: SweepComparison, axis: str, metric: str, title: str) -> Callable[[], Any]:
     return lambda: delta_vs_axis(sweep, axis, metric, title)
 
 

@@ -18,9 +18,19 @@ from harness.errors import SpecbenchError
 
 # The seed PRs' rows (vLLM #24435 and the Eagle local-argmax PR), in the table's order; the
 # primary metric's row, each candidate's own part, parity and the speedup join them.
-PR_KEYS = ("output_throughput", "total_throughput", "request_throughput", "acceptance_rate",
-           "mean_acceptance_length", "mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms",
-           "mean_e2el_ms", "goodput", "slo_attainment")
+PR_KEYS = (
+    "output_throughput",
+    "total_throughput",
+    "request_throughput",
+    "acceptance_rate",
+    "mean_acceptance_length",
+    "mean_tpot_ms",
+    "mean_itl_ms",
+    "mean_ttft_ms",
+    "mean_e2el_ms",
+    "goodput",
+    "slo_attainment",
+)
 # Rows that are not one metric: the speedup over no speculation, output parity, and the status
 # row of a comparison that compared nothing.
 SPEEDUP_ROW, PARITY_ROW, STATUS_ROW = "speedup", "parity", "status"
@@ -60,8 +70,10 @@ class RowChoice:
         if self.kind == "keys":
             unknown = [k for k in self.keys if k not in known]
             if unknown:
-                raise SpecbenchError(f"--rows: no row {', '.join(map(repr, unknown))} here "
-                                     f"(rows: {', '.join(known)})")
+                raise SpecbenchError(
+                    f"--rows: no row {', '.join(map(repr, unknown))} here "
+                    f"(rows: {', '.join(known)})"
+                )
             return set(self.keys) | {STATUS_ROW}
         own = {c.own_part for c in comparison.candidates if c.own_part}
         primary = {r.key for c in comparison.candidates for r in c.rows if r.role == "primary"}
@@ -87,11 +99,13 @@ def folded_label(labels: list[str]) -> str:
     units = [m["unit"] if m else "" for m in parts]
     words = [n.split() for n in names]
     common = 0
-    while all(len(w) > common + 1 for w in words) and len({tuple(w[len(w) - common - 1:])
-                                                            for w in words}) == 1:
+    while (
+        all(len(w) > common + 1 for w in words)
+        and len({tuple(w[len(w) - common - 1 :]) for w in words}) == 1
+    ):
         common += 1
-    tail = " ".join(words[0][len(words[0]) - common:]) if common else ""
-    heads = [" ".join(w[:len(w) - common]) for w in words]
+    tail = " ".join(words[0][len(words[0]) - common :]) if common else ""
+    heads = [" ".join(w[: len(w) - common]) for w in words]
     heads = [heads[0]] + [short_label(h) for h in heads[1:]]
     text = " / ".join(heads) + (f" {tail}" if tail else "")
     if any(units):
@@ -99,8 +113,9 @@ def folded_label(labels: list[str]) -> str:
     return text
 
 
-def fold_duplicates(rows: list[list[str]], deltas: list[int], blank: tuple[str, ...],
-                    star: str = "*") -> list[list[str]]:
+def fold_duplicates(
+    rows: list[list[str]], deltas: list[int], blank: tuple[str, ...], star: str = "*"
+) -> list[list[str]]:
     """Neighbouring rows whose every delta cell (`deltas`: their columns) reads the same,
     `star` aside, and says something (not one of `blank`), as one row naming them all, values
     joined by ' / ', the delta cells the first row's (the throughputs of an offline run move
@@ -113,8 +128,10 @@ def fold_duplicates(rows: list[list[str]], deltas: list[int], blank: tuple[str, 
             out.append(group[0])
         elif group:
             label = folded_label([g[0] for g in group])
-            cells = [" / ".join(g[i] for g in group) if i not in deltas else group[0][i]
-                     for i in range(1, len(group[0]))]
+            cells = [
+                " / ".join(g[i] for g in group) if i not in deltas else group[0][i]
+                for i in range(1, len(group[0]))
+            ]
             out.append([label, *cells])
         group.clear()
 
@@ -140,6 +157,7 @@ def fold_duplicates(rows: list[list[str]], deltas: list[int], blank: tuple[str, 
 
 # -- the verdict -----------------------------------------------------------------------------
 
+
 def _interval(row: MetricRow) -> str:
     est = row.estimate
     if est.kind == "relative":
@@ -156,8 +174,9 @@ def _interval(row: MetricRow) -> str:
 def headline_row(cand: CandidateResult) -> MetricRow | None:
     """The row a candidate's verdict is about: the primary metric's, else output
     throughput's."""
-    return (next((r for r in cand.rows if r.role == "primary"), None)
-            or next((r for r in cand.rows if r.key == "output_throughput"), None))
+    return next((r for r in cand.rows if r.role == "primary"), None) or next(
+        (r for r in cand.rows if r.key == "output_throughput"), None
+    )
 
 
 def _judgement(row: MetricRow) -> str:
@@ -178,25 +197,32 @@ def _judgement(row: MetricRow) -> str:
 def no_result(comparison: Comparison, cand: CandidateResult) -> str | None:
     """Why a candidate has no result to read, or None when it has one."""
     if any(w.startswith(NOT_PERFORMANCE) for w in comparison.warnings):
-        return ("not performance: Model Runner V2 under Triton's interpreter, its timings are "
-                "numpy's")
+        return (
+            "not performance: Model Runner V2 under Triton's interpreter, its timings are numpy's"
+        )
     if comparison.baseline_status != "ok":
         return f"the baseline {comparison.baseline} failed (no launch completed; FAILED below)"
     if cand.status != "ok":
         return "it failed (no launch completed; FAILED below)"
     row = headline_row(cand)
     if row is None:
-        return ("UNPROVEN: no pass proved its implementation ran" if comparison.unproven
-                else "no output-throughput row")
+        return (
+            "UNPROVEN: no pass proved its implementation ran"
+            if comparison.unproven
+            else "no output-throughput row"
+        )
     est = row.estimate
     if est.delta is None or math.isnan(est.delta):
         return f"no {short_label(row.label)} estimate" + (f" ({est.note})" if est.note else "")
     if (est.ci_low is None or est.ci_high is None) and not est.known_exactly:
         why = est.note or "fewer than 2 units"
-        budget = next((line.split(BUDGET_MARK, 1)[1] for line in comparison.stopped
-                       if BUDGET_MARK in line), None)
-        return (f"{short_label(row.label)} {_interval(row)} has no interval: {why}"
-                + (f"; the precision budget ran out: budget_s: {budget}" if budget else ""))
+        budget = next(
+            (line.split(BUDGET_MARK, 1)[1] for line in comparison.stopped if BUDGET_MARK in line),
+            None,
+        )
+        return f"{short_label(row.label)} {_interval(row)} has no interval: {why}" + (
+            f"; the precision budget ran out: budget_s: {budget}" if budget else ""
+        )
     return None
 
 
@@ -210,14 +236,20 @@ def _parity(cand: CandidateResult) -> str | None:
         return None
     if parity.identical == parity.compared:
         return "outputs identical"
-    where = (f", first divergence at token {parity.first_divergence}"
-             if parity.first_divergence is not None else "")
+    where = (
+        f", first divergence at token {parity.first_divergence}"
+        if parity.first_divergence is not None
+        else ""
+    )
     if parity.violated:
         return f"outputs MISMATCH ({100 * parity.fraction:.1f}% identical{where})"
     if parity.expected and not parity.exact:
-        return (f"outputs {100 * parity.fraction:.1f}% identical (as often as the baseline "
-                "repeats its own)" if parity.judged else
-                f"outputs {100 * parity.fraction:.1f}% identical (not judged)")
+        return (
+            f"outputs {100 * parity.fraction:.1f}% identical (as often as the baseline "
+            "repeats its own)"
+            if parity.judged
+            else f"outputs {100 * parity.fraction:.1f}% identical (not judged)"
+        )
     return f"outputs {100 * parity.fraction:.1f}% identical"
 
 
@@ -298,7 +330,7 @@ def tidy_paths(text: str, roots: tuple[Path, ...] | None = None) -> str:
             if base != "/" and path.startswith(base + "/"):
                 return os.path.relpath(path, base)
         if home not in ("", "/") and path.startswith(home + "/"):
-            return "~" + path[len(home):]
+            return "~" + path[len(home) :]
         return path
 
     return _ABSOLUTE.sub(tidy, text)

@@ -68,8 +68,10 @@ def render_series(series: Series) -> list[str]:
     lines = [f"{series.name} ({len(frame)} run(s){machine})"]
     marks = {s.index: s for s in series.delta_steps}
     width = max((len(str(r)) for r in frame["run_id"]), default=6)
-    lines.append(f"  {'run':<{width}}  {'commit or date':<18} {'delta [95% CI]':<28} "
-                 f"{'candidate':>12}  verdict")
+    lines.append(
+        f"  {'run':<{width}}  {'commit or date':<18} {'delta [95% CI]':<28} "
+        f"{'candidate':>12}  verdict"
+    )
     busy: list[str] = []
     for i, row in frame.iterrows():
         mark = "▶ " if i in marks else "  "
@@ -78,8 +80,10 @@ def render_series(series: Series) -> list[str]:
         found = machine_marks(row)
         if found:
             busy.append(f"  ⚠ {row['run_id']}: {'; '.join(found)} (its table says more)")
-        lines.append(f"{mark}{row['run_id']:<{width}}  {_when(row):<18} {_interval(row):<28} "
-                     f"{shown:>12}  {_verdict(row)}{'  ⚠' if found else ''}")
+        lines.append(
+            f"{mark}{row['run_id']:<{width}}  {_when(row):<18} {_interval(row):<28} "
+            f"{shown:>12}  {_verdict(row)}{'  ⚠' if found else ''}"
+        )
     lines.extend(busy)
     lines.extend(_step_lines(series))
     return lines
@@ -97,21 +101,28 @@ def _step_lines(series: Series) -> list[str]:
     kind = series.kind
     out = []
     if series.delta_steps:
-        out += [f"  change point (delta): {s.describe(kind)}{_loaded(series, s)}"
-                for s in series.delta_steps]
+        out += [
+            f"  change point (delta): {s.describe(kind)}{_loaded(series, s)}"
+            for s in series.delta_steps
+        ]
     else:
         out.append("  no change point in the deltas")
     out += [f"  trend (delta): {d.describe(kind)}" for d in series.delta_drifts]
     what = f"{series.candidate}'s own value"
     value_kind = "relative" if kind == "relative" else kind
     if series.value_steps:
-        out += [f"  change point ({what}): {s.describe(value_kind, series.definition)}"
-                f"{_loaded(series, s)}" for s in series.value_steps]
+        out += [
+            f"  change point ({what}): {s.describe(value_kind, series.definition)}"
+            f"{_loaded(series, s)}"
+            for s in series.value_steps
+        ]
     elif series.exact:
         out.append(f"  {what}: identical in every run (exact under greedy decoding)")
     elif series.value_detectable is not None and not series.value_drifts:
-        out.append(f"  {what}: no change point; across runs (launch-to-launch noise) it shows "
-                   f"steps of about {_pct(kind, series.value_detectable).lstrip('+')} or more")
+        out.append(
+            f"  {what}: no change point; across runs (launch-to-launch noise) it shows "
+            f"steps of about {_pct(kind, series.value_detectable).lstrip('+')} or more"
+        )
     out += [f"  trend ({what}): {d.describe(value_kind)}" for d in series.value_drifts]
     return out
 
@@ -135,8 +146,13 @@ def render_history(series: list[Series], others: list[Series] | None = None) -> 
 
 def _mark(ax: Any, steps: list[Step], color: str, label: str) -> None:
     for j, step in enumerate(steps):
-        ax.axvline(step.index - 0.5, color=color, linestyle="--", linewidth=1.2,
-                   label=label if j == 0 else None)
+        ax.axvline(
+            step.index - 0.5,
+            color=color,
+            linestyle="--",
+            linewidth=1.2,
+            label=label if j == 0 else None,
+        )
 
 
 def series_figure(series: Series) -> Any:
@@ -151,22 +167,42 @@ def series_figure(series: Series) -> Any:
     low = frame["ci_low"].to_numpy(dtype=float) * scale
     high = frame["ci_high"].to_numpy(dtype=float) * scale
     ax = axes[0]
-    err = np.vstack([np.where(np.isfinite(low), delta - low, 0),
-                     np.where(np.isfinite(high), high - delta, 0)])
+    err = np.vstack(
+        [np.where(np.isfinite(low), delta - low, 0), np.where(np.isfinite(high), high - delta, 0)]
+    )
     ax.errorbar(x, delta, yerr=err, fmt="o", color="#1f77b4", capsize=3, label="delta, 95% CI")
     ax.axhline(0, color="#888", linewidth=0.8)
     _mark(ax, series.delta_steps, "#d62728", "change point")
     loaded = [i for i, (_, r) in enumerate(frame.iterrows()) if machine_marks(r)]
     if loaded:
-        ax.scatter(x[loaded], delta[loaded], s=160, facecolors="none", edgecolors="#ff7f0e",
-                   linewidths=1.8, zorder=3, label="machine loaded or shared (⚠)")
+        ax.scatter(
+            x[loaded],
+            delta[loaded],
+            s=160,
+            facecolors="none",
+            edgecolors="#ff7f0e",
+            linewidths=1.8,
+            zorder=3,
+            label="machine loaded or shared (⚠)",
+        )
     ax.set_ylabel(f"{series.candidate} vs baseline ({unit})")
     ax.set_title(f"{series.label}: delta per run", fontsize=10)
     ax = axes[1]
-    ax.plot(x, frame["candidate_value"].to_numpy(dtype=float), "o-", color="#2ca02c",
-            label=series.candidate)
-    ax.plot(x, frame["baseline_value"].to_numpy(dtype=float), "s--", color="#7f7f7f",
-            label=str(frame["baseline"].iloc[-1]), alpha=0.7)
+    ax.plot(
+        x,
+        frame["candidate_value"].to_numpy(dtype=float),
+        "o-",
+        color="#2ca02c",
+        label=series.candidate,
+    )
+    ax.plot(
+        x,
+        frame["baseline_value"].to_numpy(dtype=float),
+        "s--",
+        color="#7f7f7f",
+        label=str(frame["baseline"].iloc[-1]),
+        alpha=0.7,
+    )
     _mark(ax, series.value_steps, "#d62728", "change point")
     ax.set_title(f"{series.label}: each arm's value per run", fontsize=10)
     labels = [_when(r) for _, r in frame.iterrows()]

@@ -41,9 +41,13 @@ SUMMARY_VERSION = 2
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:
     """The machine-readable comparison of a stored run (of each cell, for a sweep)."""
     key = "sweep" if isinstance(comparison, SweepComparison) else "comparison"
-    return {"summary_version": SUMMARY_VERSION, "run_id": run.run_id,
-            "status": run.manifest.status, key: comparison.to_dict(),
-            "timings": run.manifest.timings}
+    return {
+        "summary_version": SUMMARY_VERSION,
+        "run_id": run.run_id,
+        "status": run.manifest.status,
+        key: comparison.to_dict(),
+        "timings": run.manifest.timings,
+    }
 
 
 def write_parquet(path: Path, frame: pd.DataFrame) -> None:
@@ -51,9 +55,14 @@ def write_parquet(path: Path, frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool = False,
-                  figures: bool = True, rows: str = "pr",
-                  github_summary: bool = False) -> str:
+def write_outputs(
+    run: Run,
+    analysis: Comparison | SweepComparison,
+    html: bool = False,
+    figures: bool = True,
+    rows: str = "pr",
+    github_summary: bool = False,
+) -> str:
     """Write table.txt, table.md (linking the figures), summary.json, the Parquet frames and
     figures/*.png|svg beside the run's records; with `html`, also the self-contained
     report.html (`figures=False`: no figures, as after Ctrl-C, when a prompt exit matters
@@ -76,19 +85,19 @@ def write_outputs(run: Run, analysis: Comparison | SweepComparison, html: bool =
     write_parquet(run.path / "passes.parquet", run.passes)
     write_parquet(run.path / "requests.parquet", run.requests)
     vllm_bench.write_results(
-        run, analysis if isinstance(analysis, Comparison) else None,
+        run,
+        analysis if isinstance(analysis, Comparison) else None,
         [(c.id, c.comparison) for c in sweep.cells] if sweep is not None else [],
-        write_json_atomic)
+        write_json_atomic,
+    )
     if sweep is not None:
         write_parquet(run.path / "sweep.parquet", sweep.frame())
     pngs: list[Path] = []
     if figures or html:
         try:
-            pngs = write_figures(run, sweep,
-                                 analysis if isinstance(analysis, Comparison) else None)
+            pngs = write_figures(run, sweep, analysis if isinstance(analysis, Comparison) else None)
         except Exception as exc:  # a figure must never cost the tables
-            print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            print(f"specbench: figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
     write_text_atomic(run.path / "table.md", markdown + markdown_links(pngs, run.path))
     if html:
         write_text_atomic(run.path / "report.html", report_page(run, analysis, pngs))
@@ -119,16 +128,25 @@ def write_pr_comment(run_dir: Path, markdown: str) -> Path:
     return target
 
 
-def write_gate_files(run_dir: Path, comparison: Comparison, result: GateResult,
-                     junit: Path | None = None, markdown: Path | None = None,
-                     inconclusive_fails: bool = False) -> list[Path]:
+def write_gate_files(
+    run_dir: Path,
+    comparison: Comparison,
+    result: GateResult,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+    inconclusive_fails: bool = False,
+) -> list[Path]:
     """gate.json, gate.md and gate.junit.xml in the run folder (and copies where asked); the
     Markdown is appended to $GITHUB_STEP_SUMMARY when that is set."""
     md = render_gate_markdown(result, comparison)
     xml = render_gate_junit(result, comparison, inconclusive_fails)
     written = []
-    for path, text in ((run_dir / "gate.md", md), (run_dir / "gate.junit.xml", xml),
-                       (markdown, md), (junit, xml)):
+    for path, text in (
+        (run_dir / "gate.md", md),
+        (run_dir / "gate.junit.xml", xml),
+        (markdown, md),
+        (junit, xml),
+    ):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, text)

@@ -96,18 +96,30 @@ document.querySelectorAll('table.results').forEach(function(table){
 """
 
 
-def html_table(header: list[str], rows: list[list[str]], caption: str,
-               classes: dict[tuple[int, int], str] | None = None) -> str:
+def html_table(
+    header: list[str],
+    rows: list[list[str]],
+    caption: str,
+    classes: dict[tuple[int, int], str] | None = None,
+) -> str:
     """A results table; `classes`: a CSS class per (row, column) cell."""
     classes = classes or {}
     head = "".join(f'<th scope="col">{esc(h)}</th>' for h in header)
     body = "\n".join(
-        "<tr>" + "".join(
-            f'<td class="{classes[(i, j)]}">{esc(c)}</td>' if (i, j) in classes
-            else f"<td>{esc(c)}</td>" for j, c in enumerate(row)) + "</tr>"
-        for i, row in enumerate(rows))
-    return (f'<table class="results"><caption>{esc(caption)}</caption>'
-            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+        "<tr>"
+        + "".join(
+            f'<td class="{classes[(i, j)]}">{esc(c)}</td>'
+            if (i, j) in classes
+            else f"<td>{esc(c)}</td>"
+            for j, c in enumerate(row)
+        )
+        + "</tr>"
+        for i, row in enumerate(rows)
+    )
+    return (
+        f'<table class="results"><caption>{esc(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+    )
 
 
 def _delta_classes(comparison: Comparison, rows: list[list[str]]) -> dict[tuple[int, int], str]:
@@ -137,10 +149,16 @@ def comparison_html(comparison: Comparison, caption: str) -> str:
     """The comparison's table, its notes, and the per-category table where there is one."""
     header, rows = table_rows(comparison)
     answer = "<br>".join(f"<strong>{esc(v)}</strong>" for v in verdicts(comparison))
-    parts = [f'<p class="verdict">{answer}</p>',
-             html_table(header, rows, caption, _delta_classes(comparison, rows)),
-             _notes([tidy_paths(line) for line in
-                     footnotes(comparison) + render_terminal_decompositions(comparison)])]
+    parts = [
+        f'<p class="verdict">{answer}</p>',
+        html_table(header, rows, caption, _delta_classes(comparison, rows)),
+        _notes(
+            [
+                tidy_paths(line)
+                for line in footnotes(comparison) + render_terminal_decompositions(comparison)
+            ]
+        ),
+    ]
     if comparison.categories:
         parts.append(html_table(*category_rows(comparison), "Per category"))
         parts.append(_notes([CATEGORY_NOTE]))
@@ -152,16 +170,19 @@ def _plotly(figures: dict[str, Any]) -> str:
     for name, fig in figures.items():
         if fig is None:
             continue
-        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{name}",
-                          config={"displaylogo": False, "responsive": True})
+        div = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"fig-{name}",
+            config={"displaylogo": False, "responsive": True},
+        )
         divs.append(f'<div class="figure" data-figure="{esc(name)}">{div}</div>')
     return "\n".join(divs)
 
 
 def _png(data: bytes, alt: str) -> str:
     """An <img> with the PNG embedded (the page stays one file)."""
-    return (f'<img alt="{esc(alt)}" src="data:image/png;base64,'
-            f'{base64.b64encode(data).decode()}">')
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
 def _static(pngs: list[Path], run_dir: Path | None) -> str:
@@ -169,37 +190,48 @@ def _static(pngs: list[Path], run_dir: Path | None) -> str:
         return ""
     items = []
     for p in pngs:
-        where = (p.relative_to(run_dir).as_posix() if run_dir is not None
-                 and p.is_relative_to(run_dir) else p.name)
+        where = (
+            p.relative_to(run_dir).as_posix()
+            if run_dir is not None and p.is_relative_to(run_dir)
+            else p.name
+        )
         svg = where[:-4] + ".svg"
-        items.append(f"<figure>{_png(p.read_bytes(), p.stem)}<figcaption>"
-                     f"{esc(where)} · {esc(svg)}</figcaption></figure>")
-    return ("<details><summary>Static figures (the PNG and SVG files beside this page, for "
-            "PR comments)</summary>\n" + "\n".join(items) + "\n</details>")
+        items.append(
+            f"<figure>{_png(p.read_bytes(), p.stem)}<figcaption>"
+            f"{esc(where)} · {esc(svg)}</figcaption></figure>"
+        )
+    return (
+        "<details><summary>Static figures (the PNG and SVG files beside this page, for "
+        "PR comments)</summary>\n" + "\n".join(items) + "\n</details>"
+    )
 
 
 def _static_figure(fig: Any, name: str) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    return (f"<details><summary>Static figure (PNG)</summary><figure>"
-            f"{_png(buffer.getvalue(), name)}</figure></details>")
+    return (
+        f"<details><summary>Static figure (PNG)</summary><figure>"
+        f"{_png(buffer.getvalue(), name)}</figure></details>"
+    )
 
 
-def document(title: str, heading: str, sections: list[tuple[str, str]],
-             interactive_figures: bool) -> str:
+def document(
+    title: str, heading: str, sections: list[tuple[str, str]], interactive_figures: bool
+) -> str:
     """The page: its sections in order; plotly.js inlined once where it has figures."""
     plotly_js = ""
     if interactive_figures:
         from plotly.offline import get_plotlyjs
 
         plotly_js = f'<script type="text/javascript">{get_plotlyjs()}</script>\n'
-    body = "\n".join(f"<h2>{esc(name)}</h2>\n{content}" for name, content in sections
-                     if content)
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}"
-            f"</title><style>{STYLE}</style>\n{plotly_js}</head><body>\n"
-            f"<h1>{esc(heading)}</h1>\n{body}\n<script>{SORT_SCRIPT}</script>\n"
-            "</body></html>\n")
+    body = "\n".join(f"<h2>{esc(name)}</h2>\n{content}" for name, content in sections if content)
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{esc(title)}'
+        f"</title><style>{STYLE}</style>\n{plotly_js}</head><body>\n"
+        f"<h1>{esc(heading)}</h1>\n{body}\n<script>{SORT_SCRIPT}</script>\n"
+        "</body></html>\n"
+    )
 
 
 def run_figures(run: Run, comparison: Comparison | None) -> dict[str, Any]:
@@ -207,9 +239,11 @@ def run_figures(run: Run, comparison: Comparison | None) -> dict[str, Any]:
     passes, requests = run.passes, run.requests
     if passes.empty:
         return {}
-    figures = {"throughput_over_time": interactive.throughput(passes, baseline, title),
-               "latency_cdf": interactive.latency(requests, baseline, title),
-               "acceptance_per_position": interactive.acceptance(passes, baseline, title)}
+    figures = {
+        "throughput_over_time": interactive.throughput(passes, baseline, title),
+        "latency_cdf": interactive.latency(requests, baseline, title),
+        "acceptance_per_position": interactive.acceptance(passes, baseline, title),
+    }
     if comparison is not None:
         figures["forest"] = interactive.forest(comparison, title)
         figures["running_estimate"] = interactive.running(comparison, title)
@@ -220,14 +254,18 @@ def report_page(run: Run, analysis: Comparison | SweepComparison, pngs: list[Pat
     """report.html of a run: a comparison, or a sweep's summary and every cell's table."""
     manifest = run.manifest
     if isinstance(analysis, SweepComparison):
-        tables = [html_table(*sweep_rows(analysis),
-                             f"{analysis.scenario} sweep ({analysis.run_id})"),
-                  _notes(sweep_notes(analysis))]
-        tables += [comparison_html(c.comparison, f"Cell {c.id}: {c.label}")
-                   for c in analysis.cells]
+        tables = [
+            html_table(*sweep_rows(analysis), f"{analysis.scenario} sweep ({analysis.run_id})"),
+            _notes(sweep_notes(analysis)),
+        ]
+        tables += [comparison_html(c.comparison, f"Cell {c.id}: {c.label}") for c in analysis.cells]
         figures = run_figures(run, None)
-        figures.update({f"forest_{c.id}": interactive.forest(c.comparison, f"cell {c.id}")
-                        for c in analysis.cells})
+        figures.update(
+            {
+                f"forest_{c.id}": interactive.forest(c.comparison, f"cell {c.id}")
+                for c in analysis.cells
+            }
+        )
         figures = {k: v for k, v in figures.items() if v is not None}
         text = render_sweep_terminal(analysis)
     else:
@@ -238,18 +276,31 @@ def report_page(run: Run, analysis: Comparison | SweepComparison, pngs: list[Pat
         ("Comparison", "\n".join(tables)),
         ("Figures", _plotly(figures) or "<p>No measured passes.</p>"),
         ("Static figures", _static(pngs, run.path)),
-        ("Terminal table", f"<details><summary>As printed</summary><pre>{esc(text)}</pre>"
-                           "</details>" if text else ""),
-        ("Builds", f"<pre>{esc(json.dumps(manifest.builds, indent=1))}</pre>"
-         if manifest.builds else "<p>Not recorded (a run from before builds were kept).</p>"),
-        ("Environment fingerprint",
-         f"<pre>{esc(json.dumps(manifest.fingerprint, indent=1))}</pre>"),
+        (
+            "Terminal table",
+            f"<details><summary>As printed</summary><pre>{esc(text)}</pre></details>"
+            if text
+            else "",
+        ),
+        (
+            "Builds",
+            f"<pre>{esc(json.dumps(manifest.builds, indent=1))}</pre>"
+            if manifest.builds
+            else "<p>Not recorded (a run from before builds were kept).</p>",
+        ),
+        (
+            "Environment fingerprint",
+            f"<pre>{esc(json.dumps(manifest.fingerprint, indent=1))}</pre>",
+        ),
         ("Scenario", f"<pre>{esc(yaml.safe_dump(manifest.scenario, sort_keys=False))}</pre>"),
     ]
     name = str(manifest.scenario.get("name"))
-    return document(f"specbench {run.run_id}", f"{name}: {run.run_id}",
-                    [("Status", f"<p>{esc(str(manifest.status))}</p>"), *sections],
-                    bool(figures))
+    return document(
+        f"specbench {run.run_id}",
+        f"{name}: {run.run_id}",
+        [("Status", f"<p>{esc(str(manifest.status))}</p>"), *sections],
+        bool(figures),
+    )
 
 
 def _value(value: Any) -> str:
@@ -257,13 +308,28 @@ def _value(value: Any) -> str:
 
 
 def history_rows(series: Series) -> tuple[list[str], list[list[str]]]:
-    header = ["Run", "Commit or date", "Delta [95% CI]", "Candidate", "Baseline", "Verdict",
-              "Machine"]
+    header = [
+        "Run",
+        "Commit or date",
+        "Delta [95% CI]",
+        "Candidate",
+        "Baseline",
+        "Verdict",
+        "Machine",
+    ]
     rows = []
     for _, row in series.frame.iterrows():
-        rows.append([str(row["run_id"]), _when(row), _interval(row),
-                     _value(row["candidate_value"]), _value(row["baseline_value"]),
-                     _verdict(row), "; ".join(machine_marks(row)) or "ok"])
+        rows.append(
+            [
+                str(row["run_id"]),
+                _when(row),
+                _interval(row),
+                _value(row["candidate_value"]),
+                _value(row["baseline_value"]),
+                _verdict(row),
+                "; ".join(machine_marks(row)) or "ok",
+            ]
+        )
     return header, rows
 
 
@@ -274,12 +340,23 @@ def history_page(series: list[Series], text: str, title: str) -> str:
     for s in series:
         loaded = [i for i, (_, r) in enumerate(s.frame.iterrows()) if machine_marks(r)]
         lines = render_series(s)
-        notes = [line.strip() for line in lines if line.lstrip().startswith(
-            ("change point", "no change point", "trend", "⚠"))]
-        sections.append((s.name, "\n".join([
-            _plotly({s.name: interactive.history_series(s, loaded)}),
-            html_table(*history_rows(s), f"{s.name}: {len(s.frame)} run(s)"),
-            _notes(notes), _static_figure(series_figure(s), s.name)])))
+        notes = [
+            line.strip()
+            for line in lines
+            if line.lstrip().startswith(("change point", "no change point", "trend", "⚠"))
+        ]
+        sections.append(
+            (
+                s.name,
+                "\n".join(
+                    [
+                        _plotly({s.name: interactive.history_series(s, loaded)}),
+                        html_table(*history_rows(s), f"{s.name}: {len(s.frame)} run(s)"),
+                        _notes(notes),
+                        _static_figure(series_figure(s), s.name),
+                    ]
+                ),
+            )
+        )
     sections.append(("As printed", f"<pre>{esc(text)}</pre>"))
-    return document(f"specbench history: {title}", f"History: {title}", sections,
-                    bool(series))
+    return document(f"specbench history: {title}", f"History: {title}", sections, bool(series))

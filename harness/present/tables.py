@@ -70,12 +70,18 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
         return "n/a"
     if est.kind == "relative":
         text = f"{_signed(100 * est.delta, 1)}%"
-        ci = (f" [{_signed(100 * est.ci_low, 1)}, {_signed(100 * est.ci_high, 1)}]"
-              if est.ci_low is not None and est.ci_high is not None else "")
+        ci = (
+            f" [{_signed(100 * est.ci_low, 1)}, {_signed(100 * est.ci_high, 1)}]"
+            if est.ci_low is not None and est.ci_high is not None
+            else ""
+        )
     else:
         text = f"{_signed(est.delta, 2)}pp"
-        ci = (f" [{_signed(est.ci_low, 2)}, {_signed(est.ci_high, 2)}]"
-              if est.ci_low is not None and est.ci_high is not None else "")
+        ci = (
+            f" [{_signed(est.ci_low, 2)}, {_signed(est.ci_high, 2)}]"
+            if est.ci_low is not None and est.ci_high is not None
+            else ""
+        )
     if with_ci:
         text += ci if ci else (" (same in every unit)" if est.known_exactly else " [no CI]")
     if row.star:
@@ -104,23 +110,34 @@ def format_parity(cand: CandidateResult) -> str | None:
 def format_baseline_parity(comparison: Comparison) -> str:
     """The baseline's parity cell: the reference, and how often it repeats its own outputs
     (pass against its first pass) where it ran more than one."""
-    own = next((c.parity.baseline_self_identical for c in comparison.candidates
-                if c.parity is not None and c.parity.baseline_self_identical is not None), None)
+    own = next(
+        (
+            c.parity.baseline_self_identical
+            for c in comparison.candidates
+            if c.parity is not None and c.parity.baseline_self_identical is not None
+        ),
+        None,
+    )
     return "reference" if own is None else f"reference, repeats itself {100 * own:.1f}%"
 
 
 def parity_note(comparison: Comparison) -> str | None:
     """How parity was judged where exact parity cannot be demanded (a GPU without vLLM's
     batch-invariant mode)."""
-    loose = [c.parity for c in comparison.candidates
-             if c.parity is not None and c.parity.expected and not c.parity.exact]
+    loose = [
+        c.parity
+        for c in comparison.candidates
+        if c.parity is not None and c.parity.expected and not c.parity.exact
+    ]
     if not loose:
         return None
-    return ("Parity: vLLM on a GPU is not batch-invariant by default, so even the baseline's "
-            "greedy outputs may differ between passes; a candidate is a MISMATCH only when it "
-            "repeats the baseline's outputs less often than the baseline repeats its own "
-            f"(Fisher's exact test, one-sided, {PARITY_ALPHA:g}). To demand exact parity: "
-            f"env: {{{BATCH_INVARIANT_ENV}: '1'}} (vLLM's batch-invariant mode).")
+    return (
+        "Parity: vLLM on a GPU is not batch-invariant by default, so even the baseline's "
+        "greedy outputs may differ between passes; a candidate is a MISMATCH only when it "
+        "repeats the baseline's outputs less often than the baseline repeats its own "
+        f"(Fisher's exact test, one-sided, {PARITY_ALPHA:g}). To demand exact parity: "
+        f"env: {{{BATCH_INVARIANT_ENV}: '1'}} (vLLM's batch-invariant mode)."
+    )
 
 
 NOT_SPECULATING = "—"  # an acceptance cell of the arm that runs without speculation
@@ -151,12 +168,15 @@ def speedup_cell(comparison: Comparison, arm: str) -> str:
 def speedup_note(comparison: Comparison) -> str:
     """What the speedup row is, and why its interval is wide."""
     rounds = sorted({len(d.rounds) for d in comparison.decompositions})
-    return (f"{SPEEDUP_LABEL}: output throughput over {comparison.no_speculation}'s "
-            f"({NOT_SPECULATING}: it runs without speculation), geometric mean ratio over "
-            "rounds [95% CI]. It runs in its own engine, since vLLM 0.32 cannot switch drafting "
-            "off at run time: launch-to-launch noise is in this interval (it is wide here; "
-            "give rounds: 3 or more, and more rounds narrow it)"
-            + (f"; {rounds[-1]} round(s)" if rounds else "") + ".")
+    return (
+        f"{SPEEDUP_LABEL}: output throughput over {comparison.no_speculation}'s "
+        f"({NOT_SPECULATING}: it runs without speculation), geometric mean ratio over "
+        "rounds [95% CI]. It runs in its own engine, since vLLM 0.32 cannot switch drafting "
+        "off at run time: launch-to-launch noise is in this interval (it is wide here; "
+        "give rounds: 3 or more, and more rounds narrow it)"
+        + (f"; {rounds[-1]} round(s)" if rounds else "")
+        + "."
+    )
 
 
 # Marks the row of the part of the step a candidate's change lives in (own_part).
@@ -171,11 +191,16 @@ def own_part_notes(comparison: Comparison) -> list[str]:
         if row is None:
             continue
         primary = next((r.label for r in cand.rows if r.role == "primary"), None)
-        rule = (f"; the stars' rule is unchanged ({primary} stays the primary metric)"
-                if primary else "")
-        out.append(f"{OWN_MARK} {cand.name}: {row.label} is the part of the step its change "
-                   f"lives in ({cand.own_part_why}): its delta is the change at its own size, "
-                   f"{format_delta(row)}{rule}.")
+        rule = (
+            f"; the stars' rule is unchanged ({primary} stays the primary metric)"
+            if primary
+            else ""
+        )
+        out.append(
+            f"{OWN_MARK} {cand.name}: {row.label} is the part of the step its change "
+            f"lives in ({cand.own_part_why}): its delta is the change at its own size, "
+            f"{format_delta(row)}{rule}."
+        )
     return out
 
 
@@ -199,22 +224,37 @@ def keyed_rows(comparison: Comparison) -> tuple[list[str], list[tuple[str, list[
         for cand in comparison.candidates:
             found = next((r for r in cand.rows if r.key == key), None)
             if found is None:
-                cells += ["FAILED" if cand.status != "ok" else
-                          NOT_SPECULATING if cand.name == comparison.no_speculation
-                          else "n/a", ""]
+                cells += [
+                    "FAILED"
+                    if cand.status != "ok"
+                    else NOT_SPECULATING
+                    if cand.name == comparison.no_speculation
+                    else "n/a",
+                    "",
+                ]
                 continue
             base_value = found.baseline
             lacking = comparison.no_speculation is not None and (
-                math.isnan(found.baseline) or math.isnan(found.candidate))
-            cells += [NOT_SPECULATING if lacking and cand.name == comparison.no_speculation
-                      else format_value(found.candidate),
-                      NOT_SPECULATING if lacking else format_delta(found)]
-        if base_value is not None and math.isnan(base_value) \
-                and comparison.baseline == comparison.no_speculation:
+                math.isnan(found.baseline) or math.isnan(found.candidate)
+            )
+            cells += [
+                NOT_SPECULATING
+                if lacking and cand.name == comparison.no_speculation
+                else format_value(found.candidate),
+                NOT_SPECULATING if lacking else format_delta(found),
+            ]
+        if (
+            base_value is not None
+            and math.isnan(base_value)
+            and comparison.baseline == comparison.no_speculation
+        ):
             line.append(NOT_SPECULATING)
         else:
-            line.append(format_value(base_value) if base_value is not None else
-                        ("FAILED" if comparison.baseline_status != "ok" else "n/a"))
+            line.append(
+                format_value(base_value)
+                if base_value is not None
+                else ("FAILED" if comparison.baseline_status != "ok" else "n/a")
+            )
         rows.append((key, line + cells))
     if comparison.no_speculation is not None and keys:
         line = [SPEEDUP_LABEL, speedup_cell(comparison, comparison.baseline)]
@@ -255,8 +295,9 @@ class Layout:
     left_out: int  # key notes that did not fit under the table
 
 
-def layout(comparison: Comparison, rows: str | RowChoice = "pr",
-           roots: tuple[Path, ...] | None = None) -> Layout:
+def layout(
+    comparison: Comparison, rows: str | RowChoice = "pr", roots: tuple[Path, ...] | None = None
+) -> Layout:
     """Split a comparison's table and notes as `rows` asks: `all` shows every row and note
     (the full table); otherwise the chosen rows, rows whose deltas read alike folded into
     one, at most NOTE_LIMIT short notes, and the rest behind the fold."""
@@ -270,27 +311,36 @@ def layout(comparison: Comparison, rows: str | RowChoice = "pr",
     shown = [c for k, c in keyed if k in wanted]
     rest = [c for k, c in keyed if k not in wanted]
     deltas = list(range(3, len(header), 2))
-    shown = fold_duplicates(shown, deltas, ("n/a", NOT_SPECULATING, "FAILED"),
-                            SIGNIFICANT_MARK)
-    notes, left = pick_notes([method_line(comparison)]
-                             + [tidy_paths(n, roots) for n in key_notes(comparison)])
+    shown = fold_duplicates(shown, deltas, ("n/a", NOT_SPECULATING, "FAILED"), SIGNIFICANT_MARK)
+    notes, left = pick_notes(
+        [method_line(comparison)] + [tidy_paths(n, roots) for n in key_notes(comparison)]
+    )
     return Layout(verdict_lines, header, shown, rest, notes, every, left)
 
 
 def method_line(comparison: Comparison) -> str:
     """How to read the deltas, in one line: the unit, the interval, what a star means."""
-    row = next((r for c in comparison.candidates for r in c.rows
-                if r.key == "output_throughput"), None)
+    row = next(
+        (r for c in comparison.candidates for r in c.rows if r.key == "output_throughput"), None
+    )
     est = row.estimate if row is not None else None
-    unit = ("blocks" if comparison.design == "one-engine" else "units")
-    over = (f" over {est.units} {unit}" + (f", {est.test.split(' (')[0]}" if est.test else "")
-            if est is not None and est.units else "")
+    unit = "blocks" if comparison.design == "one-engine" else "units"
+    over = (
+        f" over {est.units} {unit}" + (f", {est.test.split(' (')[0]}" if est.test else "")
+        if est is not None and est.units
+        else ""
+    )
     primary = _primary_row(comparison)
-    stars = (f"{SIGNIFICANT_MARK} = significant at 5% ({short_label(primary.label)} is the "
-             "primary metric, the rest Holm-adjusted)" if primary is not None
-             else f"{SIGNIFICANT_MARK} = significant at 5%")
-    return (f"Delta: vs {comparison.baseline}, [95% CI]{over}, {comparison.design} design; "
-            f"{stars}; pp = percentage points.")
+    stars = (
+        f"{SIGNIFICANT_MARK} = significant at 5% ({short_label(primary.label)} is the "
+        "primary metric, the rest Holm-adjusted)"
+        if primary is not None
+        else f"{SIGNIFICANT_MARK} = significant at 5%"
+    )
+    return (
+        f"Delta: vs {comparison.baseline}, [95% CI]{over}, {comparison.design} design; "
+        f"{stars}; pp = percentage points."
+    )
 
 
 def key_notes(comparison: Comparison) -> list[str]:
@@ -299,19 +349,23 @@ def key_notes(comparison: Comparison) -> list[str]:
     other warnings."""
     first = [w for w in comparison.warnings if w.startswith(NOT_PERFORMANCE)]
     for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
-            (c.name, c.failures) for c in comparison.candidates]:
+        (c.name, c.failures) for c in comparison.candidates
+    ]:
         first.extend(f"FAILED {name}: {failure}" for failure in failures)
     if comparison.discarded:
-        first.append("DISCARDED passes (path not proven): " + ", ".join(
-            f"{k}={v}" for k, v in sorted(comparison.discarded.items())))
+        first.append(
+            "DISCARDED passes (path not proven): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(comparison.discarded.items()))
+        )
     first.extend(f"UNPROVEN {line}" for line in comparison.unproven)
     for cand in comparison.candidates:
         row = next((r for r in cand.rows if r.key == cand.own_part), None)
         if row is not None:
-            first.append(f"{OWN_MARK} {cand.name}: {short_label(row.label)} is the part of "
-                         f"the step its change lives in: {cand.own_part_why}.")
-    first.extend(f"warning: {w}" for w in comparison.warnings
-                 if not w.startswith(NOT_PERFORMANCE))
+            first.append(
+                f"{OWN_MARK} {cand.name}: {short_label(row.label)} is the part of "
+                f"the step its change lives in: {cand.own_part_why}."
+            )
+    first.extend(f"warning: {w}" for w in comparison.warnings if not w.startswith(NOT_PERFORMANCE))
     return first
 
 
@@ -332,7 +386,8 @@ CATEGORY_NOTE = (
     "Per category: the categories share each pass's batch, so output rate is a category's "
     "requests' output tokens over their end-to-end time (tok/s per request); acceptance "
     "length pools the category's requests (1 + accepted / verify steps); deltas on the "
-    "design's unit, as above.")
+    "design's unit, as above."
+)
 
 
 def category_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
@@ -359,8 +414,10 @@ def category_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
                 dash = NOT_SPECULATING
                 base = dash if math.isnan(found.baseline) else format_value(found.baseline)
                 lacking = math.isnan(found.baseline) or math.isnan(found.candidate)
-                cells += [dash if math.isnan(found.candidate) else format_value(found.candidate),
-                          dash if lacking else format_delta(found)]
+                cells += [
+                    dash if math.isnan(found.candidate) else format_value(found.candidate),
+                    dash if lacking else format_delta(found),
+                ]
             rows.append([label, metric, base, *cells])
             label = ""
     return header, rows
@@ -376,8 +433,12 @@ def _box_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     return table
 
 
-def render_terminal(comparison: Comparison, console: Console | None = None,
-                    rows: str | RowChoice = "all", roots: tuple[Path, ...] | None = None) -> str:
+def render_terminal(
+    comparison: Comparison,
+    console: Console | None = None,
+    rows: str | RowChoice = "all",
+    roots: tuple[Path, ...] | None = None,
+) -> str:
     """The verdict, then the box-drawn table of the seed PRs, as text: every row and note, the
     decompositions and per-category tables (`rows="pr"`, what `specbench` prints: the seed
     PRs' rows and the notes that matter; or the rows named). `roots`: folders paths are
@@ -388,8 +449,9 @@ def render_terminal(comparison: Comparison, console: Console | None = None,
     # Wide enough that no cell is cropped: the table is meant to be pasted whole.
     per_category = category_rows(comparison) if comparison.categories and full else None
     tables = [(lay.header, lay.shown)] + ([per_category] if per_category else [])
-    widths = max(sum(max(len(r[i]) for r in [h, *rs]) + 3 for i in range(len(h)))
-                 for h, rs in tables)
+    widths = max(
+        sum(max(len(r[i]) for r in [h, *rs]) + 3 for i in range(len(h))) for h, rs in tables
+    )
     console = console or Console(width=max(100, widths + 4))
     hint = fold_hint(lay, markdown=False)
     with console.capture() as capture:
@@ -409,8 +471,8 @@ def render_terminal(comparison: Comparison, console: Console | None = None,
 
 DESIGNS = {
     "one-engine": "one engine per round hosts every arm, switched between passes in balanced "
-                  "blocks (A B B A or B A A B, drawn at random per block); unit: the block "
-                  "difference",
+    "blocks (A B B A or B A A B, drawn at random per block); unit: the block "
+    "difference",
     "launch-per-arm": "each arm in its own engine launches; unit: the launch (paired by round)",
 }
 
@@ -437,28 +499,49 @@ def _primary_row(comparison: Comparison) -> MetricRow | None:
 def star_rule(comparison: Comparison) -> str:
     """The line under the table saying what a star means: the family it belongs to."""
     if comparison.primary_metric is None or not any(
-            r.role is not None for c in comparison.candidates for r in c.rows):
-        return (f"Stars: {SIGNIFICANT_MARK} = significant at 5%, each row tested alone (no "
-                "primary metric declared: with many rows, some stars are chance).")
+        r.role is not None for c in comparison.candidates for r in c.rows
+    ):
+        return (
+            f"Stars: {SIGNIFICANT_MARK} = significant at 5%, each row tested alone (no "
+            "primary metric declared: with many rows, some stars are chance)."
+        )
     primary = _primary_row(comparison)
-    secondary = max((sum(r.role == "secondary" and r.adjusted_p is not None for r in c.rows)
-                     for c in comparison.candidates), default=0)
-    exact = " Rows the same in every unit are known exactly and not tested." if any(
-        r.role == "exact" for c in comparison.candidates for r in c.rows) else ""
+    secondary = max(
+        (
+            sum(r.role == "secondary" and r.adjusted_p is not None for r in c.rows)
+            for c in comparison.candidates
+        ),
+        default=0,
+    )
+    exact = (
+        " Rows the same in every unit are known exactly and not tested."
+        if any(r.role == "exact" for c in comparison.candidates for r in c.rows)
+        else ""
+    )
     if primary is None:
-        text = (f"Stars: the primary metric ({comparison.primary_metric}) is known exactly "
-                f"or not estimated here; {SIGNIFICANT_MARK} on the {secondary} noisy rows = "
-                "significant after Holm's adjustment across them (family-wise 5% per "
-                "candidate).")
+        text = (
+            f"Stars: the primary metric ({comparison.primary_metric}) is known exactly "
+            f"or not estimated here; {SIGNIFICANT_MARK} on the {secondary} noisy rows = "
+            "significant after Holm's adjustment across them (family-wise 5% per "
+            "candidate)."
+        )
     else:
-        text = (f"Stars: {primary.label} is the primary metric, tested alone "
-                f"({SIGNIFICANT_MARK} = significant at 5%). " + (
-                    f"The other {secondary} noisy rows are secondary: starred only when the "
-                    "primary is, and then at Holm-adjusted 5% across them, so a column's stars "
-                    "are all chance at most 5% of the time; their intervals are each 95% alone."
-                    if secondary else "No other row has a test here."))
-    speedup = (f" The {SPEEDUP_LABEL} row is its own test at 5%."
-               if comparison.no_speculation is not None else "")
+        text = (
+            f"Stars: {primary.label} is the primary metric, tested alone "
+            f"({SIGNIFICANT_MARK} = significant at 5%). "
+            + (
+                f"The other {secondary} noisy rows are secondary: starred only when the "
+                "primary is, and then at Holm-adjusted 5% across them, so a column's stars "
+                "are all chance at most 5% of the time; their intervals are each 95% alone."
+                if secondary
+                else "No other row has a test here."
+            )
+        )
+    speedup = (
+        f" The {SPEEDUP_LABEL} row is its own test at 5%."
+        if comparison.no_speculation is not None
+        else ""
+    )
     return text + exact + speedup
 
 
@@ -474,19 +557,26 @@ def profile_lines(comparison: Comparison) -> list[str]:
     """A profiled run's op table per candidate, one line per op (analysis.profiles)."""
     out = []
     for t in comparison.profiles:
-        cost = ", ".join(f"{arm} {t.pass_s[arm] / t.measured_s[arm]:.1f}x"
-                         for arm in (t.baseline, t.candidate) if t.measured_s.get(arm))
+        cost = ", ".join(
+            f"{arm} {t.pass_s[arm] / t.measured_s[arm]:.1f}x"
+            for arm in (t.baseline, t.candidate)
+            if t.measured_s.get(arm)
+        )
         out.append(
             f"Profile ({t.candidate} vs {t.baseline}; torch profiler through vLLM's "
             f"start_profile, {t.passes[t.candidate]} pass(es) per arm after the measured ones, "
-            f"never measured" + (f"; a profiled pass took {cost} a measured one's time" if cost
-                                 else "") + f"; traces: {t.traces}, Perfetto opens them): the "
+            f"never measured"
+            + (f"; a profiled pass took {cost} a measured one's time" if cost else "")
+            + f"; traces: {t.traces}, Perfetto opens them): the "
             "ops that ran in one arm only, then those whose self time per pass differs most "
-            "(one sample per pass: a ranking, not a test):")
-        out.extend(f"  {r.delta_ms:+.3f} ms  {r.name} ({r.kind}: {r.baseline_ms:.3f} -> "
-                   f"{r.candidate_ms:.3f} ms a pass, {100 * r.share:.1f}% of "
-                   f"{t.candidate}'s{f'; only in {r.only}' if r.only else ''})"
-                   for r in t.rows)
+            "(one sample per pass: a ranking, not a test):"
+        )
+        out.extend(
+            f"  {r.delta_ms:+.3f} ms  {r.name} ({r.kind}: {r.baseline_ms:.3f} -> "
+            f"{r.candidate_ms:.3f} ms a pass, {100 * r.share:.1f}% of "
+            f"{t.candidate}'s{f'; only in {r.only}' if r.only else ''})"
+            for r in t.rows
+        )
     return out
 
 
@@ -495,29 +585,36 @@ def attribution_line(a: Attribution) -> str:
     delta (harness.analysis.attribution), and the part that carries it."""
     parts = ", ".join(f"{f.label} {_share(f)}" for f in a.parts)
     carried = next((f.label for f in a.parts if f.key == a.carrier), None)
-    verdict = (f"carried by the {carried}" if carried else
-               "no part moved beyond its interval")
-    return (f"Where {a.candidate}'s delta comes from (step timer; each part's share of the "
-            f"output-throughput delta, {_share(a.measured)} as a plain mean over {a.units} "
-            f"{a.unit}; the parts add up to it): {parts}; {verdict}."
-            + (f" Finding: {a.finding}." if a.finding else ""))
+    verdict = f"carried by the {carried}" if carried else "no part moved beyond its interval"
+    return (
+        f"Where {a.candidate}'s delta comes from (step timer; each part's share of the "
+        f"output-throughput delta, {_share(a.measured)} as a plain mean over {a.units} "
+        f"{a.unit}; the parts add up to it): {parts}; {verdict}."
+        + (f" Finding: {a.finding}." if a.finding else "")
+    )
 
 
 def footnotes(comparison: Comparison) -> list[str]:
-    notes = ["Passes per arm: " + (", ".join(f"{k}={v}" for k, v in
-                                               sorted(comparison.passes_per_arm.items()))
-                                     or "none")
-             + f". Delta: candidate vs {comparison.baseline}, geometric mean ratio over the "
-             "independent units; [95% CI]; pp = percentage points.", star_rule(comparison)]
-    notes.append(f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}"
-                 f"{_units(comparison)}.")
+    notes = [
+        "Passes per arm: "
+        + (", ".join(f"{k}={v}" for k, v in sorted(comparison.passes_per_arm.items())) or "none")
+        + f". Delta: candidate vs {comparison.baseline}, geometric mean ratio over the "
+        "independent units; [95% CI]; pp = percentage points.",
+        star_rule(comparison),
+    ]
+    notes.append(
+        f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}{_units(comparison)}."
+    )
     if comparison.setup:
-        notes.append(f"Setup: {comparison.setup}" + (
-            f"; prompts: {comparison.prompts}" if comparison.prompts else "") + (
-            f"; platform: {comparison.platform}" if comparison.platform else ""))
+        notes.append(
+            f"Setup: {comparison.setup}"
+            + (f"; prompts: {comparison.prompts}" if comparison.prompts else "")
+            + (f"; platform: {comparison.platform}" if comparison.platform else "")
+        )
     if comparison.machine or comparison.machine_load:
-        notes.append("Machine: " + "; ".join(x for x in (comparison.machine_load,
-                                                        comparison.machine) if x))
+        notes.append(
+            "Machine: " + "; ".join(x for x in (comparison.machine_load, comparison.machine) if x)
+        )
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
     parity = parity_note(comparison)
@@ -536,42 +633,57 @@ def footnotes(comparison: Comparison) -> list[str]:
     notes.extend(f"Warm-up: {line}" for line in comparison.warmups)
     notes.extend(f"Stopped: {line}" for line in comparison.stopped)
     if comparison.discarded:
-        notes.append("DISCARDED passes (path not proven): " + ", ".join(
-            f"{k}={v}" for k, v in sorted(comparison.discarded.items())))
+        notes.append(
+            "DISCARDED passes (path not proven): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(comparison.discarded.items()))
+        )
     notes.extend(f"UNPROVEN {line}" for line in comparison.unproven)
     if comparison.baseline_implementation or comparison.baseline_ran:
         ran = "; ".join(comparison.baseline_ran) or "nothing reported"
-        notes.append(f"{comparison.baseline}: implementation "
-                     f"{comparison.baseline_implementation or '-'}; workers ran: {ran}")
+        notes.append(
+            f"{comparison.baseline}: implementation "
+            f"{comparison.baseline_implementation or '-'}; workers ran: {ran}"
+        )
     for cand in comparison.candidates:
         if cand.implementation or cand.ran:
             ran = "; ".join(cand.ran) or "nothing reported"
-            notes.append(f"{cand.name}: implementation {cand.implementation or '-'}; "
-                         f"workers ran: {ran}")
+            notes.append(
+                f"{cand.name}: implementation {cand.implementation or '-'}; workers ran: {ran}"
+            )
     for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
-            (c.name, c.failures) for c in comparison.candidates]:
+        (c.name, c.failures) for c in comparison.candidates
+    ]:
         for failure in failures:
             notes.append(f"FAILED {name}: {failure}")
     notes.extend(f"warning: {w}" for w in comparison.warnings)
     for cand in comparison.candidates:
         throughput = next((r for r in cand.rows if r.key == "output_throughput"), None)
         if throughput is not None and throughput.estimate.mde is not None:
-            notes.append(f"{cand.name}: smallest output-throughput change these passes can "
-                         f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%")
+            notes.append(
+                f"{cand.name}: smallest output-throughput change these passes can "
+                f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%"
+            )
         if throughput is not None and throughput.estimate.note:
             notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
         for finding in throughput.estimate.findings if throughput is not None else ():
             notes.append(f"{cand.name}: output throughput: {finding}")
         comp = throughput.estimate.components if throughput is not None else None
         if comp is not None:
-            parts = [(label, value) for label, value in (
-                ("between launches", comp.between_launches),
-                ("between passes", comp.between_passes),
-                ("per unit difference", comp.unit_sd),
-                ("launch x arm", comp.launch_x_arm)) if value is not None]
+            parts = [
+                (label, value)
+                for label, value in (
+                    ("between launches", comp.between_launches),
+                    ("between passes", comp.between_passes),
+                    ("per unit difference", comp.unit_sd),
+                    ("launch x arm", comp.launch_x_arm),
+                )
+                if value is not None
+            ]
             if parts:
-                notes.append(f"{cand.name}: output-throughput noise (sd): " + ", ".join(
-                    f"{label} {100 * value:.1f}%" for label, value in parts))
+                notes.append(
+                    f"{cand.name}: output-throughput noise (sd): "
+                    + ", ".join(f"{label} {100 * value:.1f}%" for label, value in parts)
+                )
     return notes
 
 
@@ -580,26 +692,37 @@ def _md_line(cells: list[str]) -> str:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [_md_line(header), "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
-            *(_md_line(r) for r in rows)]
+    return [
+        _md_line(header),
+        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+        *(_md_line(r) for r in rows),
+    ]
 
 
-def render_markdown(comparison: Comparison, environment: dict[str, Any] | None = None,
-                    rows: str | RowChoice = "all", roots: tuple[Path, ...] | None = None) -> str:
+def render_markdown(
+    comparison: Comparison,
+    environment: dict[str, Any] | None = None,
+    rows: str | RowChoice = "all",
+    roots: tuple[Path, ...] | None = None,
+) -> str:
     """A Markdown copy for a PR description: the verdict, then every row and note, the
     decompositions and the per-category table (`rows="pr"`, table.md's layout: the seed PRs'
     rows and the notes that matter, the rest in a <details> fold; or the rows named)."""
     lay = layout(comparison, rows, roots)
     out = [f"### specbench: {comparison.scenario}", ""]
     if environment:
-        out.append(f"Run `{comparison.run_id}` · vLLM {environment.get('vllm')} · torch "
-                   f"{environment.get('torch')} · {environment.get('cpu_model')} "
-                   f"({environment.get('cpu_count')} CPUs) · GPUs: "
-                   f"{', '.join(environment.get('gpus') or []) or 'none'} · specbench "
-                   f"{environment.get('git_sha') or 'unknown'}")
+        out.append(
+            f"Run `{comparison.run_id}` · vLLM {environment.get('vllm')} · torch "
+            f"{environment.get('torch')} · {environment.get('cpu_model')} "
+            f"({environment.get('cpu_count')} CPUs) · GPUs: "
+            f"{', '.join(environment.get('gpus') or []) or 'none'} · specbench "
+            f"{environment.get('git_sha') or 'unknown'}"
+        )
         out.append("")
-    out += [f"**{v.split(': ', 1)[0]}**: {v.split(': ', 1)[1]}" if ": " in v else v
-            for v in lay.verdicts]
+    out += [
+        f"**{v.split(': ', 1)[0]}**: {v.split(': ', 1)[1]}" if ": " in v else v
+        for v in lay.verdicts
+    ]
     out.append("")
     out += _md_table(lay.header, lay.shown)
     out.append("")
@@ -612,14 +735,24 @@ def render_markdown(comparison: Comparison, environment: dict[str, Any] | None =
     folded.extend(render_markdown_decompositions(comparison))
     if comparison.categories:
         cat_header, cat_rows = category_rows(comparison)
-        folded += ["", "**Per category**", "", _md_line(cat_header),
-                   "|" + "|".join([":---", ":---"] + ["---:"] * (len(cat_header) - 2)) + "|"]
+        folded += [
+            "",
+            "**Per category**",
+            "",
+            _md_line(cat_header),
+            "|" + "|".join([":---", ":---"] + ["---:"] * (len(cat_header) - 2)) + "|",
+        ]
         folded.extend(_md_line(r) for r in cat_rows)
         folded += ["", CATEGORY_NOTE]
     hint = fold_hint(lay, markdown=True)
     if RowChoice.parse(rows).folds and folded:
-        out += ["", f"<details><summary>{escape_html(hint or 'More')}</summary>", *folded,
-                "", "</details>"]
+        out += [
+            "",
+            f"<details><summary>{escape_html(hint or 'More')}</summary>",
+            *folded,
+            "",
+            "</details>",
+        ]
     else:
         out += folded
     return "\n".join(out) + "\n"
@@ -638,8 +771,10 @@ def _tolerance(d: Decision) -> str:
 
 def render_gate_terminal(result: GateResult) -> str:
     """One line per gated check, then the verdict."""
-    lines = [f"gate {d.verdict:<12} {d.candidate}: {d.label} (tolerance {_tolerance(d)}): "
-             f"{d.reason}" for d in result.decisions]
+    lines = [
+        f"gate {d.verdict:<12} {d.candidate}: {d.label} (tolerance {_tolerance(d)}): {d.reason}"
+        for d in result.decisions
+    ]
     if result.family:
         lines.append(f"gate {result.family}")
     lines.append(f"gate verdict: {result.verdict}")
@@ -648,10 +783,14 @@ def render_gate_terminal(result: GateResult) -> str:
 
 def render_gate_markdown(result: GateResult, comparison: Comparison) -> str:
     """A PR-comment summary: the verdict, then every gated check."""
-    out = [f"### specbench gate: {VERDICT_MARK[result.verdict]}", "",
-           f"`{comparison.scenario}` · run `{comparison.run_id}` · design {comparison.design}",
-           "", "| Candidate | Check | Verdict | Tolerance | Result |",
-           "|:---|:---|:---|---:|:---|"]
+    out = [
+        f"### specbench gate: {VERDICT_MARK[result.verdict]}",
+        "",
+        f"`{comparison.scenario}` · run `{comparison.run_id}` · design {comparison.design}",
+        "",
+        "| Candidate | Check | Verdict | Tolerance | Result |",
+        "|:---|:---|:---|---:|:---|",
+    ]
     order = {"REGRESSION": 0, "INCONCLUSIVE": 1, "PASS": 2}
     for d in sorted(result.decisions, key=lambda d: order[d.verdict]):
         cells = [d.candidate, d.label, VERDICT_MARK[d.verdict], _tolerance(d), d.reason]
@@ -661,8 +800,9 @@ def render_gate_markdown(result: GateResult, comparison: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_gate_junit(result: GateResult, comparison: Comparison,
-                      inconclusive_fails: bool = False) -> str:
+def render_gate_junit(
+    result: GateResult, comparison: Comparison, inconclusive_fails: bool = False
+) -> str:
     """JUnit XML: one test case per gated check; a regression is a failure (its text: delta,
     interval, tolerance), an inconclusive check is skipped (a failure with
     inconclusive_fails)."""
@@ -687,6 +827,7 @@ def render_gate_junit(result: GateResult, comparison: Comparison,
 
 # -- sweeps ----------------------------------------------------------------------------------
 
+
 def _sweep_metric(sweep: SweepComparison) -> str:
     return next((b.metric for b in sweep.break_even), "output_throughput")
 
@@ -704,31 +845,48 @@ def sweep_rows(sweep: SweepComparison) -> tuple[list[str], list[list[str]]]:
             row = next((r for r in cand.rows if r.key == key), None)
             if row is not None:
                 label = row.label
-            status = (f"{cell.launches - cell.failed}/{cell.launches} ok" if cell.failed
-                      else "ok")
+            status = f"{cell.launches - cell.failed}/{cell.launches} ok" if cell.failed else "ok"
             values = [str(cell.values.get(a)) for a in sweep.axes]
             if row is None:
                 why = "FAILED" if cand.status != "ok" or comp.baseline_status != "ok" else "n/a"
                 rows.append([cell.id, *values, cand.name, why, why, "", "", status])
                 continue
             mde = row.estimate.mde
-            mde_text = ("n/a" if mde is None else f"±{100 * mde:.1f}%"
-                        if row.estimate.kind == "relative" else f"±{mde:.2f}pp")
-            rows.append([cell.id, *values, cand.name, format_value(row.baseline),
-                         format_value(row.candidate), format_delta(row), mde_text, status])
+            mde_text = (
+                "n/a"
+                if mde is None
+                else f"±{100 * mde:.1f}%"
+                if row.estimate.kind == "relative"
+                else f"±{mde:.2f}pp"
+            )
+            rows.append(
+                [
+                    cell.id,
+                    *values,
+                    cand.name,
+                    format_value(row.baseline),
+                    format_value(row.candidate),
+                    format_delta(row),
+                    mde_text,
+                    status,
+                ]
+            )
     header += [f"{label}: baseline", "candidate", "Delta", "MDE", "Launches"]
     return header, rows
 
 
 def sweep_notes(sweep: SweepComparison) -> list[str]:
-    notes = [f"Sweep over {', '.join(sweep.axes)}: {len(sweep.cells)} cells, each a full A/B "
-             f"({sweep.design}; its own table in table.md). Delta: candidate vs baseline, "
-             f"[95% CI], {SIGNIFICANT_MARK} = significant at 5%."]
+    notes = [
+        f"Sweep over {', '.join(sweep.axes)}: {len(sweep.cells)} cells, each a full A/B "
+        f"({sweep.design}; its own table in table.md). Delta: candidate vs baseline, "
+        f"[95% CI], {SIGNIFICANT_MARK} = significant at 5%."
+    ]
     notes.extend(b.sentence for b in sweep.break_even)
     for cell in sweep.cells:
         comp = cell.comparison
         for name, failures in [(comp.baseline, comp.baseline_failures)] + [
-                (c.name, c.failures) for c in comp.candidates]:
+            (c.name, c.failures) for c in comp.candidates
+        ]:
             notes.extend(f"FAILED {cell.id} {name}: {f}" for f in failures)
         notes.extend(f"UNPROVEN {cell.id}: {line}" for line in comp.unproven)
         notes.extend(f"warning {cell.id}: {w}" for w in comp.warnings)
@@ -752,10 +910,12 @@ def render_sweep_terminal(sweep: SweepComparison) -> str:
     return capture.get()
 
 
-def render_sweep_markdown(sweep: SweepComparison,
-                          environment: dict[str, Any] | None = None,
-                          rows: str | RowChoice = "pr",
-                          roots: tuple[Path, ...] | None = None) -> str:
+def render_sweep_markdown(
+    sweep: SweepComparison,
+    environment: dict[str, Any] | None = None,
+    rows: str | RowChoice = "pr",
+    roots: tuple[Path, ...] | None = None,
+) -> str:
     """The sweep's summary table and break-even, then every cell's own table (each laid out
     as `rows` asks)."""
     header, summary_rows = sweep_rows(sweep)
@@ -765,14 +925,21 @@ def render_sweep_markdown(sweep: SweepComparison,
 
     out = [f"### specbench sweep: {sweep.scenario}", ""]
     if environment:
-        out += [f"Run `{sweep.run_id}` · vLLM {environment.get('vllm')} · torch "
-                f"{environment.get('torch')} · {environment.get('cpu_model')} "
-                f"({environment.get('cpu_count')} CPUs) · specbench "
-                f"{environment.get('git_sha') or 'unknown'}", ""]
+        out += [
+            f"Run `{sweep.run_id}` · vLLM {environment.get('vllm')} · torch "
+            f"{environment.get('torch')} · {environment.get('cpu_model')} "
+            f"({environment.get('cpu_count')} CPUs) · specbench "
+            f"{environment.get('git_sha') or 'unknown'}",
+            "",
+        ]
     out.append(line(header))
-    out.append("|" + "|".join([":---"] * (len(sweep.axes) + 2) + ["---:"] * (len(header)
-                                                                           - len(sweep.axes)
-                                                                           - 2)) + "|")
+    out.append(
+        "|"
+        + "|".join(
+            [":---"] * (len(sweep.axes) + 2) + ["---:"] * (len(header) - len(sweep.axes) - 2)
+        )
+        + "|"
+    )
     out.extend(line(r) for r in summary_rows)
     out.append("")
     out.extend(f"- {note}" for note in sweep_notes(sweep))

@@ -46,20 +46,33 @@ PERCENTILE_METRICS: tuple[str, ...] = LATENCY_METRICS
 FOLDER = "vllm-bench"
 # vllm bench serve's save_to_pytorch_benchmark_format: the statistics it records (those the
 # result has) and the raw lists it leaves out of every record's extra_info.
-PYTORCH_METRICS = ("median_ttft_ms", "mean_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
-                   "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
-                   "median_itl_ms", "mean_itl_ms", "std_itl_ms", "p99_itl_ms")
+PYTORCH_METRICS = (
+    "median_ttft_ms",
+    "mean_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "mean_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+)
 PYTORCH_IGNORED = ("ttfts", "itls", "generated_texts", "errors")
 
 
-def _stats(name: str, values_s: list[float | None], percentiles: tuple[float, ...]
-           ) -> dict[str, float | None]:
+def _stats(
+    name: str, values_s: list[float | None], percentiles: tuple[float, ...]
+) -> dict[str, float | None]:
     """mean/median/std/pNN of `values_s` (seconds) in ms, under vLLM's key names (None: no
     value measured)."""
     data = np.asarray([v for v in values_s if v is not None and math.isfinite(v)], dtype=float)
     if data.size == 0:
         keys = [f"{stat}_{name}_ms" for stat in ("mean", "median", "std")] + [
-            f"p{p_word(p)}_{name}_ms" for p in percentiles]
+            f"p{p_word(p)}_{name}_ms" for p in percentiles
+        ]
         return dict.fromkeys(keys)
     out: dict[str, float | None] = {
         f"mean_{name}_ms": float(data.mean()) * 1000.0,
@@ -77,8 +90,11 @@ def _tpot_s(r: RequestRecord) -> float | None:
     return (r.e2el_s - r.ttft_s) / (r.output_tokens - 1)
 
 
-def arm_result(passes: list[PassRecord], percentiles: tuple[float, ...] = PERCENTILES,
-               metrics: tuple[str, ...] = PERCENTILE_METRICS) -> dict[str, Any]:
+def arm_result(
+    passes: list[PassRecord],
+    percentiles: tuple[float, ...] = PERCENTILES,
+    metrics: tuple[str, ...] = PERCENTILE_METRICS,
+) -> dict[str, Any]:
     """vllm bench serve's result dict for one arm's measured passes."""
     requests = [r for p in passes for r in p.requests]
     ok = [r for r in requests if r.error is None]
@@ -126,15 +142,18 @@ def arm_result(passes: list[PassRecord], percentiles: tuple[float, ...] = PERCEN
     accepted = sum(c.num_accepted_tokens for c in counters)
     if draft_tokens > 0:
         width = max(len(c.accepted_per_pos) for c in counters)
-        per_pos = [sum(c.accepted_per_pos[i] for c in counters if i < len(c.accepted_per_pos))
-                   for i in range(width)]
+        per_pos = [
+            sum(c.accepted_per_pos[i] for c in counters if i < len(c.accepted_per_pos))
+            for i in range(width)
+        ]
         result["spec_decode_acceptance_rate"] = accepted / draft_tokens * 100
         result["spec_decode_acceptance_length"] = 1 + accepted / drafts if drafts else 0.0
         result["spec_decode_num_drafts"] = drafts
         result["spec_decode_draft_tokens"] = draft_tokens
         result["spec_decode_accepted_tokens"] = accepted
         result["spec_decode_per_position_acceptance_rates"] = [
-            a / drafts if drafts else 0.0 for a in per_pos]
+            a / drafts if drafts else 0.0 for a in per_pos
+        ]
     return result
 
 
@@ -144,16 +163,20 @@ def _header(run: Run, arm: str, passes: list[PassRecord]) -> dict[str, Any]:
     serve = s.serve if s.mode == "serve" else None
     started = min((p.started_unix for p in passes), default=None)
     return {
-        "date": (datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
-                 if started is not None else None),
+        "date": (
+            datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
+            if started is not None
+            else None
+        ),
         "endpoint_type": "vllm" if serve else "offline",
         "backend": "vllm" if serve else "offline",
         "label": arm,
         "model_id": s.model,
         "tokenizer_id": s.model,
         "num_prompts": s.workload.num_prompts,
-        "request_rate": ("inf" if serve is None or serve.request_rate is None
-                         else serve.request_rate),
+        "request_rate": (
+            "inf" if serve is None or serve.request_rate is None else serve.request_rate
+        ),
         "burstiness": serve.burstiness if serve is not None else 1.0,
         "max_concurrency": serve.concurrency if serve is not None else s.batch_size,
     }
@@ -168,16 +191,29 @@ def _rows(comparison: Comparison | None, arm: str) -> list[dict[str, Any]]:
     out = []
     for row in cand.rows:
         e = row.estimate
-        out.append({"metric": row.key, "label": row.label, "baseline": row.baseline,
-                    "candidate": row.candidate, "delta": e.delta, "ci_low": e.ci_low,
-                    "ci_high": e.ci_high, "p_value": e.p_value, "starred": row.star,
-                    "kind": str(e.kind), "units": e.units, "unit": e.error_unit,
-                    "role": row.role})
+        out.append(
+            {
+                "metric": row.key,
+                "label": row.label,
+                "baseline": row.baseline,
+                "candidate": row.candidate,
+                "delta": e.delta,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "p_value": e.p_value,
+                "starred": row.star,
+                "kind": str(e.kind),
+                "units": e.units,
+                "unit": e.error_unit,
+                "role": row.role,
+            }
+        )
     return out
 
 
-def run_results(run: Run, comparison: Comparison | None = None,
-                cell: str | None = None) -> dict[str, dict[str, Any]]:
+def run_results(
+    run: Run, comparison: Comparison | None = None, cell: str | None = None
+) -> dict[str, dict[str, Any]]:
     """Every arm's vllm-bench result dict (header, results, and "specbench"), by arm; of one
     sweep cell's launches when `cell` names it; the percentiles the scenario chose."""
     percentiles = tuple(run.scenario.metrics.percentiles)
@@ -191,14 +227,22 @@ def run_results(run: Run, comparison: Comparison | None = None,
         launches.setdefault(arm, set()).add(record.run_key)
     out = {}
     for arm, passes in by_arm.items():
-        out[arm] = {**_header(run, arm, passes), **arm_result(passes, percentiles, metrics),
-                    "specbench": {
-                        "run_id": run.run_id, "scenario": run.scenario.name, "arm": arm,
-                        "cell": cell,
-                        "baseline": arm == run.scenario.baseline, "design": run.design,
-                        "passes": len(passes), "launches": sorted(launches[arm]),
-                        "percentiles": list(percentiles),
-                        "against_baseline": _rows(comparison, arm)}}
+        out[arm] = {
+            **_header(run, arm, passes),
+            **arm_result(passes, percentiles, metrics),
+            "specbench": {
+                "run_id": run.run_id,
+                "scenario": run.scenario.name,
+                "arm": arm,
+                "cell": cell,
+                "baseline": arm == run.scenario.baseline,
+                "design": run.design,
+                "passes": len(passes),
+                "launches": sorted(launches[arm]),
+                "percentiles": list(percentiles),
+                "against_baseline": _rows(comparison, arm),
+            },
+        }
     return out
 
 
@@ -206,9 +250,12 @@ def bench_args(run: Run, arm: str) -> dict[str, Any]:
     """The arguments a PyTorch-format record carries (`vars(args)` in vLLM): the arm's engine
     arguments, the prompts and the file name, as `vllm bench serve` would have them."""
     variant = arm if arm in run.scenario.variants else run.scenario.baseline
-    return {**engine_args_for(run.scenario, variant), "label": arm,
-            "num_prompts": run.scenario.workload.num_prompts,
-            "result_filename": f"{arm}.json"}
+    return {
+        **engine_args_for(run.scenario, variant),
+        "label": arm,
+        "num_prompts": run.scenario.workload.num_prompts,
+        "result_filename": f"{arm}.json",
+    }
 
 
 def _use_compile(args: dict[str, Any], extra_info: dict[str, Any]) -> bool:
@@ -221,35 +268,46 @@ def pytorch_records(args: dict[str, Any], result: dict[str, Any]) -> list[dict[s
     """One arm's result as vLLM's convert_to_pytorch_benchmark_format makes it: a record per
     statistic in PYTORCH_METRICS, the rest of the result (less the raw lists) as extra_info.
     An eager engine (enforce_eager, or compilation mode 0) records use_compile false."""
-    extra = {k: v for k, v in result.items()
-             if k not in PYTORCH_METRICS and k not in PYTORCH_IGNORED}
+    extra = {
+        k: v for k, v in result.items() if k not in PYTORCH_METRICS and k not in PYTORCH_IGNORED
+    }
     compilation = args.get("compilation_config")
-    mode = compilation.get("mode", compilation.get("level")) \
-        if isinstance(compilation, dict) else None
+    mode = (
+        compilation.get("mode", compilation.get("level")) if isinstance(compilation, dict) else None
+    )
     if args.get("enforce_eager") or mode in (0, "0", "NONE"):
         extra["compilation_config.mode"] = "0"
     records = []
     for name in (k for k in PYTORCH_METRICS if k in result):
-        records.append({
-            "benchmark": {"name": "vLLM benchmark", "extra_info": {
-                "args": args,
-                "compilation_config.mode": extra.get("compilation_config.mode", ""),
-                "optimization_level": extra.get("optimization_level",
-                                                args.get("optimization_level", "")),
-                "use_compile": _use_compile(args, extra)}},
-            "model": {"name": args["model"]},
-            "metric": {"name": name, "benchmark_values": [result[name]],
-                       "extra_info": extra}})
+        records.append(
+            {
+                "benchmark": {
+                    "name": "vLLM benchmark",
+                    "extra_info": {
+                        "args": args,
+                        "compilation_config.mode": extra.get("compilation_config.mode", ""),
+                        "optimization_level": extra.get(
+                            "optimization_level", args.get("optimization_level", "")
+                        ),
+                        "use_compile": _use_compile(args, extra),
+                    },
+                },
+                "model": {"name": args["model"]},
+                "metric": {"name": name, "benchmark_values": [result[name]], "extra_info": extra},
+            }
+        )
     return records
 
 
-def write_results(run: Run, comparison: Comparison | None, sweep_cells: list[tuple[str, Any]],
-                  write: Any) -> list[str]:
+def write_results(
+    run: Run, comparison: Comparison | None, sweep_cells: list[tuple[str, Any]], write: Any
+) -> list[str]:
     """Write every arm's file with `write(path, data)`; returns the paths written, relative
     to the run folder. `sweep_cells`: (cell id, its Comparison) of a sweep, else empty."""
     written = []
-    parts = [(f"{FOLDER}/{cell}", run_results(run, comp, cell=cell))
-             for cell, comp in sweep_cells] or [(FOLDER, run_results(run, comparison))]
+    parts = [
+        (f"{FOLDER}/{cell}", run_results(run, comp, cell=cell)) for cell, comp in sweep_cells
+    ] or [(FOLDER, run_results(run, comparison))]
     for folder, results in parts:
         for arm, data in results.items():
             path = f"{folder}/{arm}.json"

@@ -77,23 +77,51 @@ RUN_COLUMNS: dict[str, str] = {
     "no_estimates": "VARCHAR",
 }
 BUILD_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "variant": "VARCHAR", "vllm": "VARCHAR", "vllm_location": "VARCHAR",
-    "git": "VARCHAR", "dirty": "BOOLEAN", "python": "VARCHAR", "change_kind": "VARCHAR",
-    "change_path": "VARCHAR", "change_sha256": "VARCHAR", "change_commit": "VARCHAR",
+    "run_id": "VARCHAR",
+    "variant": "VARCHAR",
+    "vllm": "VARCHAR",
+    "vllm_location": "VARCHAR",
+    "git": "VARCHAR",
+    "dirty": "BOOLEAN",
+    "python": "VARCHAR",
+    "change_kind": "VARCHAR",
+    "change_path": "VARCHAR",
+    "change_sha256": "VARCHAR",
+    "change_commit": "VARCHAR",
 }
 ESTIMATE_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "cell": "VARCHAR", "candidate": "VARCHAR", "baseline": "VARCHAR",
-    "metric": "VARCHAR", "label": "VARCHAR", "kind": "VARCHAR", "higher_is_better": "BOOLEAN",
-    "baseline_value": "DOUBLE", "candidate_value": "DOUBLE", "delta": "DOUBLE",
-    "ci_low": "DOUBLE", "ci_high": "DOUBLE", "se": "DOUBLE", "df": "DOUBLE", "mde": "DOUBLE",
-    "p_value": "DOUBLE", "significant": "BOOLEAN", "improved": "BOOLEAN",
-    "exact": "BOOLEAN", "units": "INTEGER", "error_unit": "VARCHAR", "note": "VARCHAR",
+    "run_id": "VARCHAR",
+    "cell": "VARCHAR",
+    "candidate": "VARCHAR",
+    "baseline": "VARCHAR",
+    "metric": "VARCHAR",
+    "label": "VARCHAR",
+    "kind": "VARCHAR",
+    "higher_is_better": "BOOLEAN",
+    "baseline_value": "DOUBLE",
+    "candidate_value": "DOUBLE",
+    "delta": "DOUBLE",
+    "ci_low": "DOUBLE",
+    "ci_high": "DOUBLE",
+    "se": "DOUBLE",
+    "df": "DOUBLE",
+    "mde": "DOUBLE",
+    "p_value": "DOUBLE",
+    "significant": "BOOLEAN",
+    "improved": "BOOLEAN",
+    "exact": "BOOLEAN",
+    "units": "INTEGER",
+    "error_unit": "VARCHAR",
+    "note": "VARCHAR",
     "gate": "VARCHAR",
 }
 TABLES = {"runs": RUN_COLUMNS, "builds": BUILD_COLUMNS, "estimates": ESTIMATE_COLUMNS}
 # Folders of the results folder the index could not read, each with why (one line).
-SKIPPED_COLUMNS: dict[str, str] = {"folder": "VARCHAR PRIMARY KEY", "stamp": "VARCHAR",
-                                   "reason": "VARCHAR"}
+SKIPPED_COLUMNS: dict[str, str] = {
+    "folder": "VARCHAR PRIMARY KEY",
+    "stamp": "VARCHAR",
+    "reason": "VARCHAR",
+}
 
 
 def index_path(results_root: Path) -> Path:
@@ -138,10 +166,14 @@ def comparison_key(manifest: Manifest) -> str | None:
     build and overlaid change, and the machine (the fingerprint's compat id)."""
     if "fingerprint" not in manifest.model_fields_set or not manifest.scenario_hash:
         return None
-    builds = {name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
-              for name, build in manifest.builds.items() if isinstance(build, dict)}
-    blob = json.dumps([manifest.scenario_hash, compat_id(manifest.fingerprint), builds],
-                      sort_keys=True)
+    builds = {
+        name: {k: build.get(k) for k in ("vllm", "vllm_location", "git", "overlay")}
+        for name, build in manifest.builds.items()
+        if isinstance(build, dict)
+    }
+    blob = json.dumps(
+        [manifest.scenario_hash, compat_id(manifest.fingerprint), builds], sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -155,10 +187,12 @@ def machine_findings(manifest: Manifest, summary: dict[str, Any]) -> list[str]:
     (--shared-machine), and the contention findings of its comparison and sweep cells."""
     out = []
     if (manifest.machine or {}).get("shared"):
-        out.append("shared machine (--shared-machine): no lock, another benchmark may have "
-                   "run beside it")
+        out.append(
+            "shared machine (--shared-machine): no lock, another benchmark may have run beside it"
+        )
     comparisons = [summary.get("comparison")] + [
-        c.get("comparison") for c in (summary.get("sweep") or {}).get("cells", [])]
+        c.get("comparison") for c in (summary.get("sweep") or {}).get("cells", [])
+    ]
     for comparison in comparisons:
         if isinstance(comparison, dict):
             out.extend(str(x) for x in comparison.get("contention") or [])
@@ -178,41 +212,55 @@ def _commit(builds: dict[str, Any], baseline: str | None) -> str | None:
     return None
 
 
-def _estimate_rows(run_id: str, comparison: dict[str, Any], cell: str | None,
-                   gates: dict[tuple[str, str], str]) -> Iterator[dict[str, Any]]:
+def _estimate_rows(
+    run_id: str, comparison: dict[str, Any], cell: str | None, gates: dict[tuple[str, str], str]
+) -> Iterator[dict[str, Any]]:
     for cand in comparison.get("candidates", []):
         for row in cand.get("rows", []):
             est = row.get("estimate") or {}
             note = est.get("note")
             yield {
-                "run_id": run_id, "cell": cell, "candidate": cand.get("name"),
-                "baseline": comparison.get("baseline"), "metric": row.get("key"),
-                "label": row.get("label"), "kind": est.get("kind"),
+                "run_id": run_id,
+                "cell": cell,
+                "candidate": cand.get("name"),
+                "baseline": comparison.get("baseline"),
+                "metric": row.get("key"),
+                "label": row.get("label"),
+                "kind": est.get("kind"),
                 "higher_is_better": row.get("higher_is_better"),
-                "baseline_value": row.get("baseline"), "candidate_value": row.get("candidate"),
-                "delta": est.get("delta"), "ci_low": est.get("ci_low"),
-                "ci_high": est.get("ci_high"), "se": est.get("se"), "df": est.get("df"),
-                "mde": est.get("mde"), "p_value": est.get("p_value"),
-                "significant": est.get("significant"), "improved": row.get("improved"),
+                "baseline_value": row.get("baseline"),
+                "candidate_value": row.get("candidate"),
+                "delta": est.get("delta"),
+                "ci_low": est.get("ci_low"),
+                "ci_high": est.get("ci_high"),
+                "se": est.get("se"),
+                "df": est.get("df"),
+                "mde": est.get("mde"),
+                "p_value": est.get("p_value"),
+                "significant": est.get("significant"),
+                "improved": row.get("improved"),
                 # Identical in every unit (greedy acceptance, a deterministic count): known
                 # exactly, so runs compare exactly.
-                "exact": bool(est.get("known_exactly", note and str(note).startswith(
-                    "no spread"))),
-                "units": est.get("units"), "error_unit": est.get("error_unit"), "note": note,
+                "exact": bool(est.get("known_exactly", note and str(note).startswith("no spread"))),
+                "units": est.get("units"),
+                "error_unit": est.get("error_unit"),
+                "note": note,
                 "gate": gates.get((str(cand.get("name")), str(row.get("key")))),
             }
 
 
-def read_folder(run_dir: Path,
-                manifest: Manifest | None = None) -> dict[str, list[dict[str, Any]]] | None:
+def read_folder(
+    run_dir: Path, manifest: Manifest | None = None
+) -> dict[str, list[dict[str, Any]]] | None:
     """A run folder as the rows the index holds (None: not a readable run). `manifest`: the
     folder's manifest when the caller has it loaded already (a run just ended)."""
     rows = examine_folder(run_dir, manifest)
     return None if isinstance(rows, str) else rows
 
 
-def examine_folder(run_dir: Path,
-                   manifest: Manifest | None = None) -> dict[str, list[dict[str, Any]]] | str:
+def examine_folder(
+    run_dir: Path, manifest: Manifest | None = None
+) -> dict[str, list[dict[str, Any]]] | str:
     """read_folder's rows, or one line saying why the folder is not a readable run."""
     if manifest is None:
         try:
@@ -225,25 +273,43 @@ def examine_folder(run_dir: Path,
     summary, summary_problem = _read_json_why(run_dir / SUMMARY)
     summary = summary or {}
     gate = _read_json(run_dir / GATE) or {}
-    gates = {(str(d.get("candidate")), str(d.get("check"))): str(d.get("verdict"))
-             for d in gate.get("decisions", [])}
+    gates = {
+        (str(d.get("candidate")), str(d.get("check"))): str(d.get("verdict"))
+        for d in gate.get("decisions", [])
+    }
     scenario = manifest.scenario
-    baseline = next((n for n, v in (scenario.get("variants") or {}).items()
-                     if isinstance(v, dict) and v.get("baseline")), None)
+    baseline = next(
+        (
+            n
+            for n, v in (scenario.get("variants") or {}).items()
+            if isinstance(v, dict) and v.get("baseline")
+        ),
+        None,
+    )
     fp = manifest.fingerprint
     builds = {k: v for k, v in manifest.builds.items() if isinstance(v, dict)}
     created = manifest.created_unix
     run = {
-        "run_id": run_id, "folder": str(run_dir.resolve()), "stamp": _stamp(run_dir),
-        "created": None if created is None else time.strftime(
-            "%Y-%m-%d %H:%M:%S", time.gmtime(created)),
-        "created_unix": created, "status": summary.get("status") or manifest.status,
-        "scenario": scenario.get("name"), "scenario_hash": manifest.scenario_hash,
+        "run_id": run_id,
+        "folder": str(run_dir.resolve()),
+        "stamp": _stamp(run_dir),
+        "created": None
+        if created is None
+        else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(created)),
+        "created_unix": created,
+        "status": summary.get("status") or manifest.status,
+        "scenario": scenario.get("name"),
+        "scenario_hash": manifest.scenario_hash,
         "scenario_json": json.dumps(scenario, sort_keys=True),
-        "design": manifest.plan.design, "machine": machine_of(manifest),
-        "cpu_model": fp.get("cpu_model"), "fingerprint_json": json.dumps(fp, sort_keys=True),
-        "vllm": fp.get("vllm"), "baseline": baseline, "commit": _commit(builds, baseline),
-        "builds_json": json.dumps(builds, sort_keys=True), "gate_verdict": gate.get("verdict"),
+        "design": manifest.plan.design,
+        "machine": machine_of(manifest),
+        "cpu_model": fp.get("cpu_model"),
+        "fingerprint_json": json.dumps(fp, sort_keys=True),
+        "vllm": fp.get("vllm"),
+        "baseline": baseline,
+        "commit": _commit(builds, baseline),
+        "builds_json": json.dumps(builds, sort_keys=True),
+        "gate_verdict": gate.get("verdict"),
         "comparison_key": comparison_key(manifest),
         "machine_findings": json.dumps(machine_findings(manifest, summary)),
         "no_estimates": None,
@@ -252,23 +318,34 @@ def examine_folder(run_dir: Path,
     for variant, build in builds.items():
         git = build.get("git")
         change = build.get("overlay") or {}
-        build_rows.append({
-            "run_id": run_id, "variant": variant, "vllm": build.get("vllm"),
-            "vllm_location": build.get("vllm_location"), "git": git,
-            "dirty": bool(git and str(git).endswith("+dirty")), "python": build.get("python"),
-            "change_kind": change.get("kind"), "change_path": change.get("path"),
-            "change_sha256": change.get("sha256"), "change_commit": change.get("commit")})
+        build_rows.append(
+            {
+                "run_id": run_id,
+                "variant": variant,
+                "vllm": build.get("vllm"),
+                "vllm_location": build.get("vllm_location"),
+                "git": git,
+                "dirty": bool(git and str(git).endswith("+dirty")),
+                "python": build.get("python"),
+                "change_kind": change.get("kind"),
+                "change_path": change.get("path"),
+                "change_sha256": change.get("sha256"),
+                "change_commit": change.get("commit"),
+            }
+        )
     estimates: list[dict[str, Any]] = []
     if interpreted(scenario.get("device"), scenario.get("model_runner")):
         # V2 under Triton's interpreter: code paths, not performance; nothing for a series.
-        run["no_estimates"] = ("Model Runner V2 under Triton's interpreter measures code "
-                               "paths, not performance")
+        run["no_estimates"] = (
+            "Model Runner V2 under Triton's interpreter measures code paths, not performance"
+        )
         return {"runs": [run], "builds": build_rows, "estimates": estimates}
     if isinstance(summary.get("comparison"), dict):
         estimates.extend(_estimate_rows(run_id, summary["comparison"], None, gates))
     for cell in (summary.get("sweep") or {}).get("cells", []):
-        estimates.extend(_estimate_rows(run_id, cell.get("comparison") or {}, cell.get("id"),
-                                        gates))
+        estimates.extend(
+            _estimate_rows(run_id, cell.get("comparison") or {}, cell.get("id"), gates)
+        )
     if not estimates:
         run["no_estimates"] = _why_no_estimates(run_dir, summary_problem)
     return {"runs": [run], "builds": build_rows, "estimates": estimates}
@@ -299,8 +376,13 @@ def stray_folders(results_root: Path) -> list[Path]:
     hold no manifest: the index cannot read them."""
     if not results_root.is_dir():
         return []
-    return sorted(p for p in results_root.iterdir() if p.is_dir() and not (
-        p / MANIFEST).exists() and ((p / "runs").is_dir() or (p / SUMMARY).is_file()))
+    return sorted(
+        p
+        for p in results_root.iterdir()
+        if p.is_dir()
+        and not (p / MANIFEST).exists()
+        and ((p / "runs").is_dir() or (p / SUMMARY).is_file())
+    )
 
 
 # --- the database --------------------------------------------------------------------------------
@@ -353,12 +435,18 @@ def _insert(con: duckdb.DuckDBPyConnection, rows: dict[str, list[dict[str, Any]]
         if rows[table]:
             names = list(columns)
             marks = ", ".join("?" for _ in names)
-            con.executemany(f"INSERT INTO {table} VALUES ({marks})",
-                            [[r.get(n) for n in names] for r in rows[table]])
+            con.executemany(
+                f"INSERT INTO {table} VALUES ({marks})",
+                [[r.get(n) for n in names] for r in rows[table]],
+            )
 
 
-def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = False,
-          loaded: dict[str, Manifest] | None = None) -> int:
+def _sync(
+    con: duckdb.DuckDBPyConnection,
+    results_root: Path,
+    rebuild: bool = False,
+    loaded: dict[str, Manifest] | None = None,
+) -> int:
     """Index the folders that are new or changed since they were indexed; forget the ones
     that are gone. `loaded`: manifests already in memory, by resolved folder. Returns how many
     folders it (re)indexed."""
@@ -389,8 +477,10 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
             key = str(folder.resolve())
             present.add(key)
             if key not in known_skipped:
-                con.execute("INSERT INTO skipped VALUES (?, ?, ?)",
-                            [key, "-", f"{folder}: no {MANIFEST}, so not a readable run"])
+                con.execute(
+                    "INSERT INTO skipped VALUES (?, ?, ?)",
+                    [key, "-", f"{folder}: no {MANIFEST}, so not a readable run"],
+                )
         for gone in (set(known) | set(known_skipped)) - present:
             _forget(con, gone)
             con.execute("DELETE FROM skipped WHERE folder = ?", [gone])
@@ -403,8 +493,9 @@ def _sync(con: duckdb.DuckDBPyConnection, results_root: Path, rebuild: bool = Fa
 
 def _forget(con: duckdb.DuckDBPyConnection, folder: str) -> None:
     """Drop every row of the run indexed from `folder`."""
-    ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE folder = ?",
-                                     [folder]).fetchall()]
+    ids = [
+        r[0] for r in con.execute("SELECT run_id FROM runs WHERE folder = ?", [folder]).fetchall()
+    ]
     for run_id in ids:
         for table in TABLES:
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
@@ -437,14 +528,16 @@ def rebuild(results_root: Path) -> int:
         return _sync(con, results_root)
 
 
-def _frames(con: duckdb.DuckDBPyConnection, query: str,
-            params: list[Any] | None = None) -> pd.DataFrame:
+def _frames(
+    con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None = None
+) -> pd.DataFrame:
     return con.execute(query, params or []).df()
 
 
 @contextmanager
-def synced(results_root: Path,
-           loaded: dict[str, Manifest] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def synced(
+    results_root: Path, loaded: dict[str, Manifest] | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to an index that holds every folder as it is now: the file, synced first;
     or, when another process holds it, the same tables built in memory from the folders.
     `loaded`: manifests the caller holds, by resolved folder (not read again)."""
@@ -476,14 +569,23 @@ FROM estimates e JOIN runs r USING (run_id)
 """
 
 
-def history(results_root: str | Path, scenario: str | None = None, metric: str | None = None,
-            candidate: str | None = None, status: str | None = "complete") -> pd.DataFrame:
+def history(
+    results_root: str | Path,
+    scenario: str | None = None,
+    metric: str | None = None,
+    candidate: str | None = None,
+    status: str | None = "complete",
+) -> pd.DataFrame:
     """Every indexed estimate, one row per (run, cell, candidate, metric), oldest run first:
     the series a notebook plots and `specbench history` prints. Filters: a scenario name, a
     metric key, a candidate, a run status (None: any)."""
     where, params = [], []
-    for column, value in (("r.scenario", scenario), ("e.metric", metric),
-                          ("e.candidate", candidate), ("r.status", status)):
+    for column, value in (
+        ("r.scenario", scenario),
+        ("e.metric", metric),
+        ("e.candidate", candidate),
+        ("r.status", status),
+    ):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
@@ -500,20 +602,25 @@ def history(results_root: str | Path, scenario: str | None = None, metric: str |
     return frame
 
 
-def skipped_folders(con: duckdb.DuckDBPyConnection, scenario: str | None = None,
-                    status: str | None = "complete") -> list[str]:
+def skipped_folders(
+    con: duckdb.DuckDBPyConnection, scenario: str | None = None, status: str | None = "complete"
+) -> list[str]:
     """One line per folder of the results folder that gives history no estimate, with why:
     the index could not read it, its run has none, or (`status`) it did not end so.
     `scenario`: only runs of that scenario (an unreadable folder has none: always named)."""
-    lines = [str(reason) for (reason,) in con.execute(
-        "SELECT reason FROM skipped ORDER BY folder").fetchall()]
+    lines = [
+        str(reason)
+        for (reason,) in con.execute("SELECT reason FROM skipped ORDER BY folder").fetchall()
+    ]
     where, params = [], []
     if scenario is not None:
         where.append("scenario = ?")
         params.append(scenario)
-    query = ("SELECT folder, status, no_estimates FROM runs"
-             + (" WHERE " + " AND ".join(where) if where else "")
-             + " ORDER BY created_unix, run_id")
+    query = (
+        "SELECT folder, status, no_estimates FROM runs"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY created_unix, run_id"
+    )
     for folder, run_status, none in con.execute(query, params).fetchall():
         if status is not None and run_status != status:
             lines.append(f"{folder}: its status is {run_status}, not {status}")
@@ -528,15 +635,21 @@ def runs(results_root: str | Path) -> pd.DataFrame:
         return _frames(con, "SELECT * FROM runs ORDER BY created_unix, run_id")
 
 
-def earlier_runs_of(results_root: Path, key: str, created_unix: float,
-                    besides: str, loaded: dict[str, Manifest] | None = None) -> list[Path]:
+def earlier_runs_of(
+    results_root: Path,
+    key: str,
+    created_unix: float,
+    besides: str,
+    loaded: dict[str, Manifest] | None = None,
+) -> list[Path]:
     """Complete runs of one comparison (`key`: comparison_key) made before `created_unix`,
     oldest first, other than the run `besides`: the store's query for repeated comparisons."""
     with synced(results_root, loaded) as con:
         rows = con.execute(
             "SELECT folder FROM runs WHERE status = 'complete' AND comparison_key = ? "
             "AND created_unix < ? AND run_id <> ? ORDER BY created_unix",
-            [key, created_unix, besides]).fetchall()
+            [key, created_unix, besides],
+        ).fetchall()
     return [Path(folder) for (folder,) in rows]
 
 
@@ -547,5 +660,10 @@ def earlier_runs(results: Run) -> list[Path]:
     created = results.manifest.created_unix
     if key is None or created is None:
         return []
-    return earlier_runs_of(results.path.parent, key, created, results.run_id,
-                           {str(results.path.resolve()): results.manifest})
+    return earlier_runs_of(
+        results.path.parent,
+        key,
+        created,
+        results.run_id,
+        {str(results.path.resolve()): results.manifest},
+    )

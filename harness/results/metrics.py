@@ -41,8 +41,9 @@ class MetricDef:
 
     def format_value(self, value: float, digits: int = 4) -> str:
         """The value with its unit, to `digits` significant digits: '31.63%', '1.613 tokens'."""
-        return f"{value:.{digits}g}" + (self.unit if self.unit == "%" else
-                                        f" {self.unit}" if self.unit else "")
+        return f"{value:.{digits}g}" + (
+            self.unit if self.unit == "%" else f" {self.unit}" if self.unit else ""
+        )
 
 
 # The parts of a pass's time (PassRecord.step_times), per engine step or per pass.
@@ -53,8 +54,9 @@ COMPONENT_METRICS: tuple[MetricDef, ...] = (
     # fraction of the noise (it reads a change of the forward too: its own row says whether
     # that moved).
     MetricDef("draft_per_forward", "Draft time per forward (ratio)", False, decimals=4),
-    MetricDef("forward_ms_per_step", "Verification forward per step (ms)", False, unit="ms",
-              decimals=3),
+    MetricDef(
+        "forward_ms_per_step", "Verification forward per step (ms)", False, unit="ms", decimals=3
+    ),
     MetricDef("rest_ms_per_step", "Rest of the step (ms)", False, unit="ms", decimals=3),
     MetricDef("outside_ms_per_pass", "Outside steps per pass (ms)", False, unit="ms"),
     MetricDef("steps_per_pass", "Engine steps per pass", False, unit="steps", decimals=1),
@@ -70,41 +72,95 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("output_throughput", "Output throughput (tok/s)", True, unit="tok/s"),
     MetricDef("total_throughput", "Total throughput (tok/s)", True, unit="tok/s"),
     MetricDef("request_throughput", "Request throughput (req/s)", True, unit="req/s"),
-    MetricDef("acceptance_rate", "Acceptance rate (%)", True, "points", unit="%",
-              counts=("num_accepted_tokens", "num_draft_tokens")),
+    MetricDef(
+        "acceptance_rate",
+        "Acceptance rate (%)",
+        True,
+        "points",
+        unit="%",
+        counts=("num_accepted_tokens", "num_draft_tokens"),
+    ),
     # A length in tokens per verify step (bonus token included), never a percentage.
-    MetricDef("mean_acceptance_length", "Mean acceptance length", True, unit="tokens",
-              counts=("num_accepted_tokens", "num_drafts")),
+    MetricDef(
+        "mean_acceptance_length",
+        "Mean acceptance length",
+        True,
+        unit="tokens",
+        counts=("num_accepted_tokens", "num_drafts"),
+    ),
     # Per request (vLLM's per_request_spec_decode_metrics): the spread across requests.
-    MetricDef("p10_acceptance_length", "P10 acceptance length (per request)", True,
-              request_column="acceptance_length", stat="p10", unit="tokens",
-              counts=REQUEST_ACCEPTANCE),
-    MetricDef("median_acceptance_length", "Median acceptance length (per request)", True,
-              request_column="acceptance_length", stat="median", unit="tokens",
-              counts=REQUEST_ACCEPTANCE),
-    MetricDef("p90_acceptance_length", "P90 acceptance length (per request)", True,
-              request_column="acceptance_length", stat="p90", unit="tokens",
-              counts=REQUEST_ACCEPTANCE),
-    MetricDef("mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean",
-              unit="ms"),
-    MetricDef("mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean",
-              unit="ms"),
-    MetricDef("mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean",
-              unit="ms"),
-    MetricDef("mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean",
-              unit="ms"),
-    MetricDef("median_tpot_ms", "Median TPOT (ms)", False, request_column="tpot_ms",
-              stat="median", unit="ms"),
-    MetricDef("p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99",
-              unit="ms"),
-    MetricDef("median_ttft_ms", "Median TTFT (ms)", False, request_column="ttft_ms",
-              stat="median", unit="ms"),
-    MetricDef("p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99",
-              unit="ms"),
-    MetricDef("median_e2el_ms", "Median E2EL (ms)", False, request_column="e2el_ms",
-              stat="median", unit="ms"),
-    MetricDef("p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99",
-              unit="ms"),
+    MetricDef(
+        "p10_acceptance_length",
+        "P10 acceptance length (per request)",
+        True,
+        request_column="acceptance_length",
+        stat="p10",
+        unit="tokens",
+        counts=REQUEST_ACCEPTANCE,
+    ),
+    MetricDef(
+        "median_acceptance_length",
+        "Median acceptance length (per request)",
+        True,
+        request_column="acceptance_length",
+        stat="median",
+        unit="tokens",
+        counts=REQUEST_ACCEPTANCE,
+    ),
+    MetricDef(
+        "p90_acceptance_length",
+        "P90 acceptance length (per request)",
+        True,
+        request_column="acceptance_length",
+        stat="p90",
+        unit="tokens",
+        counts=REQUEST_ACCEPTANCE,
+    ),
+    MetricDef(
+        "mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean", unit="ms"
+    ),
+    MetricDef(
+        "mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean", unit="ms"
+    ),
+    MetricDef(
+        "mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean", unit="ms"
+    ),
+    MetricDef(
+        "mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean", unit="ms"
+    ),
+    MetricDef(
+        "median_tpot_ms",
+        "Median TPOT (ms)",
+        False,
+        request_column="tpot_ms",
+        stat="median",
+        unit="ms",
+    ),
+    MetricDef(
+        "p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99", unit="ms"
+    ),
+    MetricDef(
+        "median_ttft_ms",
+        "Median TTFT (ms)",
+        False,
+        request_column="ttft_ms",
+        stat="median",
+        unit="ms",
+    ),
+    MetricDef(
+        "p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99", unit="ms"
+    ),
+    MetricDef(
+        "median_e2el_ms",
+        "Median E2EL (ms)",
+        False,
+        request_column="e2el_ms",
+        stat="median",
+        unit="ms",
+    ),
+    MetricDef(
+        "p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99", unit="ms"
+    ),
     # With the scenario's slo: requests meeting every objective, per second of the pass (vLLM's
     # request_goodput) and as a share of the pass's requests (failed ones count as missed).
     MetricDef("goodput", "Goodput (req/s)", True, unit="req/s"),
@@ -124,8 +180,14 @@ def position_metric(key: str) -> MetricDef:
     """The acceptance rate at one draft position (`acceptance_pos_<i>`): accepted tokens at
     that position per draft step, in %."""
     pos = int(key.rsplit("_", 1)[1])
-    return MetricDef(key, f"Acceptance at position {pos} (%)", True, "points", unit="%",
-                     counts=(f"num_accepted_pos_{pos}", "num_drafts"))
+    return MetricDef(
+        key,
+        f"Acceptance at position {pos} (%)",
+        True,
+        "points",
+        unit="%",
+        counts=(f"num_accepted_pos_{pos}", "num_drafts"),
+    )
 
 
 def percentile_metric(key: str) -> MetricDef | None:
@@ -136,8 +198,14 @@ def percentile_metric(key: str) -> MetricDef | None:
         return None
     name, q = found
     stat = "median" if q == 50 else f"p{p_word(q)}"
-    return MetricDef(key, f"{stat.capitalize()} {LABELS[name]} (ms)", False,
-                     request_column=f"{name}_ms", stat=stat, unit="ms")
+    return MetricDef(
+        key,
+        f"{stat.capitalize()} {LABELS[name]} (ms)",
+        False,
+        request_column=f"{name}_ms",
+        stat=stat,
+        unit="ms",
+    )
 
 
 _KEYS = frozenset(m.key for m in METRICS)
@@ -158,14 +226,34 @@ DEFAULT_PERCENTILES = tuple(m.key for m in chosen_percentiles(LatencyPercentiles
 def metric_def(key: str) -> MetricDef | None:
     """The registry's entry for a metric key (a draft position's and a latency percentile's
     included); None if unknown."""
-    if key.startswith(POSITION_PREFIX) and key[len(POSITION_PREFIX):].isdigit():
+    if key.startswith(POSITION_PREFIX) and key[len(POSITION_PREFIX) :].isdigit():
         return position_metric(key)
     return next((m for m in METRICS if m.key == key), None) or percentile_metric(key)
 
-REQUEST_COLUMNS = ["run_key", "variant", "round", "cell", "repeat", "index", "prompt_tokens",
-                   "output_tokens", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "chunks",
-                   "tokens_per_chunk", "sent_ms", "finish_reason", "error",
-                   "acceptance_length", "spec_steps", "spec_accepted", "spec_draft_tokens"]
+
+REQUEST_COLUMNS = [
+    "run_key",
+    "variant",
+    "round",
+    "cell",
+    "repeat",
+    "index",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2el_ms",
+    "chunks",
+    "tokens_per_chunk",
+    "sent_ms",
+    "finish_reason",
+    "error",
+    "acceptance_length",
+    "spec_steps",
+    "spec_accepted",
+    "spec_draft_tokens",
+]
 
 
 def _tpot_ms(ttft_s: float | None, e2el_s: float | None, output_tokens: int) -> float:
@@ -201,26 +289,40 @@ def requests_frame(runs: list[RunRecord]) -> pd.DataFrame:
     for run, p in measured_passes(runs):
         for r in p.requests:
             itl = r.itl_s
-            rows.append({
-                "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
-                "cell": run.cell,
-                "repeat": p.repeat, "index": r.index,
-                "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
-                "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
-                "tpot_ms": _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens),
-                # mean gap of this request; the pass's mean ITL weights every gap equally
-                "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
-                "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
-                "chunks": len(r.chunk_tokens) if r.chunk_tokens is not None else np.nan,
-                "tokens_per_chunk": (sum(r.chunk_tokens) / len(r.chunk_tokens)
-                                     if r.chunk_tokens else np.nan),
-                "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
-                "finish_reason": r.finish_reason, "error": r.error,
-                **dict(zip(("acceptance_length", "spec_steps", "spec_accepted"),
-                           request_acceptance(r), strict=True)),
-                "spec_draft_tokens": (r.spec_draft_tokens if r.spec_draft_tokens is not None
-                                      else np.nan),
-            })
+            rows.append(
+                {
+                    "run_key": run.run_key,
+                    "variant": p.arm or run.variant,
+                    "round": run.round,
+                    "cell": run.cell,
+                    "repeat": p.repeat,
+                    "index": r.index,
+                    "prompt_tokens": r.prompt_tokens,
+                    "output_tokens": r.output_tokens,
+                    "ttft_ms": r.ttft_s * 1000.0 if r.ttft_s is not None else np.nan,
+                    "tpot_ms": _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens),
+                    # mean gap of this request; the pass's mean ITL weights every gap equally
+                    "itl_ms": float(np.mean(itl)) * 1000.0 if itl else np.nan,
+                    "e2el_ms": r.e2el_s * 1000.0 if r.e2el_s is not None else np.nan,
+                    "chunks": len(r.chunk_tokens) if r.chunk_tokens is not None else np.nan,
+                    "tokens_per_chunk": (
+                        sum(r.chunk_tokens) / len(r.chunk_tokens) if r.chunk_tokens else np.nan
+                    ),
+                    "sent_ms": r.sent_s * 1000.0 if r.sent_s is not None else np.nan,
+                    "finish_reason": r.finish_reason,
+                    "error": r.error,
+                    **dict(
+                        zip(
+                            ("acceptance_length", "spec_steps", "spec_accepted"),
+                            request_acceptance(r),
+                            strict=True,
+                        )
+                    ),
+                    "spec_draft_tokens": (
+                        r.spec_draft_tokens if r.spec_draft_tokens is not None else np.nan
+                    ),
+                }
+            )
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
@@ -232,8 +334,14 @@ def _stats(values: list[float], stats: list[str]) -> list[float]:
         return [float("nan")] * len(stats)
     qs = [float(s[1:]) for s in stats if s not in ("mean", "median")]
     pct = iter(np.percentile(finite, qs).tolist() if qs else [])
-    return [float(finite.mean()) if s == "mean" else
-            float(np.median(finite)) if s == "median" else next(pct) for s in stats]
+    return [
+        float(finite.mean())
+        if s == "mean"
+        else float(np.median(finite))
+        if s == "median"
+        else next(pct)
+        for s in stats
+    ]
 
 
 def _stat(values: list[float], stat: str) -> float:
@@ -247,9 +355,15 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
     if r.error is not None or r.ttft_s is None or r.e2el_s is None:
         return False
     tpot = _tpot_ms(r.ttft_s, r.e2el_s, r.output_tokens) if r.output_tokens > 1 else 0.0
-    return all(value <= objective for value, objective in (
-        (r.ttft_s * 1000.0, slo.ttft_ms), (tpot, slo.tpot_ms), (r.e2el_s * 1000.0, slo.e2el_ms))
-        if objective is not None)
+    return all(
+        value <= objective
+        for value, objective in (
+            (r.ttft_s * 1000.0, slo.ttft_ms),
+            (tpot, slo.tpot_ms),
+            (r.e2el_s * 1000.0, slo.e2el_ms),
+        )
+        if objective is not None
+    )
 
 
 @lru_cache(maxsize=16)
@@ -268,9 +382,12 @@ def _by_column(percentiles: tuple[str, ...]) -> dict[str, list[MetricDef]]:
 PassRows = dict[int, tuple[PassRecord, dict[str, object]]]
 
 
-def passes_frame(runs: list[RunRecord], slo: SLO | None = None,
-                 kept: PassRows | None = None,
-                 percentiles: Iterable[str] = DEFAULT_PERCENTILES) -> pd.DataFrame:
+def passes_frame(
+    runs: list[RunRecord],
+    slo: SLO | None = None,
+    kept: PassRows | None = None,
+    percentiles: Iterable[str] = DEFAULT_PERCENTILES,
+) -> pd.DataFrame:
     """One row per measured pass: every metric of METRICS plus counts and counters (goodput
     and SLO attainment with `slo`), and the latency percentiles named in `percentiles` (a
     scenario's metrics.keys()). `kept`: rows of passes already summarised (a precision
@@ -285,17 +402,26 @@ def passes_frame(runs: list[RunRecord], slo: SLO | None = None,
             own = pass_row(p, slo, percentiles)
             if kept is not None:
                 kept[id(p)] = (p, own)
-        rows.append({
-            "run_key": run.run_key, "variant": p.arm or run.variant, "round": run.round,
-            "cell": run.cell,
-            # The launch (engine process) and, in a shared launch, the balanced block.
-            "order": run.order, "launch": run.order, "block": p.block,
-            "repeat": p.repeat, **own})
+        rows.append(
+            {
+                "run_key": run.run_key,
+                "variant": p.arm or run.variant,
+                "round": run.round,
+                "cell": run.cell,
+                # The launch (engine process) and, in a shared launch, the balanced block.
+                "order": run.order,
+                "launch": run.order,
+                "block": p.block,
+                "repeat": p.repeat,
+                **own,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def pass_row(p: PassRecord, slo: SLO | None = None,
-             percentiles: Iterable[str] = DEFAULT_PERCENTILES) -> dict[str, object]:
+def pass_row(
+    p: PassRecord, slo: SLO | None = None, percentiles: Iterable[str] = DEFAULT_PERCENTILES
+) -> dict[str, object]:
     """One pass's summary from its requests and counters: the row passes_frame gives it,
     less the launch's fields."""
     # Plain Python per pass: a DataFrame per pass made this the slowest step of a
@@ -316,9 +442,13 @@ def pass_row(p: PassRecord, slo: SLO | None = None,
     }
     row: dict[str, object] = {
         "started_unix": p.started_unix,
-        "duration_s": dur, "num_requests": len(p.requests), "num_ok": n_ok,
-        "num_failed": len(p.requests) - n_ok, "prompt_tokens": in_tok,
-        "output_tokens": out_tok, "workload_hash": p.workload_hash,
+        "duration_s": dur,
+        "num_requests": len(p.requests),
+        "num_ok": n_ok,
+        "num_failed": len(p.requests) - n_ok,
+        "prompt_tokens": in_tok,
+        "output_tokens": out_tok,
+        "workload_hash": p.workload_hash,
         "output_throughput": out_tok / dur if dur > 0 else np.nan,
         "total_throughput": (out_tok + in_tok) / dur if dur > 0 else np.nan,
         "request_throughput": n_ok / dur if dur > 0 else np.nan,
@@ -328,13 +458,17 @@ def pass_row(p: PassRecord, slo: SLO | None = None,
         "load1": p.load1 if p.load1 is not None else np.nan,
     }
     for column, metrics in _by_column(tuple(percentiles)).items():
-        row.update(zip([m.key for m in metrics],
-                       _stats(per_req[column], [m.stat or "" for m in metrics]), strict=True))
+        row.update(
+            zip(
+                [m.key for m in metrics],
+                _stats(per_req[column], [m.stat or "" for m in metrics]),
+                strict=True,
+            )
+        )
     if slo is not None:
         good = sum(meets_slo(r, slo) for r in p.requests)
         row["goodput"] = good / dur if dur > 0 else np.nan
-        row["slo_attainment"] = (100.0 * good / len(p.requests) if p.requests
-                                 else np.nan)
+        row["slo_attainment"] = 100.0 * good / len(p.requests) if p.requests else np.nan
     sd = p.spec_decode
     if sd is not None and sd.num_draft_tokens > 0:
         row["acceptance_rate"] = 100.0 * sd.num_accepted_tokens / sd.num_draft_tokens
@@ -346,23 +480,28 @@ def pass_row(p: PassRecord, slo: SLO | None = None,
         row["acceptance_rate"] = np.nan
         row["mean_acceptance_length"] = np.nan
     if sd is not None:
-        row.update(num_drafts=sd.num_drafts, num_draft_tokens=sd.num_draft_tokens,
-                   num_accepted_tokens=sd.num_accepted_tokens)
+        row.update(
+            num_drafts=sd.num_drafts,
+            num_draft_tokens=sd.num_draft_tokens,
+            num_accepted_tokens=sd.num_accepted_tokens,
+        )
     if any(r.spec_histogram for r in ok):
         row["spec_histograms_digest"] = _histograms_digest(ok)
     st = p.step_times
     if st is not None:  # a run with a no-speculation arm: where the steps' time went
-        row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s,
-                   draft_s=st.draft_s)
+        row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s, draft_s=st.draft_s)
         if st.steps > 0:
             per = 1000.0 / st.steps
             row.update(
                 draft_ms_per_step=st.draft_s * per if sd is not None else np.nan,
-                draft_per_forward=(st.draft_s / st.forward_s if sd is not None
-                                   and st.forward_s > 0 else np.nan),
+                draft_per_forward=(
+                    st.draft_s / st.forward_s if sd is not None and st.forward_s > 0 else np.nan
+                ),
                 forward_ms_per_step=st.forward_s * per,
                 rest_ms_per_step=(st.step_s - st.forward_s - st.draft_s) * per,
-                outside_ms_per_pass=(dur - st.step_s) * 1000.0, steps_per_pass=st.steps)
+                outside_ms_per_pass=(dur - st.step_s) * 1000.0,
+                steps_per_pass=st.steps,
+            )
     return row
 
 
@@ -370,8 +509,10 @@ def _histograms_digest(requests: list[RequestRecord]) -> str:
     """Every request's acceptance histogram (by prompt index) as one short value: equal in
     two passes when each request's integer counts are (a 128-bit digest, so that the per-pass
     frame stays small)."""
-    text = ";".join(f"{r.index}:{','.join(map(str, r.spec_histogram or []))}"
-                    for r in sorted(requests, key=lambda r: r.index))
+    text = ";".join(
+        f"{r.index}:{','.join(map(str, r.spec_histogram or []))}"
+        for r in sorted(requests, key=lambda r: r.index)
+    )
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

@@ -60,8 +60,7 @@ class Run:
         once per Run. Callers filter; none modifies it."""
         from harness.results.metrics import passes_frame
 
-        return passes_frame(self.runs, self.scenario.slo,
-                            percentiles=self.scenario.metrics.keys())
+        return passes_frame(self.runs, self.scenario.slo, percentiles=self.scenario.metrics.keys())
 
     @cached_property
     def requests(self) -> pd.DataFrame:
@@ -79,8 +78,11 @@ class Run:
         """label -> one line on the build each named variant ran under (runs from before
         builds were recorded have none)."""
         found = self.manifest.builds
-        return {label: describe_build(found[name]) for name, label in labels.items()
-                if isinstance(found.get(name), dict)}
+        return {
+            label: describe_build(found[name])
+            for name, label in labels.items()
+            if isinstance(found.get(name), dict)
+        }
 
     def overlay_notes(self) -> dict[str, str]:
         """Arm -> 'overlay: N function(s) (...) from <change>' for arms that ran their own
@@ -92,9 +94,13 @@ class Run:
 def arm_passes(runs: list[RunRecord], variant: str) -> list[tuple[RunRecord, PassRecord]]:
     """The passes of `variant` in successful launches, whichever the design (one-engine
     passes name their arm; launch-per-arm passes belong to their launch's variant)."""
-    return [(run, p) for run in sorted(runs, key=lambda r: r.order)
-            if run.status == "ok" and run.result is not None
-            for p in run.result.passes if (p.arm or run.variant) == variant]
+    return [
+        (run, p)
+        for run in sorted(runs, key=lambda r: r.order)
+        if run.status == "ok" and run.result is not None
+        for p in run.result.passes
+        if (p.arm or run.variant) == variant
+    ]
 
 
 def load_run(path: str | Path, scenario: Scenario | None = None) -> Run:
@@ -108,8 +114,9 @@ def load_run(path: str | Path, scenario: Scenario | None = None) -> Run:
     return Run(path=run_dir, manifest=manifest, runs=read_records(run_dir), scenario=scenario)
 
 
-def stored_manifests(results_root: Path,
-                     besides: Path | None = None) -> Iterator[tuple[Path, Manifest]]:
+def stored_manifests(
+    results_root: Path, besides: Path | None = None
+) -> Iterator[tuple[Path, Manifest]]:
     """Every run folder directly under `results_root` with its typed manifest, damaged ones
     skipped: the scan that finds earlier runs of a comparison or a run to time a plan from,
     reading manifests only (no records, no scenario parse). `besides`: a run folder the caller

@@ -82,8 +82,9 @@ def save_baseline(run_dir: Path, name: str, baselines_dir: Path = DEFAULT_BASELI
         raise ResultsError(f"--name {name!r}: use letters, digits, '-', '_' and '.' only")
     run_dir, manifest = Manifest.read(run_dir)
     if manifest.status != "complete":
-        raise ResultsError(f"{run_dir}: status {manifest.status!r}; only a "
-                           "complete run can be a baseline")
+        raise ResultsError(
+            f"{run_dir}: status {manifest.status!r}; only a complete run can be a baseline"
+        )
     target = baselines_dir / name
     tmp = baselines_dir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -101,8 +102,10 @@ def resolve_baseline(name: str, baselines_dir: Path = DEFAULT_BASELINES) -> Path
     for candidate in (Path(name), baselines_dir / name):
         if (candidate / MANIFEST).is_file():
             return candidate
-    raise ResultsError(f"baseline {name!r}: not found (looked for {name} and "
-                       f"{baselines_dir / name}; save one with `specbench baseline save`)")
+    raise ResultsError(
+        f"baseline {name!r}: not found (looked for {name} and "
+        f"{baselines_dir / name}; save one with `specbench baseline save`)"
+    )
 
 
 SUPERSEDED = "superseded"  # records of launches a resume ran again (kept, out of the stats)

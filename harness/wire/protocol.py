@@ -44,7 +44,7 @@ def overlay_refusal(log: str) -> str | None:
     at = log.find(OVERLAY_TRACED)
     if at < 0:
         return None
-    text = log[at + len(OVERLAY_TRACED):].splitlines()[0]
+    text = log[at + len(OVERLAY_TRACED) :].splitlines()[0]
     for quote in ("')", '")', "'", '"'):
         text = text.split(quote)[0]
     return "overlay refused: " + text.strip()
@@ -72,4 +72,5 @@ class WorkerSpec(StrictModel):
     base_dir: str = Field(description="Folder relative paths resolve against.")
     models_cache: str | None = Field(default=None, description="Built-in models cache.")
     deadline_unix: float | None = Field(
-        default=None, description="Precision runs: no block may start that ends past this.")
+        default=None, description="Precision runs: no block may start that ends past this."
+    )

@@ -73,25 +73,31 @@ class RequestRecord(Record):
         default=None, description="Gaps between streamed chunks (s); None where not streamed."
     )
     chunk_tokens: list[int] | None = Field(
-        default=None, description="Tokens each streamed chunk carried, first chunk included "
-        "(several per chunk when drafts are accepted); None where not streamed."
+        default=None,
+        description="Tokens each streamed chunk carried, first chunk included "
+        "(several per chunk when drafts are accepted); None where not streamed.",
     )
     sent_s: float | None = Field(
-        default=None, description="When the request was sent, seconds after its pass started "
-        "(serve mode)."
+        default=None,
+        description="When the request was sent, seconds after its pass started (serve mode).",
     )
     finish_reason: str | None = Field(description="Why generation stopped.")
     output_token_ids: list[int] = Field(description="Generated token ids (for output parity).")
     error: str | None = Field(default=None, description="Set when the request failed.")
     spec_histogram: list[int] | None = Field(
-        default=None, description="Speculative decoding, per request (vLLM's "
+        default=None,
+        description="Speculative decoding, per request (vLLM's "
         "per_request_spec_decode_metrics): the verify steps that accepted j draft tokens, "
-        "at index j (0..k).")
+        "at index j (0..k).",
+    )
     spec_draft_tokens: int | None = Field(
-        default=None, description="Draft tokens proposed for this request.")
+        default=None, description="Draft tokens proposed for this request."
+    )
     category: str | None = Field(
-        default=None, description="The prompt's category in its dataset (Spec-Bench, "
-        "SPEED-Bench, a jsonl with 'category'); None where it has none.")
+        default=None,
+        description="The prompt's category in its dataset (Spec-Bench, "
+        "SPEED-Bench, a jsonl with 'category'); None where it has none.",
+    )
 
 
 class SpecDecodeCounters(Record):
@@ -109,8 +115,10 @@ class StepTimes(Record):
 
     steps: int = Field(description="Engine steps (each runs the target model's forward once).")
     step_s: float = Field(description="Time in the steps: execute_model + sample_tokens.")
-    forward_s: float = Field(description="The target model's forward (with speculation, the "
-                             "verification forward over k + 1 tokens per request).")
+    forward_s: float = Field(
+        description="The target model's forward (with speculation, the "
+        "verification forward over k + 1 tokens per request)."
+    )
     draft_s: float = Field(description="The drafter's work (propose_draft_token_ids).")
 
 
@@ -121,8 +129,9 @@ class ProfiledPass(Record):
     index: int = Field(description="Its number among the arm's profiled passes.")
     prefix: str = Field(description="The trace files' name prefix (LLM.start_profile).")
     duration_s: float = Field(description="Its wall time, profiler on.")
-    paths: list[str] = Field(default_factory=list,
-                             description="The code paths vLLM's processes reported for it.")
+    paths: list[str] = Field(
+        default_factory=list, description="The code paths vLLM's processes reported for it."
+    )
 
 
 class ImplReport(Record):
@@ -172,18 +181,24 @@ class PassRecord(Record):
         default=None, description="one-engine design: the balanced block this pass belongs to."
     )
     impl_reports: list[ImplReport] | None = Field(
-        default=None, description="one-engine design: what each vLLM process reported running "
-        "during exactly this pass (None where no swap is switched)."
+        default=None,
+        description="one-engine design: what each vLLM process reported running "
+        "during exactly this pass (None where no swap is switched).",
     )
     foreign_cpu: float | None = Field(
-        default=None, description="The share of the machine's CPUs (0..1) that processes "
+        default=None,
+        description="The share of the machine's CPUs (0..1) that processes "
         "other than the launch's own kept busy during the pass (/proc; "
-        "harness.engine.contention); None where it could not be read.")
+        "harness.engine.contention); None where it could not be read.",
+    )
     load1: float | None = Field(
-        default=None, description="The 1-minute load average when the pass ended.")
+        default=None, description="The 1-minute load average when the pass ended."
+    )
     step_times: StepTimes | None = Field(
-        default=None, description="Where the pass's engine steps spent their time (runs with a "
-        "no-speculation arm; None otherwise).")
+        default=None,
+        description="Where the pass's engine steps spent their time (runs with a "
+        "no-speculation arm; None otherwise).",
+    )
 
 
 class ServerInfo(Record):
@@ -202,7 +217,8 @@ class ServerInfo(Record):
         default=False, description="The server exited on its own before the harness stopped it."
     )
     port_retries: int = Field(
-        default=0, description="Starts retried on a new port because another process bound "
+        default=0,
+        description="Starts retried on a new port because another process bound "
         "the chosen one first.",
     )
 
@@ -250,27 +266,39 @@ class WorkerResult(Record):
         default=None, description="Precision runs: why the worker stopped adding blocks."
     )
     warmup_passes: list[PassRecord] = Field(
-        default_factory=list, description="One-engine: the warm-up blocks' passes, run until "
+        default_factory=list,
+        description="One-engine: the warm-up blocks' passes, run until "
         "the arms' difference stopped settling (schedule.warm_until_settled); kept as raw "
-        "records, never measured.")
+        "records, never measured.",
+    )
     warmup_blocks: int = Field(default=0, description="One-engine: warm-up blocks run.")
     warmup_capped: bool = Field(
-        default=False, description="One-engine: warm-up hit its cap still settling.")
+        default=False, description="One-engine: warm-up hit its cap still settling."
+    )
     block_seed: int | None = Field(
-        default=None, description="One-engine: the seed of every block's orientation (A B B A "
-        "or B A A B, drawn per block: schedule.block_arms).")
+        default=None,
+        description="One-engine: the seed of every block's orientation (A B B A "
+        "or B A A B, drawn per block: schedule.block_arms).",
+    )
     platform: Platform | None = Field(
-        default=None, description="The platform vLLM's worker processes reported once the "
-        "engine was built (rank 0's; the ranks agree, or the launch is refused).")
+        default=None,
+        description="The platform vLLM's worker processes reported once the "
+        "engine was built (rank 0's; the ranks agree, or the launch is refused).",
+    )
     left_out: list[str] = Field(
-        default_factory=list, description="Optional parts this launch ran without on its "
+        default_factory=list,
+        description="Optional parts this launch ran without on its "
         "platform (an optional feature a platform declares it lacks), each with why and the "
-        "ways out.")
+        "ways out.",
+    )
     profiled: list[ProfiledPass] = Field(
-        default_factory=list, description="Passes profiled per arm after the measured ones.")
+        default_factory=list, description="Passes profiled per arm after the measured ones."
+    )
     prompts_as: str | None = Field(
-        default=None, description="How the prompts were sent: rendered with the tokenizer's "
-        "chat template, raw, or token ids (engine.chat); None in older files.")
+        default=None,
+        description="How the prompts were sent: rendered with the tokenizer's "
+        "chat template, raw, or token ids (engine.chat); None in older files.",
+    )
 
 
 class RunRecord(Record):
@@ -279,16 +307,21 @@ class RunRecord(Record):
     run_key: str
     variant: str
     arms: list[str] = Field(
-        default_factory=list, description="The variants this launch ran: [variant], or every "
-        "arm of a shared one-engine launch.")
+        default_factory=list,
+        description="The variants this launch ran: [variant], or every "
+        "arm of a shared one-engine launch.",
+    )
     round: int
     order: int
     cell: str | None = Field(default=None, description="Sweeps: the cell's id ('c03').")
     cell_values: dict[str, Any] | None = Field(
-        default=None, description="Sweeps: the cell's values (field path -> value).")
+        default=None, description="Sweeps: the cell's values (field path -> value)."
+    )
     node: dict[str, Any] | None = Field(
-        default=None, description="Where the launch ran when not on this machine (Ray): "
-        "hostname, node id and the node's environment fingerprint.")
+        default=None,
+        description="Where the launch ran when not on this machine (Ray): "
+        "hostname, node id and the node's environment fingerprint.",
+    )
     status: RunStatus
     exit_code: int | None = None
     wall_s: float = Field(description="Process wall time as the parent measured it.")

@@ -20,10 +20,13 @@ class ArmSpec(StrictModel):
 
     variant: str = Field(description="Variant name.")
     baseline: bool = Field(description="Whether this is the baseline variant.")
-    implementation: str | None = Field(description="What this arm's passes must prove ran: "
-                                        "'name:choice' of a swap, or 'patch:module:function'.")
+    implementation: str | None = Field(
+        description="What this arm's passes must prove ran: "
+        "'name:choice' of a swap, or 'patch:module:function'."
+    )
     switch: str | None = Field(
-        default=None, description="What the switch makes active for this arm when it differs "
+        default=None,
+        description="What the switch makes active for this arm when it differs "
         "from `implementation` ('patch:on' or 'patch:off' for a switchable patch).",
     )
 
@@ -57,16 +60,18 @@ class RunSpec(StrictModel):
         default=None, description="Serve-mode load, concurrency resolved (serve mode only)."
     )
     design: Design = Field(
-        default="launch-per-arm", description="launch-per-arm: this launch runs one variant; "
-        "one-engine: it hosts every arm in `arms` and switches between passes."
+        default="launch-per-arm",
+        description="launch-per-arm: this launch runs one variant; "
+        "one-engine: it hosts every arm in `arms` and switches between passes.",
     )
     arms: list[ArmSpec] = Field(
         default_factory=list, description="one-engine: the arms this launch hosts."
     )
     block_order: list[str] = Field(
-        default_factory=list, description="one-engine: the arm of each pass of one balanced "
+        default_factory=list,
+        description="one-engine: the arm of each pass of one balanced "
         "block (e.g. A B B A); each block draws the order of its first half at random "
-        "(A B B A or B A A B): schedule.block_arms."
+        "(A B B A or B A A B): schedule.block_arms.",
     )
     blocks: int = Field(
         default=0, description="one-engine: blocks to run (with precision: the minimum)."
@@ -78,37 +83,54 @@ class RunSpec(StrictModel):
         default=None, description="precision until: gates: the tolerances the MDEs must reach."
     )
     patch: str | None = Field(
-        default=None, description="'package.module:function' installed in vLLM's processes.",
+        default=None,
+        description="'package.module:function' installed in vLLM's processes.",
     )
     python: str | None = Field(
-        default=None, description="The interpreter (or environment folder) of another vLLM "
+        default=None,
+        description="The interpreter (or environment folder) of another vLLM "
         "build this launch runs under, as an absolute path; None: specbench's own.",
     )
     overlay: OverlaySpec | None = Field(
-        default=None, description="Variants' own changes overlaid on vLLM's functions in "
-        "this launch: every arm's version of each, switched like a swap.")
+        default=None,
+        description="Variants' own changes overlaid on vLLM's functions in "
+        "this launch: every arm's version of each, switched like a swap.",
+    )
     model_runner: Literal["auto", "V1", "V2"] = Field(
-        default="auto", description="The model runner asked of vLLM (auto: vLLM's choice); "
-        "V2 on device cpu runs under Triton's interpreter (harness.config.interpreter).")
+        default="auto",
+        description="The model runner asked of vLLM (auto: vLLM's choice); "
+        "V2 on device cpu runs under Triton's interpreter (harness.config.interpreter).",
+    )
     step_times: bool = Field(
-        default=False, description="Time the model runner's steps in vLLM's worker "
+        default=False,
+        description="Time the model runner's steps in vLLM's worker "
         "processes (the draft, the target's forward, the rest) per pass: where a speedup over "
-        "the no-speculation arm goes (offline runs with such an arm).")
+        "the no-speculation arm goes (offline runs with such an arm).",
+    )
     profile_passes: int = Field(
-        default=0, description="Passes per arm profiled with vLLM's torch profiler after the "
-        "measured ones (never measured); 0: none.")
+        default=0,
+        description="Passes per arm profiled with vLLM's torch profiler after the "
+        "measured ones (never measured); 0: none.",
+    )
     cell: str | None = Field(
-        default=None, description="Sweeps: the cell this launch belongs to ('c03').")
+        default=None, description="Sweeps: the cell this launch belongs to ('c03')."
+    )
     cell_values: dict[str, Any] = Field(
-        default_factory=dict, description="Sweeps: the cell's values (field path -> value).")
+        default_factory=dict, description="Sweeps: the cell's values (field path -> value)."
+    )
 
     def record_fields(self) -> dict[str, Any]:
         """What every record of this launch repeats of it: its key, arm, round, place and
         sweep cell."""
-        return {"run_key": self.run_key, "variant": self.variant,
-                "arms": [arm.variant for arm in self.arms] or [self.variant],
-                "round": self.round, "order": self.order, "cell": self.cell,
-                "cell_values": self.cell_values or None}
+        return {
+            "run_key": self.run_key,
+            "variant": self.variant,
+            "arms": [arm.variant for arm in self.arms] or [self.variant],
+            "round": self.round,
+            "order": self.order,
+            "cell": self.cell,
+            "cell_values": self.cell_values or None,
+        }
 
     @property
     def expected_passes(self) -> int:
@@ -135,16 +157,25 @@ class Plan(StrictModel):
     baseline: str
     candidates: list[str]
     runs: list[RunSpec]
-    base_dir: str = Field(default=".", description="Folder that relative paths (workload "
-                          "file, local models) resolve against: the scenario file's.")
+    base_dir: str = Field(
+        default=".",
+        description="Folder that relative paths (workload "
+        "file, local models) resolve against: the scenario file's.",
+    )
     scenario_file: str | None = Field(default=None, description="The scenario file, if any.")
     cells: list[PlanCell] = Field(
-        default_factory=list, description="Sweeps: the cells, in grid order (launches run in "
-        "an order that spreads drift over them; see runs).")
+        default_factory=list,
+        description="Sweeps: the cells, in grid order (launches run in "
+        "an order that spreads drift over them; see runs).",
+    )
     proof_labels: dict[str, str | None] = Field(
-        default_factory=dict, description="Variant -> what its vLLM processes must prove "
-        "they ran, where the plan decides it (an overlaid change: 'overlay:<variant>').")
+        default_factory=dict,
+        description="Variant -> what its vLLM processes must prove "
+        "they ran, where the plan decides it (an overlaid change: 'overlay:<variant>').",
+    )
     overlays: dict[str, list[str]] = Field(
-        default_factory=dict, description="Variant -> its change's classification, one line "
-        "per part ('file: what — why'), as `specbench plan` prints it.")
+        default_factory=dict,
+        description="Variant -> its change's classification, one line "
+        "per part ('file: what — why'), as `specbench plan` prints it.",
+    )
     scenario: Scenario = Field(exclude=True, description="The validated scenario.")

@@ -15,6 +15,7 @@ rng = random.Random(SEED)
 lines = []
 for _ in range(COUNT):
     length = rng.randint(SHORTEST, LONGEST)
-    lines.append(json.dumps({"prompt": " ".join(f"w{rng.randrange(3, 1024)}"
-                                                 for _ in range(length))}))
+    lines.append(
+        json.dumps({"prompt": " ".join(f"w{rng.randrange(3, 1024)}" for _ in range(length))})
+    )
 Path(__file__).with_name("tiny-llama-prompts.jsonl").write_text("\n".join(lines) + "\n")

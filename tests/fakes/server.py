@@ -42,8 +42,12 @@ async def complete(request: web.Request) -> web.StreamResponse:
     for i in range(n):
         if MODE == "die" and completions >= 3 and i == n // 2:
             os._exit(9)
-        choice = {"index": 0, "text": f" w{i}", "token_ids": [3 + i],
-                  "finish_reason": "length" if i == n - 1 else None}
+        choice = {
+            "index": 0,
+            "text": f" w{i}",
+            "token_ids": [3 + i],
+            "finish_reason": "length" if i == n - 1 else None,
+        }
         await response.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
         await asyncio.sleep(0.001)
     usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
@@ -63,8 +67,13 @@ def main() -> None:
         sys.exit(3)
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # "engine core"
     app = web.Application()
-    app.add_routes([web.get("/health", health), web.get("/metrics", metrics),
-                    web.post("/v1/completions", complete)])
+    app.add_routes(
+        [
+            web.get("/health", health),
+            web.get("/metrics", metrics),
+            web.post("/v1/completions", complete),
+        ]
+    )
     web.run_app(app, host=args.host, port=args.port, print=None)
 
 

@@ -49,11 +49,14 @@ def main() -> int:
     child_code = "import time; time.sleep(600)"
     if mode == "stubborn":
         marker = str(Path(pid_dir or ".", f"{run['run_key']}.sigterm"))
-        child_code = ("import pathlib, signal\nsignal.signal(signal.SIGTERM, lambda *_: "
-                      f"pathlib.Path({marker!r}).write_text('x'))\nprint('ready', flush=True)\n"
-                      f"{child_code}")
-    child = subprocess.Popen([sys.executable, "-c", child_code],
-                             stdout=subprocess.PIPE if mode == "stubborn" else None)
+        child_code = (
+            "import pathlib, signal\nsignal.signal(signal.SIGTERM, lambda *_: "
+            f"pathlib.Path({marker!r}).write_text('x'))\nprint('ready', flush=True)\n"
+            f"{child_code}"
+        )
+    child = subprocess.Popen(
+        [sys.executable, "-c", child_code], stdout=subprocess.PIPE if mode == "stubborn" else None
+    )
     if child.stdout is not None:
         child.stdout.readline()  # its SIGTERM handler is in place before this worker ends
     if pid_dir:
@@ -77,19 +80,38 @@ def main() -> int:
     if mode == "garbage":
         args.out.write_text("{not json")
         return 0
-    passes = [] if mode == "short" else [
-        {"repeat": r, "started_unix": time.time(), "duration_s": 1.0 + 0.01 * r,
-         "requests": [{"index": i, "prompt_tokens": 4, "output_tokens": 4, "ttft_s": 0.01,
-                       "e2el_s": 0.05, "finish_reason": "length",
-                       "output_token_ids": [1, 2, 3, i]} for i in range(4)],
-         "spec_decode": None, "workload_hash": "fake"}
-        for r in range(run["repeats"])
-    ]
+    passes = (
+        []
+        if mode == "short"
+        else [
+            {
+                "repeat": r,
+                "started_unix": time.time(),
+                "duration_s": 1.0 + 0.01 * r,
+                "requests": [
+                    {
+                        "index": i,
+                        "prompt_tokens": 4,
+                        "output_tokens": 4,
+                        "ttft_s": 0.01,
+                        "e2el_s": 0.05,
+                        "finish_reason": "length",
+                        "output_token_ids": [1, 2, 3, i],
+                    }
+                    for i in range(4)
+                ],
+                "spec_decode": None,
+                "workload_hash": "fake",
+            }
+            for r in range(run["repeats"])
+        ]
+    )
     key = "someone-else" if mode == "wrong-key" else run["run_key"]
     # Which interpreter ran it, as the real worker reports what it imported.
     versions = {"python": sys.executable, "wrapped": os.environ.get("FAKE_WRAPPED", "no")}
-    args.out.write_text(json.dumps({"run_key": key, "status": "ok", "passes": passes,
-                                    "engine_versions": versions}))
+    args.out.write_text(
+        json.dumps({"run_key": key, "status": "ok", "passes": passes, "engine_versions": versions})
+    )
     return 0
 
 

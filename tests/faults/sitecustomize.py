@@ -59,6 +59,7 @@ def slow_choice(spec: str) -> Patch:
 
 def noop_switch(_value: str) -> Patch:
     """Wrap switch_epoch(): it still reports and validates, but the active choices stay."""
+
     def patch(impls: ModuleType) -> None:
         original = impls.switch_epoch
 
@@ -92,8 +93,10 @@ def taken_port(value: str) -> Patch:
 
 def stall_bounds(spec: str) -> Patch:
     """Set the named bounds of the stall watchdog (each must exist: a typo fails loudly)."""
-    bounds = {name.strip(): float(value) for name, value in
-              (item.split("=") for item in spec.split(",") if item.strip())}
+    bounds = {
+        name.strip(): float(value)
+        for name, value in (item.split("=") for item in spec.split(",") if item.strip())
+    }
 
     def patch(progress: ModuleType) -> None:
         for name, value in bounds.items():

@@ -17,20 +17,29 @@ from tests.faults import (
 
 
 def _python(code: str, faults: dict[str, str]) -> str:
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=fault_env(faults),
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=fault_env(faults),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
 
 def test_without_a_fault_it_loads_and_changes_nothing() -> None:
-    out = _python("import sys, sitecustomize\n"
-                  "typing = 'typing' in sys.modules\n"  # sitecustomize imports nothing heavy
-                  "from harness.engine import impls, serve_worker\n"
-                  "print(sitecustomize.__name__, typing,\n"
-                  "      [type(f).__name__ for f in sys.meta_path].count('_PatchOnImport'),\n"
-                  "      impls.switch_epoch.__module__, serve_worker.free_port.__module__)",
-                  {SLOW_CHOICE_ENV: "", NOOP_SWITCH_ENV: "", TAKEN_PORT_ENV: ""})
+    out = _python(
+        "import sys, sitecustomize\n"
+        "typing = 'typing' in sys.modules\n"  # sitecustomize imports nothing heavy
+        "from harness.engine import impls, serve_worker\n"
+        "print(sitecustomize.__name__, typing,\n"
+        "      [type(f).__name__ for f in sys.meta_path].count('_PatchOnImport'),\n"
+        "      impls.switch_epoch.__module__, serve_worker.free_port.__module__)",
+        {SLOW_CHOICE_ENV: "", NOOP_SWITCH_ENV: "", TAKEN_PORT_ENV: ""},
+    )
     assert out == "sitecustomize False 0 harness.engine.impls harness.engine.serve_worker"
 
 
@@ -51,20 +60,25 @@ def test_slow_choice_and_noop_switch_patch_the_swaps_on_import() -> None:
         "fast = timed()\n"
         "impls._active['medusa-proposer'] = 'optimized'\n"
         "print(fast < 0.2, timed() >= 0.3)",
-        {SLOW_CHOICE_ENV: "medusa-proposer:optimized:0.3", NOOP_SWITCH_ENV: "1"})
+        {SLOW_CHOICE_ENV: "medusa-proposer:optimized:0.3", NOOP_SWITCH_ENV: "1"},
+    )
     assert out.splitlines() == ["baseline", "True True"]
 
 
 def test_taken_port_is_the_first_free_port_only() -> None:
-    out = _python("from harness.engine import serve_worker\n"
-                  "print(serve_worker.free_port(), serve_worker.free_port() != 1)",
-                  {TAKEN_PORT_ENV: "1"})
+    out = _python(
+        "from harness.engine import serve_worker\n"
+        "print(serve_worker.free_port(), serve_worker.free_port() != 1)",
+        {TAKEN_PORT_ENV: "1"},
+    )
     assert out == "1 True"
 
 
 def test_stall_bounds_shrink_the_watchdogs_constants() -> None:
-    out = _python("from harness.execute import progress\n"
-                  "print(progress.PASS_STALL_FLOOR_S, progress.WARMUP_STALL_S,\n"
-                  "      progress.ENGINE_START_STALL_S)",
-                  {STALL_BOUNDS_ENV: "PASS_STALL_FLOOR_S=4,WARMUP_STALL_S=7"})
+    out = _python(
+        "from harness.execute import progress\n"
+        "print(progress.PASS_STALL_FLOOR_S, progress.WARMUP_STALL_S,\n"
+        "      progress.ENGINE_START_STALL_S)",
+        {STALL_BOUNDS_ENV: "PASS_STALL_FLOOR_S=4,WARMUP_STALL_S=7"},
+    )
     assert out == "4.0 7.0 1800.0"

@@ -47,11 +47,34 @@ def _vllm() -> Path:
 
 def bisect(repo: Path, results: Path) -> Bisected:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "bisect", str(SCENARIO), "--repo", str(repo),
-         "--good", "v0.32.0", "--bad", "main", "--threshold", "0.3", "--blocks", "10",
-         "--tries", "2", "--results-dir", str(results)],
-        capture_output=True, text=True, cwd=ROOT, timeout=900, check=False,
-        env={**os.environ})
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "bisect",
+            str(SCENARIO),
+            "--repo",
+            str(repo),
+            "--good",
+            "v0.32.0",
+            "--bad",
+            "main",
+            "--threshold",
+            "0.3",
+            "--blocks",
+            "10",
+            "--tries",
+            "2",
+            "--results-dir",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+        check=False,
+        env={**os.environ},
+    )
     folders = sorted(p for p in results.glob("bisect-*") if p.name != "bisect-cache")
     assert len(folders) == 1, proc.stderr[-3000:]
     return Bisected(proc.returncode, proc.stdout, proc.stderr, folders[0])
@@ -65,7 +88,8 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Bisect
 
 
 def test_bisect_names_the_commit_that_plants_the_slowdown(
-        planted: tuple[list[str], Bisected]) -> None:
+    planted: tuple[list[str], Bisected],
+) -> None:
     shas, run = planted
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith(f"culprit: {shas[2]} spec decode metadata"), run.stdout
@@ -96,13 +120,11 @@ def test_bisect_again_reads_its_runs_back(planted: tuple[list[str], Bisected]) -
 
 
 @pytest.mark.slow
-def test_a_range_without_the_slowdown_finds_no_commit(
-        tmp_path: Path) -> None:
+def test_a_range_without_the_slowdown_finds_no_commit(tmp_path: Path) -> None:
     make_repo(tmp_path / "repo", _vllm(), slow_commit=None, n_commits=2)
     run = bisect(tmp_path / "repo", tmp_path / "results")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.startswith("no commit differs by 15.0% or more: good against bad"), \
-        run.stdout
+    assert run.stdout.startswith("no commit differs by 15.0% or more: good against bad"), run.stdout
     outcome = json.loads((run.folder / "bisect.json").read_text())
     # good..bad may come out UNKNOWN on the first run on a busy machine; --tries 2 then measures
     # it again with twice the blocks (CI once needed that). Every run is one engine, and only

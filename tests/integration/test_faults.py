@@ -35,12 +35,26 @@ FAKE_TIMEOUT_S = 20
 
 
 def _run_cli(tmp_path: Path, scenario: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
-           "FAKE_PID_DIR": str(tmp_path)}
+    env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker", "FAKE_PID_DIR": str(tmp_path)}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "r"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "r",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def _pids(tmp_path: Path) -> list[int]:
@@ -57,8 +71,9 @@ def _pids(tmp_path: Path) -> list[int]:
         ("short", "failed", "worker returned 0 passes, expected 2"),
     ],
 )
-def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, status: str,
-                                                    error: str) -> None:
+def test_bad_worker_is_recorded_and_others_complete(
+    tmp_path: Path, mode: str, status: str, error: str
+) -> None:
     scenario = fault_scenario(tmp_path, {"good": "ok", "bad": mode}, timeout_s=FAKE_TIMEOUT_S)
     result = _run_cli(tmp_path, scenario)
     assert result.returncode == 1, result.stderr
@@ -82,9 +97,18 @@ def test_bad_worker_is_recorded_and_others_complete(tmp_path: Path, mode: str, s
 def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subprocess.Popen[str]:
     """`specbench run` whose second launch hangs; returns once that worker is up."""
     scenario = fault_scenario(tmp_path, {"good": "ok", "stuck": mode}, timeout_s=300)
-    proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
-                           "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=_fake_env(tmp_path))
+    proc = start_specbench(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "r",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_fake_env(tmp_path),
+    )
     deadline = time.monotonic() + 120
     manifest = tmp_path / "results" / "r" / "manifest.json"
 
@@ -106,8 +130,7 @@ def _start_with_a_hanging_worker(tmp_path: Path, mode: str = "hang") -> subproce
 
 
 def _fake_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
-            "FAKE_PID_DIR": str(tmp_path)}
+    return {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker", "FAKE_PID_DIR": str(tmp_path)}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -126,8 +149,10 @@ def test_sigint_leaves_partial_results_and_no_processes(tmp_path: Path, sig: int
     results = load_run(tmp_path / "results" / "r")
     assert results.manifest["status"] == "interrupted"
     # The finished launch is kept; the one in flight is recorded as interrupted.
-    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
-                                                             ("stuck.r0", "interrupted")]
+    assert [(r.run_key, r.status) for r in results.runs] == [
+        ("good.r0", "ok"),
+        ("stuck.r0", "interrupted"),
+    ]
     assert results.runs[1].log_file == "logs/stuck.r0.log"
     time.sleep(0.2)
     assert not [p for p in _pids(tmp_path) if alive(p)]
@@ -141,15 +166,27 @@ def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     """specbench started with SIGINT ignored (a background job of a script) keeps it
     ignored, also while it stops a launch's process group, where it otherwise holds SIGINT
     and SIGTERM to raise them once the group is gone: the run goes on to its end."""
-    scenario = fault_scenario(tmp_path, {"stubborn": "stubborn", "good": "ok"},
-                              timeout_s=FAKE_TIMEOUT_S)
-    proc = start_specbench("run", str(scenario), "--results-dir", str(tmp_path / "results"),
-                           "--run-id", "r", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=_fake_env(tmp_path), preexec_fn=_ignore_sigint)
+    scenario = fault_scenario(
+        tmp_path, {"stubborn": "stubborn", "good": "ok"}, timeout_s=FAKE_TIMEOUT_S
+    )
+    proc = start_specbench(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "r",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_fake_env(tmp_path),
+        preexec_fn=_ignore_sigint,
+    )
     try:
         status = Path(f"/proc/{proc.pid}/status").read_text()
-        ignored = int(next(line for line in status.splitlines()
-                           if line.startswith("SigIgn:")).split()[1], 16)
+        ignored = int(
+            next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16
+        )
         assert ignored & (1 << (signal.SIGINT - 1)), "the test did not start it ignoring SIGINT"
         # The stubborn launch ended well; its group kill is now in its grace period (the
         # child ignores SIGTERM), the moment specbench holds signals to finish the kill.
@@ -169,8 +206,10 @@ def test_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     assert proc.returncode == 0, stderr
     results = load_run(tmp_path / "results" / "r")
     assert results.manifest["status"] == "complete"
-    assert [(r.run_key, r.status) for r in results.runs] == [("stubborn.r0", "ok"),
-                                                             ("good.r0", "ok")]
+    assert [(r.run_key, r.status) for r in results.runs] == [
+        ("stubborn.r0", "ok"),
+        ("good.r0", "ok"),
+    ]
     time.sleep(0.2)
     assert not [p for p in _pids(tmp_path) if alive(p)]
 
@@ -179,19 +218,42 @@ def test_serve_failures_are_recorded_and_leave_no_process(tmp_path: Path) -> Non
     model = fake_model(tmp_path)
     modes = {"good": "ok", "no-start": "exit", "errors": "error", "dies": "die"}
     data: dict[str, Any] = {
-        "name": "serve-faults", "mode": "serve", "model": str(model), "batch_size": 2,
+        "name": "serve-faults",
+        "mode": "serve",
+        "model": str(model),
+        "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 8},
-        "warmup": 0, "repeats": 2, "timeout_s": 60, "serve": {"startup_timeout_s": 30},
-        "variants": {name: {"baseline": i == 0, "env": {"FAKE_SERVER_MODE": mode}}
-                     for i, (name, mode) in enumerate(modes.items())},
+        "warmup": 0,
+        "repeats": 2,
+        "timeout_s": 60,
+        "serve": {"startup_timeout_s": 30},
+        "variants": {
+            name: {"baseline": i == 0, "env": {"FAKE_SERVER_MODE": mode}}
+            for i, (name, mode) in enumerate(modes.items())
+        },
     }
     scenario = tmp_path / "s.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {**os.environ, SERVER_MODULE_ENV: "tests.fakes.server"}
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "r"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "r",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     results = load_run(tmp_path / "results" / "r")
@@ -244,10 +306,24 @@ def test_sigkill_of_specbench_leaves_no_worker_behind(tmp_path: Path, mode: str)
     # The next run in the same results folder says so and marks it abandoned.
     again = fault_scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
     rerun = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
-         str(tmp_path / "results"), "--run-id", "r2"],
-        capture_output=True, text=True, cwd=ROOT, env=_fake_env(tmp_path), timeout=300,
-        check=False)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(again),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "r2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_fake_env(tmp_path),
+        timeout=300,
+        check=False,
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert "found a dead run: r (its specbench process" in rerun.stderr
     assert "now marked abandoned" in rerun.stderr and "still run" not in rerun.stderr
@@ -265,18 +341,38 @@ def test_leftovers_of_a_dead_run_are_reported_and_cleaned(tmp_path: Path) -> Non
         time.sleep(2 * 1.0 + 0.5)  # past the watchdog period: these really are left behind
         assert all(alive(p) for p in pids)
         again = fault_scenario(tmp_path, {"good": "ok", "also": "ok"}, repeats=1)
-        cmd = [sys.executable, "-m", "harness.cli", "run", str(again), "--results-dir",
-               str(tmp_path / "results")]
-        first = subprocess.run([*cmd, "--run-id", "r2"], capture_output=True, text=True,
-                               cwd=ROOT, env=_fake_env(tmp_path), timeout=300, check=False)
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(again),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+        first = subprocess.run(
+            [*cmd, "--run-id", "r2"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=_fake_env(tmp_path),
+            timeout=300,
+            check=False,
+        )
         assert first.returncode == 0, first.stderr
         assert "found a dead run: r (its specbench process" in first.stderr
         assert "2 of its processes still run (" in first.stderr
         assert "`specbench run --clean` stops them" in first.stderr
         assert all(alive(p) for p in pids)  # reported, not touched without --clean
-        second = subprocess.run([*cmd, "--run-id", "r3", "--clean"], capture_output=True,
-                                text=True, cwd=ROOT, env=_fake_env(tmp_path), timeout=300,
-                                check=False)
+        second = subprocess.run(
+            [*cmd, "--run-id", "r3", "--clean"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=_fake_env(tmp_path),
+            timeout=300,
+            check=False,
+        )
         assert second.returncode == 0, second.stderr
         assert "found a dead run: r: stopped its 2 leftover process(es)" in second.stderr
         deadline = time.monotonic() + 10
@@ -298,16 +394,20 @@ def _small_filesystem(tmp_path: Path, command: list[str], out: Path) -> list[str
     small = tmp_path / "small"
     small.mkdir()
     userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    probe = subprocess.run(["unshare", *userns, "--mount", "sh", "-c",
-                            f"mount -t tmpfs -o size=64k tmpfs {small}"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        ["unshare", *userns, "--mount", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {small}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if probe.returncode != 0:
         pytest.skip(f"no size-limited file system here: {probe.stderr.strip()}")
-    script = ('mount -t tmpfs -o size=4m tmpfs "$1" && shift && out="$1" && shift && '
-              '"$@" 2> "$out/stderr"; echo $? > "$out/rc"; cp -a "$(dirname "$out")/small/." '
-              '"$out/copy"')
-    return ["unshare", *userns, "--mount", "sh", "-c", script, "sh", str(small), str(out),
-            *command]
+    script = (
+        'mount -t tmpfs -o size=4m tmpfs "$1" && shift && out="$1" && shift && '
+        '"$@" 2> "$out/stderr"; echo $? > "$out/rc"; cp -a "$(dirname "$out")/small/." '
+        '"$out/copy"'
+    )
+    return ["unshare", *userns, "--mount", "sh", "-c", script, "sh", str(small), str(out), *command]
 
 
 def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
@@ -316,17 +416,26 @@ def test_full_disk_ends_as_a_recorded_failure(tmp_path: Path) -> None:
     stderr, run_dir = _on_a_small_filesystem(tmp_path, "fill")
     error = stderr.strip().splitlines()[-1]
     assert "No space left on device writing " in error
-    assert "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" \
-        in error
+    assert (
+        "the run stopped with 2 launch(es) recorded, and its manifest says status: failed" in error
+    )
     (run_dir / "work" / "full.r0" / "filler").unlink()
     results = load_run(run_dir)
     assert results.manifest["status"] == "failed"
     assert "No space left on device" in results.manifest["error"]
-    assert [(r.run_key, r.status) for r in results.runs] == [("good.r0", "ok"),
-                                                             ("full.r0", "failed")]
+    assert [(r.run_key, r.status) for r in results.runs] == [
+        ("good.r0", "ok"),
+        ("full.r0", "failed"),
+    ]
     # Readable afterwards: report renders what was kept.
-    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    report = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert report.returncode == 0, report.stderr
     assert "FAILED full" in report.stdout
 
@@ -335,13 +444,29 @@ def _on_a_small_filesystem(tmp_path: Path, mode: str) -> tuple[str, Path]:
     """`specbench run` of good, `mode`, after (in that order) with its results on a 4 MiB
     file system; returns its stderr and a copy of the run folder, after checking the exit
     code, the single error line and that no worker process is left."""
-    scenario = fault_scenario(tmp_path, {"good": "ok", "full": mode, "after": "ok"},
-                              timeout_s=FAKE_TIMEOUT_S, interleave="sequential")
+    scenario = fault_scenario(
+        tmp_path,
+        {"good": "ok", "full": mode, "after": "ok"},
+        timeout_s=FAKE_TIMEOUT_S,
+        interleave="sequential",
+    )
     out = tmp_path / "out"
     (out / "copy").mkdir(parents=True)
-    cmd = _small_filesystem(tmp_path, [
-        sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-        str(tmp_path / "small" / "results"), "--run-id", "r"], out)
+    cmd = _small_filesystem(
+        tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(tmp_path / "small" / "results"),
+            "--run-id",
+            "r",
+        ],
+        out,
+    )
     subprocess.run(cmd, cwd=ROOT, env=_fake_env(tmp_path), timeout=300, check=True)
     stderr = (out / "stderr").read_text()
     assert (out / "rc").read_text().strip() == "1", stderr
@@ -356,9 +481,15 @@ def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> N
     """Another process binds the chosen port first: the server start is retried on another
     port, the launch succeeds, and the record says so."""
     data: dict[str, Any] = {
-        "name": "port", "mode": "serve", "model": str(fake_model(tmp_path)), "batch_size": 2,
+        "name": "port",
+        "mode": "serve",
+        "model": str(fake_model(tmp_path)),
+        "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 8},
-        "warmup": 0, "repeats": 1, "timeout_s": 60, "serve": {"startup_timeout_s": 30},
+        "warmup": 0,
+        "repeats": 1,
+        "timeout_s": 60,
+        "serve": {"startup_timeout_s": 30},
         "variants": {"a": {"baseline": True}, "b": {"env": {"X": "1"}}},
     }
     scenario = tmp_path / "s.yaml"
@@ -369,23 +500,38 @@ def test_a_port_taken_before_the_server_binds_it_is_retried(tmp_path: Path) -> N
         taken = holder.getsockname()[1]
         env = fault_env({SERVER_MODULE_ENV: "tests.fakes.server", TAKEN_PORT_ENV: str(taken)})
         result = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-             str(tmp_path / "results"), "--run-id", "r"],
-            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                str(scenario),
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--run-id",
+                "r",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr
     for record in load_run(tmp_path / "results" / "r").runs:
         assert record.status == "ok" and record.result is not None
         server = record.result.server
         assert server is not None and server.port_retries == 1
-        assert server.url.startswith("http://127.0.0.1:") and not server.url.endswith(
-            f":{taken}")
+        assert server.url.startswith("http://127.0.0.1:") and not server.url.endswith(f":{taken}")
         log = (tmp_path / "results" / "r" / str(record.server_log_file)).read_text()
         assert "address already in use" in log.lower()
         assert f"port {taken} was taken before the server bound it" in log
 
 
-def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_executor_failure_is_that_launchs_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The runner takes a Plan and an executor: an executor that fails on one launch (a lost
     node, a broken transport) fails that launch as data; the others run and are stored."""
     from harness.config.scenario import load_scenario
@@ -403,13 +549,13 @@ def test_an_executor_failure_is_that_launchs_failure(tmp_path: Path,
     monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
     path = fault_scenario(tmp_path, {"good": "ok", "lost": "ok"}, timeout_s=FAKE_TIMEOUT_S)
     plan = expand_plan(load_scenario(path), scenario_file=path)
-    outcome = run_plan(plan, tmp_path / "results", Flaky(), progress=lambda _: None,
-                       run_id="r")
+    outcome = run_plan(plan, tmp_path / "results", Flaky(), progress=lambda _: None, run_id="r")
     assert int(outcome.exit_code) == 1
     results = load_run(tmp_path / "results" / "r")
     assert [(r.variant, r.status, r.error) for r in results.runs] == [
         ("good", "ok", None),
-        ("lost", "failed", "the executor failed: ConnectionError: node went away")]
+        ("lost", "failed", "the executor failed: ConnectionError: node went away"),
+    ]
     assert results.manifest["status"] == "failed" and results.manifest["in_flight"] is None
 
 

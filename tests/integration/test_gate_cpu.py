@@ -21,14 +21,19 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str],
-                                                               Path]:
+def gated(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     tmp = tmp_path_factory.mktemp("gate")
     data = yaml.safe_load((SCENARIOS / "cpu-medusa-proposer.yaml").read_text())
     data.pop("precision")
     # 6 blocks of the three arms (df 5): two blocks (df 1) left even a 70% slowdown undecided.
-    data.update(name="gate-planted", repeats=12, warmup=8,
-                env={SLOW_CHOICE_ENV: "medusa-proposer:optimized:0.01"})
+    data.update(
+        name="gate-planted",
+        repeats=12,
+        warmup=8,
+        env={SLOW_CHOICE_ENV: "medusa-proposer:optimized:0.01"},
+    )
     data["workload"].update(num_prompts=8, max_tokens=16)
     data["variants"] = {
         "baseline": {"baseline": True, "implementation": "medusa-proposer:baseline"},
@@ -38,15 +43,31 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     path = tmp / "gate.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(path), "--results-dir",
-         str(tmp / "results"), "--run-id", "gate", "--gate"],
-        capture_output=True, text=True, cwd=ROOT, timeout=900, check=False,
-        env=fault_env())
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(path),
+            "--results-dir",
+            str(tmp / "results"),
+            "--run-id",
+            "gate",
+            "--gate",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+        check=False,
+        env=fault_env(),
+    )
     return proc, tmp / "results" / "gate"
 
 
-def test_planted_regression_fails_the_gate(gated: tuple[subprocess.CompletedProcess[str],
-                                                        Path]) -> None:
+def test_planted_regression_fails_the_gate(
+    gated: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     proc, run_dir = gated
     assert proc.returncode == int(ExitCode.GATE_FAILED), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
@@ -55,16 +76,16 @@ def test_planted_regression_fails_the_gate(gated: tuple[subprocess.CompletedProc
     assert planted["output_throughput"]["verdict"] == "REGRESSION"
     assert planted["acceptance_rate"]["verdict"] == "PASS"  # the sleep changes no draft
     md = (run_dir / "gate.md").read_text()
-    line = next(row for row in md.splitlines()
-                if row.startswith("| planted | Output throughput"))
+    line = next(row for row in md.splitlines() if row.startswith("| planted | Output throughput"))
     assert "REGRESSION" in line
     junit = (run_dir / "gate.junit.xml").read_text()
     assert 'classname="specbench.gate-planted.planted"' in junit
     assert "<failure" in junit and "Output throughput" in junit
 
 
-def test_aa_twin_is_never_a_regression(gated: tuple[subprocess.CompletedProcess[str],
-                                                    Path]) -> None:
+def test_aa_twin_is_never_a_regression(
+    gated: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     _, run_dir = gated
     decisions = json.loads((run_dir / "gate.json").read_text())["decisions"]
     twin = [d for d in decisions if d["candidate"] == "aa-twin"]

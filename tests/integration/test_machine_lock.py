@@ -33,24 +33,50 @@ with machine("a test benchmark") as held:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker",
-            "FAKE_PID_DIR": str(tmp_path),
-            "SPECBENCH_MACHINE_LOCK": str(tmp_path / "machine.lock")}
+    return {
+        **os.environ,
+        WORKER_MODULE_ENV: "tests.fakes.worker",
+        "FAKE_PID_DIR": str(tmp_path),
+        "SPECBENCH_MACHINE_LOCK": str(tmp_path / "machine.lock"),
+    }
 
 
 def _holder(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(seconds)], cwd=ROOT,
-                            env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(seconds)],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
 
 def _run(tmp_path: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
     scenario = fault_scenario(tmp_path, {"a": "ok", "b": "ok"}, repeats=1)
-    return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
-                           "--results-dir", str(tmp_path / "results"), "--run-id", run_id,
-                           "--rows", "all", *extra], capture_output=True, text=True, cwd=ROOT,
-                          env=_env(tmp_path), timeout=300, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            run_id,
+            "--rows",
+            "all",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+        timeout=300,
+        check=False,
+    )
 
 
 def test_a_second_run_waits_for_the_first_then_runs(tmp_path: Path) -> None:
@@ -78,8 +104,12 @@ def test_no_wait_refuses_before_any_folder_and_shared_runs_beside(tmp_path: Path
         busy = _run(tmp_path, "busy", "--no-wait")
         assert busy.returncode == int(ExitCode.BUSY), busy.stderr
         [line] = busy.stderr.strip().splitlines()  # one line, nothing else
-        assert line.startswith("specbench: error: the machine is busy: a test benchmark (pid "
-                               f"{holder.pid} on ") and "--shared-machine" in line
+        assert (
+            line.startswith(
+                f"specbench: error: the machine is busy: a test benchmark (pid {holder.pid} on "
+            )
+            and "--shared-machine" in line
+        )
         assert not (tmp_path / "results" / "busy").exists()
         shared = _run(tmp_path, "shared", "--shared-machine")
         assert shared.returncode == 0, shared.stderr

@@ -39,18 +39,37 @@ class CliRun:
     results: Run
 
 
-def run_cli(scenario: Path, results_dir: Path, run_id: str,
-            env: dict[str, str] | None = None, rows: str = "all") -> CliRun:
+def run_cli(
+    scenario: Path,
+    results_dir: Path,
+    run_id: str,
+    env: dict[str, str] | None = None,
+    rows: str = "all",
+) -> CliRun:
     """`specbench run`; `rows`: the table's rows, by default all of them and every note
     unfolded, which these tests read (the default layout: tests/unit/test_headline.py)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir",
-         str(results_dir), "--run-id", run_id, "--rows", rows],
-        capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(results_dir),
+            "--run-id",
+            run_id,
+            "--rows",
+            rows,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+        check=False,
         env=env if env is not None else {**os.environ},
     )
-    return CliRun(proc.returncode, proc.stdout, proc.stderr,
-                  load_run(results_dir / run_id))
+    return CliRun(proc.returncode, proc.stdout, proc.stderr, load_run(results_dir / run_id))
 
 
 def run_variant_of(name: str, tmp: Path, run_id: str, **changes: Any) -> CliRun:
@@ -74,17 +93,28 @@ MEDUSA_PRECISION = {"mde": 0.5, "budget_s": 400}
 @pytest.fixture(scope="session")
 def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     # profile: one pass per arm under vLLM's torch profiler after the measured ones.
-    return run_variant_of("cpu-medusa-proposer.yaml", tmp_path_factory.mktemp("medusa"),
-                          "medusa", precision=MEDUSA_PRECISION, repeats=2,
-                          profile={"passes": 1, "top": 15})
+    return run_variant_of(
+        "cpu-medusa-proposer.yaml",
+        tmp_path_factory.mktemp("medusa"),
+        "medusa",
+        precision=MEDUSA_PRECISION,
+        repeats=2,
+        profile={"passes": 1, "top": 15},
+    )
 
 
 @pytest.fixture(scope="session")
 def eagle_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     # Eager: the compiled EAGLE TP 2 engine is the serve test's (tests/integration/
     # test_serve_cpu.py runs the shipped scenario as it is); compiling costs ~15 s a start.
-    return run_variant_of("cpu-eagle-tp2-argmax.yaml", tmp_path_factory.mktemp("eagle"),
-                          "eagle", repeats=4, rounds=1, engine=EAGER)
+    return run_variant_of(
+        "cpu-eagle-tp2-argmax.yaml",
+        tmp_path_factory.mktemp("eagle"),
+        "eagle",
+        repeats=4,
+        rounds=1,
+        engine=EAGER,
+    )
 
 
 def _scenario(name: str) -> dict[str, Any]:
@@ -99,10 +129,18 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
     assert medusa_run.returncode == 0, medusa_run.stderr[-3000:]
     assert "Traceback" not in medusa_run.stderr
     out = medusa_run.stdout
-    for label in ("Output throughput (tok/s)", "Total throughput (tok/s)",
-                  "Request throughput (req/s)", "Acceptance rate (%)", "Mean acceptance length",
-                  "Mean TPOT (ms)", "Mean TTFT (ms)", "Mean E2EL (ms)",
-                  "Acceptance at position 0 (%)", "Output parity vs baseline"):
+    for label in (
+        "Output throughput (tok/s)",
+        "Total throughput (tok/s)",
+        "Request throughput (req/s)",
+        "Acceptance rate (%)",
+        "Mean acceptance length",
+        "Mean TPOT (ms)",
+        "Mean TTFT (ms)",
+        "Mean E2EL (ms)",
+        "Acceptance at position 0 (%)",
+        "Output parity vs baseline",
+    ):
         assert label in out
     lines = out.lstrip().splitlines()
     assert lines[0].startswith("optimized: ")  # the verdict first, then the title and table
@@ -119,8 +157,13 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
     blocks, the draft row among them (the proposer is where the change lives)."""
     comparison = compare_run(medusa_run.results)
     rows = {r.key: r for r in comparison.candidates[0].rows}
-    for key in ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step",
-                "outside_ms_per_pass", "steps_per_pass"):
+    for key in (
+        "draft_ms_per_step",
+        "forward_ms_per_step",
+        "rest_ms_per_step",
+        "outside_ms_per_pass",
+        "steps_per_pass",
+    ):
         e = rows[key].estimate
         assert rows[key].baseline > 0 and rows[key].candidate > 0, key
         if key == "steps_per_pass" and e.ci_low is None:
@@ -133,16 +176,20 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
     # The swap's own part (the proposer: the drafter) is marked and named under the table.
     [cand] = comparison.candidates
     assert cand.own_part == "draft_ms_per_step"
-    assert "† optimized: Draft time per step (ms) is the part of the step its change lives in " \
-        "(the swap medusa-proposer changes it; the on-device proposer still waits for its " \
+    assert (
+        "† optimized: Draft time per step (ms) is the part of the step its change lives in "
+        "(the swap medusa-proposer changes it; the on-device proposer still waits for its "
         "drafts once per step, in take_draft_token_ids" in medusa_run.stdout
+    )
     # Where the delta comes from: the parts add up to the delta, each with its interval.
     [split] = comparison.attributions
     assert split.unit == "blocks" and split.units >= 20  # a precision run: 20 blocks at least
     assert abs(sum(f.value for f in split.parts) - split.measured.value) < 1e-9
     assert all(f.low is not None and f.high is not None for f in split.parts)
-    assert "Where optimized's delta comes from (step timer; each part's share of the " \
+    assert (
+        "Where optimized's delta comes from (step timer; each part's share of the "
         "output-throughput delta" in medusa_run.stdout
+    )
 
 
 def test_medusa_arms_are_profiled_after_the_measured_passes(medusa_run: CliRun) -> None:
@@ -164,8 +211,10 @@ def test_medusa_arms_are_profiled_after_the_measured_passes(medusa_run: CliRun) 
     assert table.passes == {"baseline": 1, "optimized": 1} and len(table.rows) == 15
     assert all(table.pass_s[a] > 0 and table.measured_s[a] > 0 for a in table.passes)
     out = medusa_run.stdout
-    assert "Profile (optimized vs baseline; torch profiler through vLLM's start_profile, 1 " \
+    assert (
+        "Profile (optimized vs baseline; torch profiler through vLLM's start_profile, 1 "
         "pass(es) per arm after the measured ones, never measured" in out
+    )
     assert f"traces: profiles/{launch.run_key}/" in out
     # The swap moves work between the proposer and the runner's copy of its drafts.
     names = " ".join(r.name for r in table.rows)
@@ -183,8 +232,10 @@ def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:
     assert platform.cudagraph_mode == "NONE" and platform.attention
     manifest = json.loads((medusa_run.results.path / "manifest.json").read_text())
     assert manifest["runs"][0]["platform"]["runner"] == "V1"
-    assert f"platform: {platform.describe()}" in medusa_run.stdout.replace("\n", " ") or \
-        "platform: runner V1 (CPUModelRunner), cpu" in medusa_run.stdout
+    assert (
+        f"platform: {platform.describe()}" in medusa_run.stdout.replace("\n", " ")
+        or "platform: runner V1 (CPUModelRunner), cpu" in medusa_run.stdout
+    )
 
 
 def test_each_pass_records_what_else_loaded_the_machine(medusa_run: CliRun) -> None:
@@ -216,8 +267,11 @@ def test_medusa_precision_run_stopped_at_a_look(medusa_run: CliRun) -> None:
     assert record.result.stopped.startswith("target reached")
     blocks = len(record.result.passes) // 4
     assert blocks >= PRECISION_MIN_BLOCKS and blocks % PRECISION_LOOK_EVERY == 0
-    assert "Stopped: " in medusa_run.stdout and "look after" in medusa_run.stderr + \
-        (medusa_run.results.path / record.log_file).read_text()
+    assert (
+        "Stopped: " in medusa_run.stdout
+        and "look after"
+        in medusa_run.stderr + (medusa_run.results.path / record.log_file).read_text()
+    )
 
 
 def test_medusa_drafts_accept_for_real(medusa_run: CliRun) -> None:
@@ -260,8 +314,11 @@ def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliR
     for p in record.result.passes:
         assert p.impl_reports is not None and len(p.impl_reports) == 1, p.repeat
         [rep] = p.impl_reports
-        want = ("medusa.propose.tolist", "list") if p.arm == "baseline" else \
-            ("medusa.propose.tensor", "tensor")
+        want = (
+            ("medusa.propose.tolist", "list")
+            if p.arm == "baseline"
+            else ("medusa.propose.tensor", "tensor")
+        )
         assert set(rep.paths) == {want[0]} and rep.details["returned"] == want[1]
         assert (rep.calls or 0) > 0 and rep.matches_choice
         assert rep.pid != record.result.worker_pid
@@ -292,13 +349,17 @@ def assert_per_request_acceptance_pools_to_the_counters(run: CliRun) -> None:
             steps = sum(sum(h) for h in hists if h is not None)
             accepted = sum(j * c for h in hists if h is not None for j, c in enumerate(h))
             drafted = sum(r.spec_draft_tokens or 0 for r in p.requests)
-            assert (steps, accepted, drafted) == (p.spec_decode.num_drafts,
-                                                   p.spec_decode.num_accepted_tokens,
-                                                   p.spec_decode.num_draft_tokens)
+            assert (steps, accepted, drafted) == (
+                p.spec_decode.num_drafts,
+                p.spec_decode.num_accepted_tokens,
+                p.spec_decode.num_draft_tokens,
+            )
     table = (run.results.path / "table.md").read_text()
-    for label in ("P10 acceptance length (per request)",
-                  "Median acceptance length (per request)",
-                  "P90 acceptance length (per request)"):
+    for label in (
+        "P10 acceptance length (per request)",
+        "Median acceptance length (per request)",
+        "P90 acceptance length (per request)",
+    ):
         assert f"| {label} |" in table
 
 
@@ -373,8 +434,7 @@ def test_a_switch_that_does_nothing_fails_the_run(tmp_path: Path) -> None:
     UNPROVEN, not RUN_FAILED."""
     data = _scenario("cpu-medusa-proposer.yaml")
     data.pop("precision")
-    data.update(name="noop-switch", repeats=2, warmup=4,
-                env={NOOP_SWITCH_ENV: "1"})
+    data.update(name="noop-switch", repeats=2, warmup=4, env={NOOP_SWITCH_ENV: "1"})
     data["workload"].update(num_prompts=4, max_tokens=16)
     path = tmp_path / "noop.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -398,18 +458,22 @@ def failing_and_patched(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     0 everywhere); a patch that raises when vLLM loads it; a patch that kills the engine core
     at the first request of pass 1; and the target without speculation (the reference of the
     speedup rows and of where each speedup goes)."""
-    return _short_medusa(tmp_path_factory.mktemp("own-code"), "own-code", 2, {
-        "baseline": {"baseline": True},
-        "nospec": {"speculative_config": "none"},
-        # A real engine failure that passes every pre-flight check: vLLM refuses a token
-        # budget per step smaller than the batch (its own scheduler config check).
-        "broken": {"engine": {"max_num_batched_tokens": 4}},
-        "zeros": {"patch": "tests.patches.medusa_zero_drafts:install"},
-        "patch-raises": {"patch": "tests.patches.medusa_zero_drafts:broken"},
-        # 4 warm-up requests, then passes of 4: request 9 opens pass 1.
-        "dies": {"patch": "tests.patches.kill_engine_core:install",
-                 "env": {KILL_AT_ENV: "9"}},
-    })
+    return _short_medusa(
+        tmp_path_factory.mktemp("own-code"),
+        "own-code",
+        2,
+        {
+            "baseline": {"baseline": True},
+            "nospec": {"speculative_config": "none"},
+            # A real engine failure that passes every pre-flight check: vLLM refuses a token
+            # budget per step smaller than the batch (its own scheduler config check).
+            "broken": {"engine": {"max_num_batched_tokens": 4}},
+            "zeros": {"patch": "tests.patches.medusa_zero_drafts:install"},
+            "patch-raises": {"patch": "tests.patches.medusa_zero_drafts:broken"},
+            # 4 warm-up requests, then passes of 4: request 9 opens pass 1.
+            "dies": {"patch": "tests.patches.kill_engine_core:install", "env": {KILL_AT_ENV: "9"}},
+        },
+    )
 
 
 def _short_medusa(tmp: Path, name: str, repeats: int, variants: dict[str, Any]) -> CliRun:
@@ -423,8 +487,7 @@ def _short_medusa(tmp: Path, name: str, repeats: int, variants: dict[str, Any]) 
     return run_cli(path, tmp / "results", name)
 
 
-def test_broken_variant_is_recorded_while_the_other_completes(
-        failing_and_patched: CliRun) -> None:
+def test_broken_variant_is_recorded_while_the_other_completes(failing_and_patched: CliRun) -> None:
     run = failing_and_patched
     assert run.returncode == 1
     assert "Traceback" not in run.stderr.split("specbench: [6/6]")[-1]
@@ -445,22 +508,28 @@ def test_a_variants_own_patch_runs_inside_vllm(failing_and_patched: CliRun) -> N
     zeros = by_variant["zeros"]
     assert zeros.status == "ok" and zeros.result is not None
     reports = [r for r in zeros.result.impl_reports or [] if r.implementation == "patch"]
-    assert reports and all(r.choice == "tests.patches.medusa_zero_drafts:install"
-                           and set(r.paths) == {"medusa.propose.zeros"} and r.calls > 0
-                           and r.pid != zeros.result.worker_pid for r in reports)
+    assert reports and all(
+        r.choice == "tests.patches.medusa_zero_drafts:install"
+        and set(r.paths) == {"medusa.propose.zeros"}
+        and r.calls > 0
+        and r.pid != zeros.result.worker_pid
+        for r in reports
+    )
     comparison = compare_run(run.results)
     cand = next(c for c in comparison.candidates if c.name == "zeros")
     rate = next(r for r in cand.rows if r.key == "acceptance_rate")
     assert rate.baseline > 20 and rate.candidate < 5  # token 0 is never the target's choice
     assert cand.parity is not None and cand.parity.fraction == 1.0  # outputs stay greedy
     assert not comparison.unproven
-    assert ("zeros: implementation patch:tests.patches.medusa_zero_drafts:install; workers "
-            "ran: patch:tests.patches.medusa_zero_drafts:install -> medusa.propose.zeros"
-            ) in run.stdout
+    assert (
+        "zeros: implementation patch:tests.patches.medusa_zero_drafts:install; workers "
+        "ran: patch:tests.patches.medusa_zero_drafts:install -> medusa.propose.zeros"
+    ) in run.stdout
     raises = by_variant["patch-raises"]
     assert raises.status == "failed" and raises.error is not None
-    assert raises.error.startswith("RuntimeError: specbench: patch "
-                                   "tests.patches.medusa_zero_drafts:broken failed in vLLM's")
+    assert raises.error.startswith(
+        "RuntimeError: specbench: patch tests.patches.medusa_zero_drafts:broken failed in vLLM's"
+    )
     assert "ValueError: this patch does not know vLLM 0.32's layout" in raises.error
 
 
@@ -468,25 +537,36 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
     """switchable: true: one engine hosts both arms and the patch reads ctx.active() per
     call, so each pass's reports prove whether the patch ran, and acceptance differs by arm
     within the same engine."""
-    run = _short_medusa(tmp_path, "switchable", 4, {
-        "baseline": {"baseline": True},
-        "zeros": {"patch": "tests.patches.medusa_zero_drafts:install", "switchable": True},
-    })
+    run = _short_medusa(
+        tmp_path,
+        "switchable",
+        4,
+        {
+            "baseline": {"baseline": True},
+            "zeros": {"patch": "tests.patches.medusa_zero_drafts:install", "switchable": True},
+        },
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     # Progress from the worker's notes (plain lines: stderr is not a terminal here).
     assert "baseline+zeros.r0: starting the engine" in run.stderr
     # A note per stage the parent's 1 s tick saw: 8 short passes may all fall between two
     # ticks on a loaded machine (seen in the fresh-clone CI), the warm-up's seconds do not.
-    assert ("baseline+zeros.r0: measuring pass " in run.stderr
-            or "baseline+zeros.r0: warming up" in run.stderr)
+    assert (
+        "baseline+zeros.r0: measuring pass " in run.stderr
+        or "baseline+zeros.r0: warming up" in run.stderr
+    )
     [launch] = run.results.runs
     assert launch.result is not None and launch.variant == "baseline+zeros"
     for p in launch.result.passes:
         reports = [r for r in p.impl_reports or [] if r.implementation == "patch"]
         assert reports, f"pass {p.repeat} has no patch report"
         if p.arm == "zeros":
-            assert all(r.choice == "tests.patches.medusa_zero_drafts:install" and r.calls > 0
-                       and set(r.paths) == {"medusa.propose.zeros"} for r in reports)
+            assert all(
+                r.choice == "tests.patches.medusa_zero_drafts:install"
+                and r.calls > 0
+                and set(r.paths) == {"medusa.propose.zeros"}
+                for r in reports
+            )
         else:
             assert all(r.choice == "off" and r.calls == 0 for r in reports)
     comparison = compare_run(run.results)
@@ -496,7 +576,8 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
 
 
 def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(
-        failing_and_patched: CliRun) -> None:
+    failing_and_patched: CliRun,
+) -> None:
     """A patch kills vLLM's engine core (os._exit(3)) at its first request of pass 1: the
     launch fails at once (vLLM 0.32's offline client alone would wait for the timeout),
     saying which process died, how, in which pass and where its log is, instead of vLLM's
@@ -506,8 +587,10 @@ def test_an_engine_core_that_dies_is_named_with_its_pass_and_exit_code(
     by_variant = {r.variant: r for r in run.results.runs}
     assert by_variant["baseline"].status == "ok"
     launch = by_variant["dies"]
-    error = ("vLLM's engine core process died during pass 1 (exit code 3); its output, with "
-             "any stack trace, is in logs/dies.r0.log")
+    error = (
+        "vLLM's engine core process died during pass 1 (exit code 3); its output, with "
+        "any stack trace, is in logs/dies.r0.log"
+    )
     assert (launch.status, launch.error) == ("failed", error)
     assert launch.wall_s < 100  # told at once, not found by the timeout
     assert launch.result is not None and [p.repeat for p in launch.result.passes] == [0]
@@ -534,10 +617,11 @@ def test_sigkill_of_specbench_leaves_no_engine_behind(tmp_path: Path) -> None:
 def printed_decomposition(stdout: str, arm: str) -> dict[str, float]:
     """The factors of one 'Where the speedup goes' block as printed (3 decimals)."""
     lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines)
-                 if line.startswith(f"Where the speedup goes: {arm} vs "))
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith(f"Where the speedup goes: {arm} vs ")
+    )
     found: dict[str, float] = {}
-    for line in lines[start + 1:start + 11]:
+    for line in lines[start + 1 : start + 11]:
         label, value = line.strip().split("  ", 1)
         found[label.strip()] = float(value.strip().split("×")[0])
     return found
@@ -572,8 +656,12 @@ def check_speedup_run(run: CliRun, arms: list[str], reference: str, k: int) -> N
     # the arm speculates, and every part of a step positive.
     for cand in (c for c in comparison.candidates if c.status == "ok"):
         rows = {r.key: r for r in cand.rows}
-        for key in ("forward_ms_per_step", "rest_ms_per_step", "outside_ms_per_pass",
-                    "steps_per_pass"):
+        for key in (
+            "forward_ms_per_step",
+            "rest_ms_per_step",
+            "outside_ms_per_pass",
+            "steps_per_pass",
+        ):
             assert rows[key].baseline > 0 and rows[key].candidate > 0, (cand.name, key)
         draft = rows["draft_ms_per_step"]
         for arm, value in ((comparison.baseline, draft.baseline), (cand.name, draft.candidate)):
@@ -581,23 +669,30 @@ def check_speedup_run(run: CliRun, arms: list[str], reference: str, k: int) -> N
     assert any("Draft time per step (ms)" in line for line in run.stdout.splitlines())
     for d in comparison.decompositions:
         assert d.k == k and d.reference == reference
-        assert math.prod(f.value for f in d.factors) == pytest.approx(d.measured.value,
-                                                                      rel=1e-9)
+        assert math.prod(f.value for f in d.factors) == pytest.approx(d.measured.value, rel=1e-9)
         assert math.prod(f.value for f in d.parts_of_other) == pytest.approx(
-            d.factors[-1].value, rel=1e-9)
+            d.factors[-1].value, rel=1e-9
+        )
         assert math.prod(f.value for f in d.parts_of_acceptance) == pytest.approx(
-            d.factors[1].value, rel=1e-9)
+            d.factors[1].value, rel=1e-9
+        )
         # The table's speedup is the same estimate over the same passes.
-        assert 1 + comparison.speedups[d.arm].delta == pytest.approx(d.measured.value,
-                                                                     rel=1e-9)
+        assert 1 + comparison.speedups[d.arm].delta == pytest.approx(d.measured.value, rel=1e-9)
         # Raw figures, unclamped (with one short pass per launch, a verification forward can
         # time below a plain one: launch noise, which the interval of more rounds carries).
         assert all(v > 0 for k_, v in d.raw.items() if not k_.startswith("rest"))
         assert 0 <= d.alpha <= 1 and d.acceptance_length >= 1
         printed = printed_decomposition(run.stdout, d.arm)
-        product = math.prod(printed[label] for label in (
-            "ideal: k + 1 tokens per step", "acceptance", "draft cost", "verification cost",
-            "other overhead"))
+        product = math.prod(
+            printed[label]
+            for label in (
+                "ideal: k + 1 tokens per step",
+                "acceptance",
+                "draft cost",
+                "verification cost",
+                "other overhead",
+            )
+        )
         assert product == pytest.approx(printed["= measured speedup"], rel=0.005), printed
 
 
@@ -616,10 +711,20 @@ def eagle_speedup(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     Spec-Bench fixture (12 prompts in 3 categories, loaded through vLLM's SpecBench too)."""
     tmp = tmp_path_factory.mktemp("eagle-speedup")
     data = _scenario("cpu-eagle-tp2-argmax.yaml")
-    data.update(name="eagle-speedup", rounds=1, repeats=2, warmup=4, engine=EAGER, variants={
-        "eagle": {"baseline": True}, "nospec": {"speculative_config": "none"}})
-    data["workload"] = {"kind": "spec_bench", "num_prompts": 12, "max_tokens": 16,
-                        "path": str(ROOT / "tests/fixtures/datasets/spec_bench_question.jsonl")}
+    data.update(
+        name="eagle-speedup",
+        rounds=1,
+        repeats=2,
+        warmup=4,
+        engine=EAGER,
+        variants={"eagle": {"baseline": True}, "nospec": {"speculative_config": "none"}},
+    )
+    data["workload"] = {
+        "kind": "spec_bench",
+        "num_prompts": 12,
+        "max_tokens": 16,
+        "path": str(ROOT / "tests/fixtures/datasets/spec_bench_question.jsonl"),
+    }
     path = tmp / "eagle-speedup.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return run_cli(path, tmp / "results", "eagle-speedup")
@@ -649,6 +754,6 @@ def test_a_spec_bench_file_gets_a_per_category_table(eagle_speedup: CliRun) -> N
         assert rows["acceptance_length"].baseline > 1  # EAGLE's; the candidate has none
         assert math.isnan(rows["acceptance_length"].candidate)
         assert rows["output_rate"].baseline > 0 and rows["output_rate"].candidate > 0
-    table = run.stdout[run.stdout.index("Per category"):]
+    table = run.stdout[run.stdout.index("Per category") :]
     assert "math_reasoning (4)" in table and "Output rate (tok/s per request)" in table
     assert "Acceptance length" in table and "—" in table

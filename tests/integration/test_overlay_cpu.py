@@ -40,8 +40,13 @@ def shipped(name: str, tmp: Path, run_id: str, **changes: Any) -> CliRun:
 
 @pytest.fixture(scope="module")
 def medusa_overlay(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return shipped("cpu-medusa-overlay.yaml", tmp_path_factory.mktemp("ov-medusa"),
-                   "ov-medusa", repeats=4, warmup=8)
+    return shipped(
+        "cpu-medusa-overlay.yaml",
+        tmp_path_factory.mktemp("ov-medusa"),
+        "ov-medusa",
+        repeats=4,
+        warmup=8,
+    )
 
 
 def overlay_reports(run: CliRun) -> list[tuple[str, list[Any]]]:
@@ -51,8 +56,7 @@ def overlay_reports(run: CliRun) -> list[tuple[str, list[Any]]]:
         assert record.result is not None
         for p in record.result.passes:
             assert p.arm is not None
-            out.append((p.arm, [r for r in p.impl_reports or []
-                                if r.implementation == "overlay"]))
+            out.append((p.arm, [r for r in p.impl_reports or [] if r.implementation == "overlay"]))
     return out
 
 
@@ -83,37 +87,57 @@ def test_seed_000_overlay_keeps_outputs_and_says_what_ran(medusa_overlay: CliRun
     table = (run.results.path / "table.md").read_text()
     diff = DIFFS / "medusa-propose-tolist.diff"
     sha = hashlib.sha256(diff.read_bytes()).hexdigest()
-    assert (f"baseline: overlay: 1 function (MedusaProposer.propose) from "
-            f"medusa-propose-tolist.diff (sha256 {sha[:12]})") in table
+    assert (
+        f"baseline: overlay: 1 function (MedusaProposer.propose) from "
+        f"medusa-propose-tolist.diff (sha256 {sha[:12]})"
+    ) in table
     assert f"workers ran: overlay:optimized -> {PROPOSE}" in table
     # The record keeps the change's identity and the classification.
     manifest = json.loads((run.results.path / "manifest.json").read_text())
     overlay = manifest["plan"]["runs"][0]["overlay"]
     assert overlay["arms"][0]["change"]["sha256"] == sha
     assert manifest["plan"]["overlays"]["baseline"] == [
-        "vllm/v1/spec_decode/medusa.py: MedusaProposer.propose: body changed"]
+        "vllm/v1/spec_decode/medusa.py: MedusaProposer.propose: body changed"
+    ]
 
 
 def test_a_change_off_the_scenarios_path_is_refused_before_measuring_naming_it(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     # The EAGLE proposer's _greedy_sample never runs in a Medusa engine: the check after the
     # warm-up says so before the first measured block, not after the run.
-    run = shipped("cpu-medusa-overlay.yaml", tmp_path_factory.mktemp("ov-off"), "ov-off",
-                  repeats=2, warmup=4, variants={
-                      "baseline": {"baseline": True},
-                      "branch": {"diff": str(DIFFS / "eagle-local-argmax.diff")}})
+    run = shipped(
+        "cpu-medusa-overlay.yaml",
+        tmp_path_factory.mktemp("ov-off"),
+        "ov-off",
+        repeats=2,
+        warmup=4,
+        variants={
+            "baseline": {"baseline": True},
+            "branch": {"diff": str(DIFFS / "eagle-local-argmax.diff")},
+        },
+    )
     assert run.returncode == ExitCode.RUN_FAILED, run.stderr[-3000:]
-    assert ("overlay refused before the first measured block: overlay ran 0 times: "
-            "SpecDecodeBaseProposer._greedy_sample (vllm.v1.spec_decode.llm_base_proposer): "
-            "your change is not on this scenario's path") in " ".join(run.stdout.split())
+    assert (
+        "overlay refused before the first measured block: overlay ran 0 times: "
+        "SpecDecodeBaseProposer._greedy_sample (vllm.v1.spec_decode.llm_base_proposer): "
+        "your change is not on this scenario's path"
+    ) in " ".join(run.stdout.split())
     (record,) = run.results.runs
     assert record.result is not None and record.result.passes == []
 
 
 def test_eagle_argmax_branch_at_tp2_is_proven_on_both_ranks(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    run = shipped("cpu-eagle-tp2-overlay.yaml", tmp_path_factory.mktemp("ov-eagle"),
-                  "ov-eagle", repeats=2, warmup=4, engine={"enforce_eager": True})
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run = shipped(
+        "cpu-eagle-tp2-overlay.yaml",
+        tmp_path_factory.mktemp("ov-eagle"),
+        "ov-eagle",
+        repeats=2,
+        warmup=4,
+        engine={"enforce_eager": True},
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     passes = overlay_reports(run)
     assert {arm for arm, _ in passes} == {"baseline", "local-argmax"}

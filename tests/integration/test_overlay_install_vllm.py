@@ -18,8 +18,11 @@ from harness.plan.diffs import read_diff
 from harness.plan.overlay import Overlays
 from tests.unit.test_overlay_classify import EXPECTED, FIXTURES, ROOT, classified
 
-pytestmark = [pytest.mark.integration, pytest.mark.engine_free,  # vLLM imported, no engine
-              pytest.mark.skipif(ROOT is None, reason="no vLLM installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.engine_free,  # vLLM imported, no engine
+    pytest.mark.skipif(ROOT is None, reason="no vLLM installed"),
+]
 
 OVERLAYABLE = sorted(n for n, e in EXPECTED.items() if e.get("overlayable"))
 
@@ -57,8 +60,7 @@ def vllm_imported() -> None:
     for name in OVERLAYABLE:
         for f in read_diff(FIXTURES / name, ROOT).files:
             if f.path.endswith(".py") and f.old is not None and f.new is not None:
-                modules.add(f.path.removesuffix(".py").replace("/", ".")
-                            .removesuffix(".__init__"))
+                modules.add(f.path.removesuffix(".py").replace("/", ".").removesuffix(".__init__"))
     for module in sorted(modules):
         importlib.import_module(module)
     assert "vllm" in sys.modules
@@ -72,6 +74,9 @@ def test_a_planned_overlay_installs_with_real_vllm(name: str) -> None:
     assert got.overlayable
     if not got.code:
         return  # an A/A (comments only): nothing to install
-    spec = json.loads(Overlays(Path(ROOT), {"branch": got}, compiled=False)
-                      .spec(["base", "branch"], active="base").model_dump_json())
+    spec = json.loads(
+        Overlays(Path(ROOT), {"branch": got}, compiled=False)
+        .spec(["base", "branch"], active="base")
+        .model_dump_json()
+    )
     assert _install_in_a_fork(spec) is None, name

@@ -35,8 +35,9 @@ ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'"
 def _cluster() -> Any:
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     return cluster
@@ -49,11 +50,18 @@ def cluster() -> Iterator[Any]:
     c.shutdown()
 
 
-def _cli(*args: str, env: dict[str, str] | None = None,
-         timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, **(env or {})})
+def _cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _medusa(tmp: Path) -> Path:
@@ -67,12 +75,18 @@ def _medusa(tmp: Path) -> Path:
 
 def _fakes(tmp: Path, modes: dict[str, str], rounds: int = 1, timeout_s: float = 60) -> Path:
     data: dict[str, Any] = {
-        "name": "ray-faults", "model": str(fake_model(tmp)), "batch_size": 2,
+        "name": "ray-faults",
+        "model": str(fake_model(tmp)),
+        "batch_size": 2,
         "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
-        "warmup": 0, "repeats": 2, "rounds": rounds, "timeout_s": timeout_s,
-        "variants": {name: {"baseline": i == 0,
-                            "env": {"FAKE_MODE": mode, "FAKE_PID_DIR": str(tmp)}}
-                     for i, (name, mode) in enumerate(modes.items())},
+        "warmup": 0,
+        "repeats": 2,
+        "rounds": rounds,
+        "timeout_s": timeout_s,
+        "variants": {
+            name: {"baseline": i == 0, "env": {"FAKE_MODE": mode, "FAKE_PID_DIR": str(tmp)}}
+            for i, (name, mode) in enumerate(modes.items())
+        },
     }
     path = tmp / "fakes.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -98,8 +112,18 @@ def test_medusa_through_ray_matches_the_local_executor(cluster: Any, tmp_path: P
     scenario = _medusa(tmp_path)
     local = _cli("run", str(scenario), "--results-dir", str(tmp_path / "local"), "--run-id", "l")
     assert local.returncode == 0, local.stderr
-    remote = _cli("run", str(scenario), "--results-dir", str(tmp_path / "ray"), "--run-id", "r",
-                  "--executor", "ray", "--address", cluster.address)
+    remote = _cli(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "ray"),
+        "--run-id",
+        "r",
+        "--executor",
+        "ray",
+        "--address",
+        cluster.address,
+    )
     assert remote.returncode == 0, remote.stderr
     assert "Ray: 2 node(s)" in remote.stderr
     a, b = load_run(tmp_path / "local" / "l"), load_run(tmp_path / "ray" / "r")
@@ -115,17 +139,28 @@ def test_medusa_through_ray_matches_the_local_executor(cluster: Any, tmp_path: P
     (local_record,) = a.runs
     assert record.result is not None and local_record.result is not None
     outputs = [[r.output_token_ids for r in p.requests] for p in record.result.passes]
-    assert outputs == [[r.output_token_ids for r in p.requests]
-                       for p in local_record.result.passes]
+    assert outputs == [[r.output_token_ids for r in p.requests] for p in local_record.result.passes]
     assert not compare_run(b).unproven
     assert (tmp_path / "ray" / "r" / "logs" / f"{record.run_key}.log").stat().st_size > 1000
 
 
 def test_pinned_arms_share_a_node(cluster: Any, tmp_path: Path) -> None:
     scenario = _fakes(tmp_path, {"a": "ok", "b": "ok"}, rounds=2)
-    result = _cli("run", str(scenario), "--results-dir", str(tmp_path / "results"), "--run-id",
-                  "p", "--executor", "ray", "--address", cluster.address, "--pin", "node",
-                  env=FAKE_ENV)
+    result = _cli(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "p",
+        "--executor",
+        "ray",
+        "--address",
+        cluster.address,
+        "--pin",
+        "node",
+        env=FAKE_ENV,
+    )
     assert result.returncode == 0, result.stderr
     runs = load_run(tmp_path / "results" / "p").runs
     assert len(runs) == 4 and all(r.status == "ok" for r in runs)
@@ -134,8 +169,19 @@ def test_pinned_arms_share_a_node(cluster: Any, tmp_path: Path) -> None:
 
 def test_unlike_nodes_are_refused_unless_forced(cluster: Any, tmp_path: Path) -> None:
     scenario = _fakes(tmp_path, {"a": "ok", "b": "ok"})
-    result = _cli("run", str(scenario), "--results-dir", str(tmp_path / "results"), "--run-id",
-                  "u", "--executor", "ray", "--address", cluster.address, env=FAKE_ENV)
+    result = _cli(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "u",
+        "--executor",
+        "ray",
+        "--address",
+        cluster.address,
+        env=FAKE_ENV,
+    )
     assert result.returncode == 0, result.stderr
     run = tmp_path / "results" / "u"
     for file in (run / "runs").glob("*.json"):  # as if arm b had run on another CPU model
@@ -150,14 +196,30 @@ def test_unlike_nodes_are_refused_unless_forced(cluster: Any, tmp_path: Path) ->
     assert forced.returncode == 0 and "compared anyway: a vs b" in forced.stdout
 
 
-def _hanging_run(tmp: Path, address: str, run_id: str, timeout_s: float = 60,
-                 ) -> subprocess.Popen[str]:
+def _hanging_run(
+    tmp: Path,
+    address: str,
+    run_id: str,
+    timeout_s: float = 60,
+) -> subprocess.Popen[str]:
     """`specbench run` through Ray of two fake launches that hang, one per node."""
     scenario = _fakes(tmp, {"a": "hang", "b": "hang"}, timeout_s=timeout_s)
     return start_specbench(
-        "run", str(scenario), "--results-dir", str(tmp / "results"), "--run-id", run_id,
-        "--executor", "ray", "--address", address, env={**os.environ, **FAKE_ENV},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp / "results"),
+        "--run-id",
+        run_id,
+        "--executor",
+        "ray",
+        "--address",
+        address,
+        env={**os.environ, **FAKE_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _none_left(tmp: Path) -> None:
@@ -211,17 +273,40 @@ def test_refused_before_any_run_folder(cluster: Any, tmp_path: Path) -> None:
     """No cluster at the address, or a launch no node can hold: one line, nothing written."""
     scenario = _fakes(tmp_path, {"a": "ok", "b": "ok"})
     results = tmp_path / "results"
-    nobody = _cli("run", str(scenario), "--results-dir", str(results), "--executor", "ray",
-                  "--address", "127.0.0.1:1", env=FAKE_ENV, timeout=60)
+    nobody = _cli(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(results),
+        "--executor",
+        "ray",
+        "--address",
+        "127.0.0.1:1",
+        env=FAKE_ENV,
+        timeout=60,
+    )
     assert nobody.returncode == 2, nobody.stderr
-    assert nobody.stderr.strip() == ("specbench: error: --address 127.0.0.1:1: no Ray cluster "
-                                     "answers there (Connection refused)")
+    assert nobody.stderr.strip() == (
+        "specbench: error: --address 127.0.0.1:1: no Ray cluster answers there (Connection refused)"
+    )
     data = yaml.safe_load(scenario.read_text())
     data["tensor_parallel_size"] = 2  # 2 CPUs on one node; each node has 1
     scenario.write_text(yaml.safe_dump(data))
-    too_big = _cli("run", str(scenario), "--results-dir", str(results), "--executor", "ray",
-                   "--address", cluster.address, env=FAKE_ENV, timeout=120)
+    too_big = _cli(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(results),
+        "--executor",
+        "ray",
+        "--address",
+        cluster.address,
+        env=FAKE_ENV,
+        timeout=120,
+    )
     assert too_big.returncode == 3, too_big.stderr
-    assert "needs 2 CPU, 0 GPU on one node; the Ray cluster's nodes have 1 CPU, 0 GPU; " \
+    assert (
+        "needs 2 CPU, 0 GPU on one node; the Ray cluster's nodes have 1 CPU, 0 GPU; "
         "1 CPU, 0 GPU" in too_big.stderr
+    )
     assert not results.exists() or not any(results.iterdir())

@@ -42,9 +42,17 @@ from tests.integration.test_offline_cpu import (
 pytestmark = pytest.mark.integration
 
 SERVE_SCENARIO = "cpu-eagle-tp2-argmax-serve.yaml"
-PR_ROWS = ("Output throughput (tok/s)", "Total throughput (tok/s)", "Request throughput (req/s)",
-           "Acceptance rate (%)", "Mean acceptance length", "Mean TPOT (ms)", "Mean ITL (ms)",
-           "Mean TTFT (ms)", "Mean E2EL (ms)")
+PR_ROWS = (
+    "Output throughput (tok/s)",
+    "Total throughput (tok/s)",
+    "Request throughput (req/s)",
+    "Acceptance rate (%)",
+    "Mean acceptance length",
+    "Mean TPOT (ms)",
+    "Mean ITL (ms)",
+    "Mean TTFT (ms)",
+    "Mean E2EL (ms)",
+)
 
 
 SLO_TTFT_MS = 150.0
@@ -124,8 +132,11 @@ def test_goodput_and_slo_attainment_rows_are_vllms_definition(serve_run: CliRun)
     table = (serve_run.results.path / "table.md").read_text()
     assert "| Goodput (req/s) |" in table and "| SLO attainment (%) |" in table
     passes, requests = serve_run.results.passes, serve_run.results.requests
-    good = (requests.assign(good=requests["ttft_ms"] <= SLO_TTFT_MS)
-            .groupby(["run_key", "repeat"])["good"].agg(["sum", "size"]))
+    good = (
+        requests.assign(good=requests["ttft_ms"] <= SLO_TTFT_MS)
+        .groupby(["run_key", "repeat"])["good"]
+        .agg(["sum", "size"])
+    )
     merged = passes.set_index(["run_key", "repeat"]).join(good)
     assert (merged["goodput"] - merged["sum"] / merged["duration_s"]).abs().max() < 1e-9
     assert (merged["slo_attainment"] - 100 * merged["sum"] / merged["size"]).abs().max() < 1e-9
@@ -190,14 +201,19 @@ def test_serve_switch_ran_both_paths_in_both_tp_ranks(serve_run: CliRun) -> None
     assert local is not None and local.fraction == 1.0
     # The server's two TP ranks reported one platform (V1, no CUDA graphs, on this CPU).
     good = [r for r in serve_run.results.runs if r.status == "ok"]
-    assert good and all(r.result is not None and r.result.platform is not None
-                        and r.result.platform.runner == "V1"
-                        and r.result.platform.cudagraph_mode == "NONE" for r in good)
+    assert good and all(
+        r.result is not None
+        and r.result.platform is not None
+        and r.result.platform.runner == "V1"
+        and r.result.platform.cudagraph_mode == "NONE"
+        for r in good
+    )
     assert comparison.platform is not None and comparison.platform.startswith("runner V1")
 
 
-def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun,
-                                                         faults_run: CliRun) -> None:
+def test_server_logs_are_kept_and_servers_stopped_cleanly(
+    serve_run: CliRun, faults_run: CliRun
+) -> None:
     runs = serve_run.results.runs + faults_run.results.runs
     for run in runs:
         assert run.server_log_file is not None
@@ -209,8 +225,11 @@ def test_server_logs_are_kept_and_servers_stopped_cleanly(serve_run: CliRun,
             assert server.url.startswith("http://127.0.0.1:") and not server.died
             assert server.exit_code == 0  # SIGTERM: vLLM shut its engine down cleanly
             assert server.healthy_after_s is not None and server.healthy_after_s > 0
-    worker_sessions = {r.result.worker_pid for r in runs
-                       if r.result is not None and r.result.worker_pid is not None}
+    worker_sessions = {
+        r.result.worker_pid
+        for r in runs
+        if r.result is not None and r.result.worker_pid is not None
+    }
     assert len(worker_sessions) == 3
     assert processes_in(worker_sessions) == []
 
@@ -239,8 +258,17 @@ def _tp1_scenario(tmp_path: Path, name: str) -> Path:
 def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> None:
     path = _tp1_scenario(tmp_path, "serve-sigint")
     results = tmp_path / "results"
-    proc = start_specbench("run", str(path), "--results-dir", str(results), "--run-id", "r",
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_specbench(
+        "run",
+        str(path),
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "r",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 240
         # Interrupt once vLLM's engine core exists: the hardest moment to leave nothing behind.
@@ -262,12 +290,18 @@ def test_sigint_stops_the_server_and_keeps_partial_results(tmp_path: Path) -> No
     loaded = load_run(results / "r")
     assert loaded.manifest["status"] == "interrupted"
     assert [(r.run_key, r.status) for r in loaded.runs] == [
-        ("baseline+local-argmax.r0", "interrupted")]
+        ("baseline+local-argmax.r0", "interrupted")
+    ]
     record = loaded.runs[0]
     assert record.server_log_file is not None
     assert (loaded.path / record.server_log_file).read_text().strip()
-    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(loaded.path)],
-                            capture_output=True, text=True, cwd=ROOT, check=False)
+    report = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(loaded.path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     assert "Traceback" not in report.stderr
     assert "interrupted" in (report.stdout + report.stderr)
 

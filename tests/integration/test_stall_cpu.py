@@ -26,12 +26,16 @@ pytestmark = pytest.mark.integration
 def _scenario(tmp_path: Path) -> Path:
     data: dict[str, Any] = yaml.safe_load((SCENARIOS / "cpu-medusa-proposer.yaml").read_text())
     data.pop("precision")
-    data.update(name="stall", repeats=3, warmup=4, variants={
-        "baseline": {"baseline": True},
-        # 4 warm-up requests, then passes of 4: request 9 opens measured pass 2.
-        "hangs": {"patch": "tests.patches.hang_engine_core:install",
-                  "env": {HANG_AT_ENV: "9"}},
-    })
+    data.update(
+        name="stall",
+        repeats=3,
+        warmup=4,
+        variants={
+            "baseline": {"baseline": True},
+            # 4 warm-up requests, then passes of 4: request 9 opens measured pass 2.
+            "hangs": {"patch": "tests.patches.hang_engine_core:install", "env": {HANG_AT_ENV: "9"}},
+        },
+    )
     data["workload"].update(num_prompts=4, max_tokens=16)
     path = tmp_path / "stall.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -41,10 +45,23 @@ def _scenario(tmp_path: Path) -> Path:
 def test_a_worker_stuck_in_a_function_is_named_and_ended(tmp_path: Path) -> None:
     results = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(_scenario(tmp_path)),
-         "--results-dir", str(results), "--run-id", "r"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=fault_env({STALL_BOUNDS_ENV: "PASS_STALL_FLOOR_S=5"}))
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(_scenario(tmp_path)),
+            "--results-dir",
+            str(results),
+            "--run-id",
+            "r",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=fault_env({STALL_BOUNDS_ENV: "PASS_STALL_FLOOR_S=5"}),
+    )
     sessions: set[int] = set()
     try:
         deadline = time.monotonic() + 600

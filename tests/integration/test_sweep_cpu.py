@@ -37,8 +37,14 @@ def _scenario(tmp_path: Path) -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +52,17 @@ def interrupted_then_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[s
     tmp = tmp_path_factory.mktemp("sweep")
     scenario, results = _scenario(tmp), tmp / "results"
     run_dir = results / "s"
-    proc = start_specbench("run", str(scenario), "--results-dir", str(results), "--run-id", "s",
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_specbench(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "s",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Wait for the first cell's record and the second cell's worker, then interrupt.
         deadline = time.time() + 400
@@ -70,12 +85,19 @@ def interrupted_then_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[s
     stopped = load_run(run_dir)
     stopped_sweep = compare_sweep(stopped)
     resumed = _cli("run", "--resume", str(run_dir), "--results-dir", str(results))
-    return {"run_dir": run_dir, "interrupt": (proc.returncode, err), "kept": kept,
-            "stopped": stopped, "stopped_sweep": stopped_sweep, "resumed": resumed}
+    return {
+        "run_dir": run_dir,
+        "interrupt": (proc.returncode, err),
+        "kept": kept,
+        "stopped": stopped,
+        "stopped_sweep": stopped_sweep,
+        "resumed": resumed,
+    }
 
 
-def test_interrupted_sweep_keeps_the_finished_cell(interrupted_then_resumed: dict[str, Any],
-                                                  ) -> None:
+def test_interrupted_sweep_keeps_the_finished_cell(
+    interrupted_then_resumed: dict[str, Any],
+) -> None:
     code, err = interrupted_then_resumed["interrupt"]
     assert code == 130, err
     stopped = interrupted_then_resumed["stopped"]
@@ -102,11 +124,14 @@ def test_resume_finishes_without_repeating(interrupted_then_resumed: dict[str, A
         if record["status"] == "ok":  # the finished launch, byte for byte
             assert (run_dir / "runs" / name).read_bytes() == content
         else:  # the interrupted one was run again; its record kept aside
-            assert [p.name.split(".")[0] for p in (run_dir / "superseded").iterdir()] == \
-                [name.split(".")[0]]
+            assert [p.name.split(".")[0] for p in (run_dir / "superseded").iterdir()] == [
+                name.split(".")[0]
+            ]
     # Every record names its cell and the cell's values.
-    assert {(r.cell, r.cell_values["batch_size"]) for r in results.runs if r.cell_values} == \
-        {("c00", 2), ("c01", 8)}
+    assert {(r.cell, r.cell_values["batch_size"]) for r in results.runs if r.cell_values} == {
+        ("c00", 2),
+        ("c01", 8),
+    }
 
 
 def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
@@ -123,8 +148,12 @@ def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
     assert tput["batch_size"].tolist() == [2, 8] and tput["delta"].notna().all()
     passes = pd.read_parquet(run_dir / "passes.parquet")
     assert set(passes["cell"]) == {"c00", "c01"}
-    for name in ("delta_vs_batch_size", "throughput_over_time", "latency_cdf_tpot",
-                 "acceptance_per_position"):
+    for name in (
+        "delta_vs_batch_size",
+        "throughput_over_time",
+        "latency_cdf_tpot",
+        "acceptance_per_position",
+    ):
         assert (run_dir / "figures" / f"{name}.png").stat().st_size > 5000
     sweep = compare_sweep(load_run(run_dir))
     (line,) = sweep.break_even

@@ -24,20 +24,27 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def v2_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return run_cli(SCENARIOS / "cpu-v2-eagle-argmax.yaml",
-                   tmp_path_factory.mktemp("v2") / "results", "v2")
+    return run_cli(
+        SCENARIOS / "cpu-v2-eagle-argmax.yaml", tmp_path_factory.mktemp("v2") / "results", "v2"
+    )
 
 
 @pytest.fixture(scope="module")
 def v2_overlay(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return run_cli(SCENARIOS / "cpu-v2-overlay.yaml",
-                   tmp_path_factory.mktemp("v2overlay") / "results", "v2overlay")
+    return run_cli(
+        SCENARIOS / "cpu-v2-overlay.yaml",
+        tmp_path_factory.mktemp("v2overlay") / "results",
+        "v2overlay",
+    )
 
 
 @pytest.fixture(scope="module")
 def v2_handoff(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    return run_cli(SCENARIOS / "cpu-v2-draft-handoff.yaml",
-                   tmp_path_factory.mktemp("v2handoff") / "results", "v2handoff")
+    return run_cli(
+        SCENARIOS / "cpu-v2-draft-handoff.yaml",
+        tmp_path_factory.mktemp("v2handoff") / "results",
+        "v2handoff",
+    )
 
 
 def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliRun) -> None:
@@ -71,8 +78,12 @@ def test_the_table_says_v2_interpreter_and_has_the_step_rows(v2_run: CliRun) -> 
     out = v2_run.stdout
     assert "platform: runner V2 (CPUModelRunner" in out
     assert "Triton kernels in Triton's interpreter (code paths only" in out
-    for row in ("Draft time per step (ms)", "Verification forward per step (ms)",
-                "Rest of the step (ms)", "Engine steps per pass"):
+    for row in (
+        "Draft time per step (ms)",
+        "Verification forward per step (ms)",
+        "Rest of the step (ms)",
+        "Engine steps per pass",
+    ):
         assert row in out, row
     assert "workers ran: tp-argmax-reduction:baseline -> eagle.full_logits_argmax" in out
     assert "workers ran: tp-argmax-reduction:optimized -> eagle.local_argmax" in out
@@ -81,8 +92,14 @@ def test_the_table_says_v2_interpreter_and_has_the_step_rows(v2_run: CliRun) -> 
 
 def test_no_gate_or_history_reads_an_interpreted_run(v2_run: CliRun) -> None:
     folder = v2_run.results.path
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "gate", str(folder)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "gate", str(folder)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2 and "no gate judges them" in out.stderr, out.stderr
     frame = history(Path(folder).parent)
     assert frame.empty or v2_run.results.run_id not in set(frame["run_id"])
@@ -101,8 +118,9 @@ def test_a_diff_of_v2s_speculator_is_overlaid_and_proven_per_pass(v2_overlay: Cl
         [rep] = p.impl_reports
         assert (rep.implementation, rep.choice) == ("overlay", p.arm)
         assert set(rep.paths) == {key} and rep.paths[key] > 0 and rep.matches_choice
-    assert ("branch: overlay: 1 function (DraftModelSpeculator.sample_draft) from "
-            "v2-draft-argmax.diff") in v2_overlay.stdout
+    assert (
+        "branch: overlay: 1 function (DraftModelSpeculator.sample_draft) from v2-draft-argmax.diff"
+    ) in v2_overlay.stdout
     assert f"workers ran: overlay:branch -> {key}" in v2_overlay.stdout
     assert not compare_run(v2_overlay.results).unproven
 

@@ -20,12 +20,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.engine_free]  # vLLM imported
 
 def test_shipped_argument_description_is_the_installed_vllms(tmp_path: Path) -> None:
     out = tmp_path / "args.json"
-    subprocess.run([sys.executable, "-m", "harness.engine.argspec", str(out)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "harness.engine.argspec", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     fresh = json.loads(out.read_text())
     shipped = json.loads(description_path(fresh["vllm_version"]).read_text())
-    assert shipped == fresh, ("regenerate it: python -m harness.engine.argspec "
-                              f"harness/data/vllm-args-{fresh['vllm_version']}.json")
+    assert shipped == fresh, (
+        "regenerate it: python -m harness.engine.argspec "
+        f"harness/data/vllm-args-{fresh['vllm_version']}.json"
+    )
     assert fresh["engine_args"]["enforce_eager"] == {"kinds": ["bool"]}
     assert "bfloat16" in fresh["engine_args"]["dtype"]["choices"]
 
@@ -77,9 +83,20 @@ print(json.dumps(out))
 """
     from tests.conftest import ROOT
 
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests/fixtures/datasets"),
-                           str(tmp_path / "bad.jsonl")], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(ROOT / "tests/fixtures/datasets"),
+            str(tmp_path / "bad.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for kind in ("spec_bench", "speed_bench"):

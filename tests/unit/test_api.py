@@ -34,8 +34,7 @@ def test_load_compare_and_table_match_the_library(tmp_path: Path) -> None:
     # Against another run: the crossrun comparison, candidate first as the CLI names them.
     other = api.compare(folder, against=FIXTURES / "cpu-medusa-small")
     assert isinstance(other, api.Comparison)
-    assert _rows(other) == _rows(compare_runs(api.load_run(FIXTURES / "cpu-medusa-small"),
-                                              run))
+    assert _rows(other) == _rows(compare_runs(api.load_run(FIXTURES / "cpu-medusa-small"), run))
 
 
 def test_gate_and_history(tmp_path: Path) -> None:
@@ -43,8 +42,9 @@ def test_gate_and_history(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "cpu-medusa-small", folder)
     comparison, result = api.gate(folder)
     _, expected = gate_run(folder)
-    assert [(d.check, d.verdict) for d in result.decisions] == \
-        [(d.check, d.verdict) for d in expected.decisions]
+    assert [(d.check, d.verdict) for d in result.decisions] == [
+        (d.check, d.verdict) for d in expected.decisions
+    ]
     assert api.history(tmp_path).empty  # estimates are indexed from a run's report
     write_report(folder, figures=False)
     series = api.history(tmp_path, metric="output_throughput")

@@ -16,8 +16,13 @@ from harness.errors import ScenarioError
 from harness.present.tables import attribution_line
 
 
-def _frame(blocks: int, extra_draft_s: float, extra_outside_s: float, rng: np.random.Generator,
-           noise: float = 0.01) -> pd.DataFrame:
+def _frame(
+    blocks: int,
+    extra_draft_s: float,
+    extra_outside_s: float,
+    rng: np.random.Generator,
+    noise: float = 0.01,
+) -> pd.DataFrame:
     """One engine, ABBA blocks: 50 steps a pass, draft 0.35 ms, forward 1.1 ms, rest 1.2 ms a
     step, 60 ms outside the steps; the candidate pays `extra_*` seconds a pass more."""
     rows = []
@@ -28,11 +33,22 @@ def _frame(blocks: int, extra_draft_s: float, extra_outside_s: float, rng: np.ra
             forward, rest = 50 * 1.1e-3 * jitter, 50 * 1.2e-3 * jitter
             outside = 0.060 * jitter + (extra_outside_s if arm == "b" else 0.0)
             step = draft + forward + rest
-            rows.append({"variant": arm, "launch": 0, "round": 0, "block": b,
-                         "repeat": 4 * b + i, "output_tokens": 512, "steps": 50,
-                         "draft_s": draft, "forward_s": forward, "step_s": step,
-                         "duration_s": step + outside,
-                         "output_throughput": 512 / (step + outside)})
+            rows.append(
+                {
+                    "variant": arm,
+                    "launch": 0,
+                    "round": 0,
+                    "block": b,
+                    "repeat": 4 * b + i,
+                    "output_tokens": 512,
+                    "steps": 50,
+                    "draft_s": draft,
+                    "forward_s": forward,
+                    "step_s": step,
+                    "duration_s": step + outside,
+                    "output_throughput": 512 / (step + outside),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -56,12 +72,17 @@ def test_a_slower_drafter_is_carried_by_the_draft_part_and_the_parts_add_up() ->
     # The throughput delta the parts add up to is the per-block one, exactly.
     a = frame[frame.variant == "a"].groupby("block")["output_throughput"]
     b = frame[frame.variant == "b"].groupby("block")
-    direct = ((512 / b["duration_s"].mean()) / (512 / frame[frame.variant == "a"].groupby(
-        "block")["duration_s"].mean()) - 1).mean()
+    direct = (
+        (512 / b["duration_s"].mean())
+        / (512 / frame[frame.variant == "a"].groupby("block")["duration_s"].mean())
+        - 1
+    ).mean()
     assert math.isclose(found.measured.value, direct, rel_tol=1e-12) and a.ngroups == 30
     line = attribution_line(found)
-    assert line.startswith("Where b's delta comes from (step timer; each part's share of the "
-                           "output-throughput delta, -")
+    assert line.startswith(
+        "Where b's delta comes from (step timer; each part's share of the "
+        "output-throughput delta, -"
+    )
     assert "draft time -1.80% [" in line and line.endswith("carried by the draft time.")
     assert "tokens per pass +0.00% (same in every unit)" in line
 
@@ -116,8 +137,13 @@ def test_component_rows_and_parts_keep_their_rate_under_component_noise() -> Non
         return float(np.mean(hits))
 
     aa = parts_trials(Parts(), 40, 150, seed=11)
-    for key in ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step",
-                "outside_ms_per_pass", "part:draft"):
+    for key in (
+        "draft_ms_per_step",
+        "forward_ms_per_step",
+        "rest_ms_per_step",
+        "outside_ms_per_pass",
+        "part:draft",
+    ):
         assert 0.01 <= rate(aa, key, None) <= 0.09, key
     slower = parts_trials(Parts(draft_effect=0.05), 40, 150, seed=12)
     extra = 53 * 0.35 * math.expm1(0.05)
@@ -126,39 +152,58 @@ def test_component_rows_and_parts_keep_their_rate_under_component_noise() -> Non
     assert rate(slower, "forward_ms_per_step", 0.0) >= 0.90
 
 
-@pytest.mark.parametrize(("change", "says"), [
-    ({"precision": {"mde": 0.01, "metric": "draft_ms"}},
-     "precision.metric: unknown metric 'draft_ms' (known: output_throughput"),
-    ({"precision": {"mde": 0.01, "metric": "draft_ms_per_step"}, "step_times": False},
-     "step_times: precision.metric draft_ms_per_step is read from the step timer; set "
-     "step_times: true"),
-    ({"gates": {"metrics": {"draft_ms_per_step": 0.05}}, "step_times": False},
-     "step_times: draft_ms_per_step is read from the step timer"),
-    ({"precision": {"until": "gates", "metric": "draft_ms_per_step"}, "step_times": True},
-     "metric: until: gates targets every gated metric"),
-    ({"primary_metric": "draft_ms_per_step", "step_times": True},
-     "primary_metric: unknown metric 'draft_ms_per_step'"),
-])
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            {"precision": {"mde": 0.01, "metric": "draft_ms"}},
+            "precision.metric: unknown metric 'draft_ms' (known: output_throughput",
+        ),
+        (
+            {"precision": {"mde": 0.01, "metric": "draft_ms_per_step"}, "step_times": False},
+            "step_times: precision.metric draft_ms_per_step is read from the step timer; set "
+            "step_times: true",
+        ),
+        (
+            {"gates": {"metrics": {"draft_ms_per_step": 0.05}}, "step_times": False},
+            "step_times: draft_ms_per_step is read from the step timer",
+        ),
+        (
+            {"precision": {"until": "gates", "metric": "draft_ms_per_step"}, "step_times": True},
+            "metric: until: gates targets every gated metric",
+        ),
+        (
+            {"primary_metric": "draft_ms_per_step", "step_times": True},
+            "primary_metric: unknown metric 'draft_ms_per_step'",
+        ),
+    ],
+)
 def test_a_part_as_precision_target_or_gate_is_checked_before_any_engine(
-        scenario_data: dict[str, Any], change: dict[str, Any], says: str) -> None:
+    scenario_data: dict[str, Any], change: dict[str, Any], says: str
+) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario({**scenario_data, **change, "design": "one-engine"}, "s.yaml")
     assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
 def test_a_part_is_a_precision_target_and_a_gate_with_step_times(
-        scenario_data: dict[str, Any]) -> None:
-    data = {**scenario_data, "step_times": True,
-            "precision": {"mde": 0.01, "metric": "draft_ms_per_step"},
-            "gates": {"metrics": {"draft_ms_per_step": 0.05, "output_throughput": 0.02}}}
+    scenario_data: dict[str, Any],
+) -> None:
+    data = {
+        **scenario_data,
+        "step_times": True,
+        "precision": {"mde": 0.01, "metric": "draft_ms_per_step"},
+        "gates": {"metrics": {"draft_ms_per_step": 0.05, "output_throughput": 0.02}},
+    }
     scenario = parse_scenario(data, "s.yaml")
     assert scenario.precision is not None and scenario.precision.metric == "draft_ms_per_step"
     # The default target hashes as before the field existed (stored runs stay comparable).
     plain = {**scenario_data, "precision": {"mde": 0.01}}
     named = {**scenario_data, "precision": {"mde": 0.01, "metric": "output_throughput"}}
     assert scenario_hash(parse_scenario(plain)) == scenario_hash(parse_scenario(named))
-    assert scenario_hash(parse_scenario(data)) != scenario_hash(parse_scenario(
-        {**data, "precision": {"mde": 0.01}}))
+    assert scenario_hash(parse_scenario(data)) != scenario_hash(
+        parse_scenario({**data, "precision": {"mde": 0.01}})
+    )
     # --gate targets every gated metric: the single-row target gives way.
     gated = with_precision(scenario, None, None, "s.yaml", until="gates")
     assert gated.precision is not None and gated.precision.until == "gates"
@@ -171,11 +216,18 @@ def test_a_precision_run_on_the_draft_row_stops_there() -> None:
     from harness.config.scenario import Precision
     from testkit.simulate import Parts, parts_trials
 
-    [trial] = parts_trials(Parts(), 20, 1, seed=5, precision=Precision(
-        mde=0.02, metric="draft_ms_per_step", budget_s=1e9))
+    [trial] = parts_trials(
+        Parts(),
+        20,
+        1,
+        seed=5,
+        precision=Precision(mde=0.02, metric="draft_ms_per_step", budget_s=1e9),
+    )
     est = trial["draft_ms_per_step"]
-    assert trial["stopped"].startswith("target reached (draft_ms_per_step MDE <= ±2.00%) "
-                                       f"after {trial['blocks']} blocks: draft_ms_per_step MDE")
+    assert trial["stopped"].startswith(
+        "target reached (draft_ms_per_step MDE <= ±2.00%) "
+        f"after {trial['blocks']} blocks: draft_ms_per_step MDE"
+    )
     assert est.mde is not None and est.mde <= 0.02 and est.units == trial["blocks"]
 
 
@@ -192,17 +244,39 @@ def test_a_gate_on_the_draft_row_fails_a_slower_drafter(tmp_path: Any) -> None:
 
     def stored(name: str, effect: float, seed: int) -> Any:
         launch = PartsLaunch(Parts(draft_effect=effect), np.random.default_rng(seed))
-        passes, _ = drive_shared_launch(shared_run(30, step_times=True), launch.measure,
-                                        None, None, 1, None, log=lambda _m: None,
-                                        warmup=WarmUp(), block_seed=seed)
-        record = RunRecord(run_key="base+opt.r0", variant="base+opt", arms=["base", "opt"],
-                           round=0, order=0, status="ok", wall_s=1.0,
-                           result=WorkerResult(run_key="base+opt.r0", status="ok",
-                                               passes=passes))
-        folder = stored_run(tmp_path, name, [record], {"cpu_model": "x"},
-                            {"base": {"baseline": True}, "opt": {}},
-                            {"step_times": True, "design": "one-engine",
-                             "gates": {"metrics": {"draft_ms_per_step": 0.05}}})
+        passes, _ = drive_shared_launch(
+            shared_run(30, step_times=True),
+            launch.measure,
+            None,
+            None,
+            1,
+            None,
+            log=lambda _m: None,
+            warmup=WarmUp(),
+            block_seed=seed,
+        )
+        record = RunRecord(
+            run_key="base+opt.r0",
+            variant="base+opt",
+            arms=["base", "opt"],
+            round=0,
+            order=0,
+            status="ok",
+            wall_s=1.0,
+            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
+        )
+        folder = stored_run(
+            tmp_path,
+            name,
+            [record],
+            {"cpu_model": "x"},
+            {"base": {"baseline": True}, "opt": {}},
+            {
+                "step_times": True,
+                "design": "one-engine",
+                "gates": {"metrics": {"draft_ms_per_step": 0.05}},
+            },
+        )
         _, manifest = Manifest.read(folder)
         data = manifest.model_dump(mode="json", exclude_unset=True)
         data["plan"] = {"design": "one-engine"}  # as a one-engine run's plan records it
@@ -226,13 +300,25 @@ def _parts_comparison(scenario_data: dict[str, Any]) -> Any:
     from testkit.simulate import Parts, PartsLaunch, shared_run
 
     launch = PartsLaunch(Parts(draft_effect=0.05), np.random.default_rng(9))
-    passes, _ = drive_shared_launch(shared_run(20, step_times=True), launch.measure, None,
-                                    None, 1, None, log=lambda _m: None, warmup=WarmUp(),
-                                    block_seed=9)
+    passes, _ = drive_shared_launch(
+        shared_run(20, step_times=True),
+        launch.measure,
+        None,
+        None,
+        1,
+        None,
+        log=lambda _m: None,
+        warmup=WarmUp(),
+        block_seed=9,
+    )
     records = [run("base+opt", 0, 0, passes)]
-    comparison = compare_records(records, Arms("base", ["opt"], design="one-engine",
-                                               primary_metric="output_throughput"),
-                                 "r", "unit", passes_frame(records))
+    comparison = compare_records(
+        records,
+        Arms("base", ["opt"], design="one-engine", primary_metric="output_throughput"),
+        "r",
+        "unit",
+        passes_frame(records),
+    )
     return comparison
 
 
@@ -250,28 +336,31 @@ def test_a_swaps_part_is_marked_as_the_changes_own_row(scenario_data: dict[str, 
         "the swap medusa-proposer changes it; the on-device proposer still waits for its "
         "drafts once per step, in take_draft_token_ids after the step, outside the timed "
         "draft: the row overstates the change; the throughput and latency rows include the "
-        "wait")
+        "wait"
+    )
     _, rows = table_rows(comparison)
     marked = [r[0] for r in rows if r[0].endswith(" †")]
     assert marked == ["Draft time per step (ms) †"]
     [note] = [n for n in footnotes(comparison) if n.startswith("† ")]
-    assert note.startswith("† opt: Draft time per step (ms) is the part of the step its change "
-                           "lives in (the swap medusa-proposer changes it; the on-device "
-                           "proposer still waits")
+    assert note.startswith(
+        "† opt: Draft time per step (ms) is the part of the step its change "
+        "lives in (the swap medusa-proposer changes it; the on-device "
+        "proposer still waits"
+    )
     assert "include the wait): its delta is the change at its own size, +5." in note
     assert note.endswith("(Output throughput (tok/s) stays the primary metric).")
     assert [r.key for r in cand.rows if r.role == "primary"] == ["output_throughput"]
     # An A/A of one choice changes nothing: no row is its change's own.
     twins = _parts_comparison(scenario_data)
-    same = {"base": {"baseline": True, "implementation": "medusa-proposer:optimized"},
-            "opt": {"implementation": "medusa-proposer:optimized"}}
-    mark_own_parts(twins, parse_scenario({**scenario_data, "step_times": True,
-                                          "variants": same}))
+    same = {
+        "base": {"baseline": True, "implementation": "medusa-proposer:optimized"},
+        "opt": {"implementation": "medusa-proposer:optimized"},
+    }
+    mark_own_parts(twins, parse_scenario({**scenario_data, "step_times": True, "variants": same}))
     assert twins.candidates[0].own_part is None
 
 
-def test_an_overlays_part_comes_from_where_its_functions_run(
-        scenario_data: dict[str, Any]) -> None:
+def test_an_overlays_part_comes_from_where_its_functions_run(scenario_data: dict[str, Any]) -> None:
     from harness.analysis.compare import mark_own_parts
     from harness.config.scenario import part_of_module
     from harness.wire.overlay import ArmOverlay, ChangeIdentity, OverlayCode, OverlaySpec
@@ -283,24 +372,36 @@ def test_an_overlays_part_comes_from_where_its_functions_run(
     assert part_of_module("vllm.model_executor.models.llama") is None
 
     def spec(*modules: str) -> OverlaySpec:
-        code = [OverlayCode(module=m, name="f", kind="function", source="def f(): pass",
-                            line=1, file="x.py") for m in modules]
+        code = [
+            OverlayCode(
+                module=m, name="f", kind="function", source="def f(): pass", line=1, file="x.py"
+            )
+            for m in modules
+        ]
         change = ChangeIdentity(kind="diff", path="x.diff", sha256="0", files=["x.py"])
-        return OverlaySpec(arms=[ArmOverlay(variant="base"),
-                                 ArmOverlay(variant="opt", change=change, code=code)],
-                           functions=[f"{m}:f" for m in modules], active="base",
-                           vllm_location="/x")
+        return OverlaySpec(
+            arms=[ArmOverlay(variant="base"), ArmOverlay(variant="opt", change=change, code=code)],
+            functions=[f"{m}:f" for m in modules],
+            active="base",
+            vllm_location="/x",
+        )
 
-    plain = {**scenario_data, "step_times": True,
-             "variants": {"base": {"baseline": True}, "opt": {}}}
+    plain = {
+        **scenario_data,
+        "step_times": True,
+        "variants": {"base": {"baseline": True}, "opt": {}},
+    }
     comparison = _parts_comparison(scenario_data)
     mark_own_parts(comparison, parse_scenario(plain), spec("vllm.v1.spec_decode.medusa"))
     assert comparison.candidates[0].own_part == "draft_ms_per_step"
     assert comparison.candidates[0].own_part_why == (
-        "its overlay's functions run there (vllm.v1.spec_decode.medusa)")
+        "its overlay's functions run there (vllm.v1.spec_decode.medusa)"
+    )
     # Functions in two parts, or in a module shared by the parts: no one part is named.
-    for modules in (("vllm.v1.spec_decode.medusa", "vllm.v1.sample.rejection_sampler"),
-                    ("vllm.v1.worker.gpu_model_runner",)):
+    for modules in (
+        ("vllm.v1.spec_decode.medusa", "vllm.v1.sample.rejection_sampler"),
+        ("vllm.v1.worker.gpu_model_runner",),
+    ):
         comparison = _parts_comparison(scenario_data)
         mark_own_parts(comparison, parse_scenario(plain), spec(*modules))
         assert comparison.candidates[0].own_part is None, modules
@@ -313,17 +414,34 @@ def test_the_drafter_over_the_forward_leaves_out_what_moves_the_whole_pass() -> 
     from harness.results.metrics import pass_row
     from harness.wire.records import PassRecord, RequestRecord, SpecDecodeCounters, StepTimes
 
-    sd = SpecDecodeCounters(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=10,
-                            accepted_per_pos=[5, 3, 2])
-    request = RequestRecord(index=0, prompt_tokens=4, output_tokens=20, ttft_s=0.1,
-                            e2el_s=1.0, finish_reason="length", output_token_ids=[])
+    sd = SpecDecodeCounters(
+        num_drafts=10, num_draft_tokens=30, num_accepted_tokens=10, accepted_per_pos=[5, 3, 2]
+    )
+    request = RequestRecord(
+        index=0,
+        prompt_tokens=4,
+        output_tokens=20,
+        ttft_s=0.1,
+        e2el_s=1.0,
+        finish_reason="length",
+        output_token_ids=[],
+    )
 
     def row(slow: float, drafter: float, spec: SpecDecodeCounters | None = sd) -> dict:
-        st = StepTimes(steps=50, step_s=0.15 * slow, forward_s=0.05 * slow,
-                       draft_s=0.015 * slow * drafter)
-        return pass_row(PassRecord(repeat=0, started_unix=0.0, duration_s=0.2 * slow,
-                                   workload_hash="w", spec_decode=spec, step_times=st,
-                                   requests=[request]))
+        st = StepTimes(
+            steps=50, step_s=0.15 * slow, forward_s=0.05 * slow, draft_s=0.015 * slow * drafter
+        )
+        return pass_row(
+            PassRecord(
+                repeat=0,
+                started_unix=0.0,
+                duration_s=0.2 * slow,
+                workload_hash="w",
+                spec_decode=spec,
+                step_times=st,
+                requests=[request],
+            )
+        )
 
     assert row(1.0, 1.0)["draft_per_forward"] == pytest.approx(0.3)
     assert row(1.3, 1.0)["draft_per_forward"] == pytest.approx(0.3)
@@ -336,8 +454,13 @@ def test_a_precision_run_on_the_drafter_over_the_forward_stops_there() -> None:
     from harness.config.scenario import Precision
     from testkit.simulate import Parts, parts_trials
 
-    [trial] = parts_trials(Parts(), 20, 1, seed=5, precision=Precision(
-        mde=0.03, metric="draft_per_forward", budget_s=1e9))
+    [trial] = parts_trials(
+        Parts(),
+        20,
+        1,
+        seed=5,
+        precision=Precision(mde=0.03, metric="draft_per_forward", budget_s=1e9),
+    )
     est = trial["draft_per_forward"]
     assert trial["stopped"].startswith("target reached (draft_per_forward MDE <= ±3.00%)")
     assert est.mde is not None and est.mde <= 0.03 and est.units == trial["blocks"]

@@ -47,17 +47,23 @@ def test_root_is_the_installed_release(checkout: tuple[Path, list[str]]) -> None
     assert release_base(dest, version, None) == shas[0]
     assert commit_range(dest, f"v{version}", "main") == shas
     assert len(shas) == 1 + len(EDITS)
-    listed = subprocess.run(["git", "-C", str(dest), "ls-tree", "-r", "--name-only", shas[0]],
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "-C", str(dest), "ls-tree", "-r", "--name-only", shas[0]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert listed == sorted(f"vllm/{f}" for f in FILES)
     for f in FILES:
-        shown = subprocess.run(["git", "-C", str(dest), "show", f"{shas[0]}:vllm/{f}"],
-                               capture_output=True, check=True).stdout
+        shown = subprocess.run(
+            ["git", "-C", str(dest), "show", f"{shas[0]}:vllm/{f}"], capture_output=True, check=True
+        ).stdout
         assert shown == (VLLM / f).read_bytes()
 
 
 def test_every_commit_is_overlayable_and_changes_its_function(
-        checkout: tuple[Path, list[str]], tmp_path: Path) -> None:
+    checkout: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     dest, shas = checkout
     assert VLLM is not None
     cands = commit_diffs(dest, shas[0], shas, tmp_path)
@@ -79,8 +85,12 @@ def test_no_slowdown_and_fewer_commits(tmp_path: Path) -> None:
     assert VLLM is not None
     shas = make_repo(tmp_path / "r", VLLM, slow_commit=None, n_commits=2, slowdown_s=0.25)
     assert len(shas) == 3
-    diff = subprocess.run(["git", "-C", str(tmp_path / "r"), "diff", shas[0], shas[-1]],
-                          capture_output=True, text=True, check=True).stdout
+    diff = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "diff", shas[0], shas[-1]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "settle" not in diff
     with pytest.raises(ValueError, match="slow_commit"):
         make_repo(tmp_path / "s", VLLM, slow_commit=3, n_commits=2)

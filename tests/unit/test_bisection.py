@@ -45,12 +45,23 @@ def test_verdicts() -> None:
     search.record(5, "SAME")
     assert search.done and search.hi == 6
     assert [first_points(n) for n in (1, 2, 3, 4, 8, 16)] == [
-        [], [1], [1, 2], [1, 2, 3], [2, 4, 6], [4, 8, 12]]
+        [],
+        [1],
+        [1, 2],
+        [1, 2, 3],
+        [2, 4, 6],
+        [4, 8, 12],
+    ]
     assert [spread_points(lo, hi) for lo, hi in ((0, 5), (2, 5), (4, 5), (3, 11))] == [
-        [1, 2, 4], [3, 4], [], [5, 7, 9]]
+        [1, 2, 4],
+        [3, 4],
+        [],
+        [5, 7, 9],
+    ]
     # Inverse-variance: the narrow interval weighs four times the one twice as wide.
-    assert pooled_step([Interval(-0.06, -0.08, -0.04), Interval(-0.10, -0.14, -0.06)]) == \
-        pytest.approx((4 * -0.06 - 0.10) / 5)
+    assert pooled_step(
+        [Interval(-0.06, -0.08, -0.04), Interval(-0.10, -0.14, -0.06)]
+    ) == pytest.approx((4 * -0.06 - 0.10) / 5)
     assert pooled_step([Interval(-0.06, -0.08, -0.04), Interval(-0.03, -0.03, -0.03)]) == -0.03
     assert pooled_step([Interval(-0.06, math.nan, math.nan)]) is None
     assert precision_target(0.025) == 0.025
@@ -59,7 +70,8 @@ def test_verdicts() -> None:
 
 @pytest.mark.parametrize("n", [3, 8])
 def test_simulated_bisects_name_the_culprit_and_nothing_when_there_is_none(
-        n: int, tmp_path: Path) -> None:
+    n: int, tmp_path: Path
+) -> None:
     rng = np.random.default_rng(n)
     trials = 200
     right = wrong = unknown = 0
@@ -78,8 +90,10 @@ def test_simulated_bisects_name_the_culprit_and_nothing_when_there_is_none(
     for _ in range(trials):
         out = Simulated(n, None, 0.0, rng, tmp_path).run()
         none_found += out.verdict != "CULPRIT"
-    print(f"\nn={n}: 5% step: right {right}/{trials}, wrong {wrong}, unknown {unknown}, "
-          f"median runs {np.median(runs)}; no step: no culprit in {none_found}/{trials}")
+    print(
+        f"\nn={n}: 5% step: right {right}/{trials}, wrong {wrong}, unknown {unknown}, "
+        f"median runs {np.median(runs)}; no step: no culprit in {none_found}/{trials}"
+    )
     assert right >= 0.95 * trials and wrong <= 0.02 * trials
     assert none_found >= 0.95 * trials
     assert np.median(runs) <= math.ceil(math.log2(n)) + 1
@@ -89,28 +103,42 @@ class Scripted(Simulated):
     """The first runs answered from a script (one {candidate: interval} a run), every later
     one with the truth ± `width`; the precision target of every run kept."""
 
-    def __init__(self, n: int, culprit: int, step: float, tmp: Path,
-                 script: list[dict[int, Interval]], width: float) -> None:
+    def __init__(
+        self,
+        n: int,
+        culprit: int,
+        step: float,
+        tmp: Path,
+        script: list[dict[int, Interval]],
+        width: float,
+    ) -> None:
         super().__init__(n, culprit, step, np.random.default_rng(0), tmp)
         self.script, self.width = script, width
         self.targets: list[float | None] = []
 
-    def observe(self, arms: list[int], target: float | None,
-                attempt: int) -> tuple[Step, dict[int, Interval]]:
+    def observe(
+        self, arms: list[int], target: float | None, attempt: int
+    ) -> tuple[Step, dict[int, Interval]]:
         step, _ = super().observe(arms, target, attempt)
         self.targets.append(target)
         if self.runs <= len(self.script):
             return step, self.script[self.runs - 1]
-        return step, {i: Interval(self.truth(i), self.truth(i) - self.width,
-                                  self.truth(i) + self.width) for i in arms[1:]}
+        return step, {
+            i: Interval(self.truth(i), self.truth(i) - self.width, self.truth(i) + self.width)
+            for i in arms[1:]
+        }
 
 
 def test_a_point_left_unknown_does_not_stall_the_search(tmp_path: Path) -> None:
     """Commits 2 and 4 come out UNKNOWN in the first run (as in a real 8-commit bisect): the
     next run measures what is left of 0..5 together (1, 2 and 4 in one engine), not one
     midpoint at a time, and the step is re-estimated from every DIFFERENT measurement."""
-    first = {2: Interval(-0.015, -0.035, 0.006), 4: Interval(-0.008, -0.033, 0.017),
-             5: Interval(-0.066, -0.089, -0.042), 7: Interval(-0.064, -0.082, -0.046)}
+    first = {
+        2: Interval(-0.015, -0.035, 0.006),
+        4: Interval(-0.008, -0.033, 0.017),
+        5: Interval(-0.066, -0.089, -0.042),
+        7: Interval(-0.064, -0.082, -0.046),
+    }
     sim = Scripted(7, 5, -0.065, tmp_path, [first], 0.015)  # the real first run, in fractions
     out = sim.run()
     assert out.verdict == "CULPRIT" and out.culprit == 5
@@ -124,9 +152,14 @@ def test_a_run_that_decides_nothing_is_retried_for_the_easiest_point(tmp_path: P
     """Both points of the second run UNKNOWN: the retry asks for the precision the nearer one
     to deciding needs (one decision is progress), not the precision the farther one needs."""
     script = [  # bad at -6%, commit 1 SAME, 2 and 3 undecided; then both undecided again
-        {1: Interval(0.0, -0.01, 0.01), 2: Interval(-0.01, -0.04, 0.02),
-         3: Interval(-0.04, -0.07, -0.01), 4: Interval(-0.06, -0.07, -0.05)},
-        {2: Interval(-0.02, -0.04, 0.0), 3: Interval(-0.028, -0.05, -0.006)}]
+        {
+            1: Interval(0.0, -0.01, 0.01),
+            2: Interval(-0.01, -0.04, 0.02),
+            3: Interval(-0.04, -0.07, -0.01),
+            4: Interval(-0.06, -0.07, -0.05),
+        },
+        {2: Interval(-0.02, -0.04, 0.0), 3: Interval(-0.028, -0.05, -0.006)},
+    ]
     sim = Scripted(4, 3, -0.06, tmp_path, script, 0.01)
     out = sim.run()
     assert out.verdict == "CULPRIT" and out.culprit == 3
@@ -158,8 +191,9 @@ def test_a_change_undone_later_is_not_blamed_on_one_commit(tmp_path: Path) -> No
 
     out = Bumpy(8, 2, -0.05, np.random.default_rng(3), tmp_path).run()
     assert out.verdict == "UNKNOWN" and out.lo >= out.hi
-    assert render_outcome(out).startswith("UNKNOWN: not one change: c6 measures as good after "
-                                          "c2 measured as bad")
+    assert render_outcome(out).startswith(
+        "UNKNOWN: not one change: c6 measures as good after c2 measured as bad"
+    )
 
 
 def test_an_exact_delta_in_points_is_a_fraction_like_the_others(tmp_path: Path) -> None:
@@ -173,11 +207,26 @@ def test_an_exact_delta_in_points_is_a_fraction_like_the_others(tmp_path: Path) 
     name = f"c1-{bisector.candidates[1].sha[:8]}"
 
     def measured(exact: bool) -> Interval:
-        est = DeltaEstimate("points", -1.5, None if exact else -2.0, None if exact else -1.0,
-                            None, None, False, None, 0.01, 0.01, False, 8, 8, exact=exact)
+        est = DeltaEstimate(
+            "points",
+            -1.5,
+            None if exact else -2.0,
+            None if exact else -1.0,
+            None,
+            None,
+            False,
+            None,
+            0.01,
+            0.01,
+            False,
+            8,
+            8,
+            exact=exact,
+        )
         row = MetricRow("acceptance_rate", "Acceptance rate (%)", True, 31.5, 30.0, est)
-        comparison = Comparison("r", "s", "good", "ok", [], None,
-                                [CandidateResult(name, "ok", [row])], [], {})
+        comparison = Comparison(
+            "r", "s", "good", "ok", [], None, [CandidateResult(name, "ok", [row])], [], {}
+        )
         return bisector._interval(comparison, 1)
 
     assert measured(False) == Interval(-0.015, -0.02, -0.01)
@@ -185,17 +234,21 @@ def test_an_exact_delta_in_points_is_a_fraction_like_the_others(tmp_path: Path) 
 
 
 def test_a_second_step_beside_the_culprit_is_found_and_reported_with_its_interval(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue 31, item 6: -2.5% at commit 2 and -5% at commit 6 of 7, at a 5% threshold, each
     run's interval +-0.5%: commit 6 is named (the larger step), then the part good..5 holds
     -2.5%, a further step, bisected to commit 2; each with its own step's interval."""
 
     class Precise(planted(Simulated, {2: -0.025, 6: -0.05})):  # type: ignore[misc]
-        def observe(self, arms: list[int], target: float | None,
-                    attempt: int) -> tuple[Step, dict[int, Interval]]:
+        def observe(
+            self, arms: list[int], target: float | None, attempt: int
+        ) -> tuple[Step, dict[int, Interval]]:
             step, _ = super().observe(arms, target, attempt)
-            return step, {i: Interval(self.truth(i), self.truth(i) - 0.005,
-                                      self.truth(i) + 0.005) for i in arms[1:]}
+            return step, {
+                i: Interval(self.truth(i), self.truth(i) - 0.005, self.truth(i) + 0.005)
+                for i in arms[1:]
+            }
 
     sim = Precise(7, 6, -0.05, np.random.default_rng(0), tmp_path)
     sim.threshold = 0.05
@@ -212,8 +265,7 @@ def test_a_second_step_beside_the_culprit_is_found_and_reported_with_its_interva
     assert len(out.steps) <= sim.max_runs
 
 
-def test_a_small_change_beside_a_culprit_is_never_called_the_same_as_good(
-        tmp_path: Path) -> None:
+def test_a_small_change_beside_a_culprit_is_never_called_the_same_as_good(tmp_path: Path) -> None:
     """Issue 31, item 6: -1% at commit 3 and -4% at commit 6 of 8. Commit 6 is named; its
     parent (-1%) is on good's side of half the step, and the report says that, with the
     interval, never that it is "the same as good" (it did in 99% of runs)."""
@@ -232,14 +284,17 @@ def test_a_small_change_beside_a_culprit_is_never_called_the_same_as_good(
 
 
 def test_remeasuring_while_unknown_says_no_change_at_half_the_threshold_at_most_2_5_percent(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue 31, item 6: a step of exactly half the threshold (-1% at 2%). Re-measuring
     good..bad while UNKNOWN and stopping at the first decision said "no commit differs" in
     5.8-8.2% of runs (each look at 2.5%); the looks pooled, the rate spent across them."""
     rng = np.random.default_rng(9)
     trials = 600
-    none = sum(Simulated(8, int(rng.integers(1, 9)), -0.01, rng, tmp_path).run().verdict
-               == "NO CHANGE" for _ in range(trials))
+    none = sum(
+        Simulated(8, int(rng.integers(1, 9)), -0.01, rng, tmp_path).run().verdict == "NO CHANGE"
+        for _ in range(trials)
+    )
     print(f"\n-1% at a 2% threshold: 'no commit differs' in {none}/{trials}")
     assert none <= 0.025 * trials
 
@@ -277,8 +332,9 @@ def test_two_culprits_are_both_reported_when_checked_beside(tmp_path: Path) -> N
     trials, told, runs = 150, 0, []
     for _ in range(trials):
         a, b = (int(x) for x in rng.choice(np.arange(1, 8), 2, replace=False))
-        model = planted(CostModel, {a: -0.025, b: -0.05})(7, b, -0.05, rng, tmp_path, 3,
-                                                          check_runs=3)
+        model = planted(CostModel, {a: -0.025, b: -0.05})(
+            7, b, -0.05, rng, tmp_path, 3, check_runs=3
+        )
         out = model.run()
         told += reported(out, a, b)
         runs.append(model.runs)

@@ -23,8 +23,10 @@ TRIALS = 400
 def _sweeps(effects: list[float], blocks: int, sigma_p: float, seed: int) -> list[list[AxisPoint]]:
     """TRIALS simulated sweeps: per cell, a one-engine launch of `blocks` ABBA blocks whose
     candidate effect is that cell's; each cell's estimate as harness.analysis.stats gives it."""
-    per_cell = [one_engine_runs(seed + i, 1, blocks, 0.05, sigma_p, effect, trials=TRIALS)
-                for i, effect in enumerate(effects)]
+    per_cell = [
+        one_engine_runs(seed + i, 1, blocks, 0.05, sigma_p, effect, trials=TRIALS)
+        for i, effect in enumerate(effects)
+    ]
     sweeps = []
     for t in range(TRIALS):
         points = []
@@ -39,12 +41,15 @@ def _covers(low: float | None, high: float | None, truth: float) -> bool:
     return low is not None and high is not None and low <= truth <= high
 
 
-@pytest.mark.parametrize(("slope", "x0", "sigma_p"), [
-    (0.01, 10.0, 0.02),   # +-2% over the grid, crossing between cells
-    (0.01, 4.0, 0.03),    # crossing on a grid value, noisier passes
-    (0.02, 20.0, 0.03),   # a steeper effect
-    (0.005, 8.0, 0.02),   # a shallow one: +-1% over the grid, near each cell's noise
-])
+@pytest.mark.parametrize(
+    ("slope", "x0", "sigma_p"),
+    [
+        (0.01, 10.0, 0.02),  # +-2% over the grid, crossing between cells
+        (0.01, 4.0, 0.03),  # crossing on a grid value, noisier passes
+        (0.02, 20.0, 0.03),  # a steeper effect
+        (0.005, 8.0, 0.02),  # a shallow one: +-1% over the grid, near each cell's noise
+    ],
+)
 def test_interval_covers_the_true_crossing(slope: float, x0: float, sigma_p: float) -> None:
     """True log-delta linear in log(batch size), crossing zero at x0."""
     effects = [math.expm1(slope * (math.log(x) - math.log(x0))) for x in GRID]
@@ -74,14 +79,22 @@ def test_winning_everywhere_rarely_gets_a_crossing_inside() -> None:
     inside the grid (that would claim a break-even that is not there)."""
     sweeps = _sweeps([0.015] * len(GRID), 12, 0.02, seed=5)
     found = [break_even(points, draws=1000, seed=i) for i, points in enumerate(sweeps)]
-    inside = np.mean([c.ci_low is not None and c.ci_high is not None
-                      and math.isfinite(c.ci_low) and math.isfinite(c.ci_high) for c in found])
+    inside = np.mean(
+        [
+            c.ci_low is not None
+            and c.ci_high is not None
+            and math.isfinite(c.ci_low)
+            and math.isfinite(c.ci_high)
+            for c in found
+        ]
+    )
     assert inside <= 0.05, inside
 
 
 def test_open_ends_and_sentences() -> None:
-    rising = [AxisPoint(x, v, 0.002, 11) for x, v in
-              [(1, -0.03), (4, -0.01), (16, 0.012), (64, 0.03)]]
+    rising = [
+        AxisPoint(x, v, 0.002, 11) for x, v in [(1, -0.03), (4, -0.01), (16, 0.012), (64, 0.03)]
+    ]
     c = break_even(rising)
     assert c.estimate is not None and 4 < c.estimate < 16 and c.direction == "rising"
     assert c.scale == "log" and c.inside > 0.99

@@ -62,8 +62,10 @@ def test_a_5_percent_step_in_the_deltas_is_found_within_3_runs() -> None:
     """The issue's target: >= 90% of histories, 3 runs after a 5% slowdown."""
     h = History(runs=23, step=math.log1p(-0.05), at=20)
     found = detection(h, 100, seed=13, series="delta")
-    print(f"\n5% step, 3 runs after: found in {found.detected:.0%}, "
-          f"size {100 * found.median_step:+.2f}%")
+    print(
+        f"\n5% step, 3 runs after: found in {found.detected:.0%}, "
+        f"size {100 * found.median_step:+.2f}%"
+    )
     assert found.detected >= 0.90
     assert -0.065 < found.median_step < -0.035
     # The same step in the candidate's absolute value hides in the launch-to-launch spread.
@@ -77,8 +79,10 @@ def test_a_slow_drift_is_reported_as_a_drift_not_as_a_step_at_one_commit() -> No
     histories), and the series reports the drift with its slope instead."""
     h = History(runs=30, trend=math.log1p(-0.02))
     drift = detection(h, 100, seed=15, series="delta")
-    print(f"\n-2% drift over 30 runs: a commit named in {1 - drift.quiet:.0%}, drift reported "
-          f"in {drift.drifted:.0%}, change {100 * drift.median_drift:+.2f}%")
+    print(
+        f"\n-2% drift over 30 runs: a commit named in {1 - drift.quiet:.0%}, drift reported "
+        f"in {drift.drifted:.0%}, change {100 * drift.median_drift:+.2f}%"
+    )
     assert 1 - drift.quiet <= 0.05
     assert drift.drifted >= 0.5
     assert -0.035 < drift.median_drift < -0.01

@@ -20,9 +20,11 @@ from tests.conftest import ROOT
 SPEC_BENCH = ROOT / "tests/fixtures/datasets/spec_bench_question.jsonl"
 # Four words of the built-in vocabulary around each message, one more for the generation
 # prompt, and what chat_template_kwargs may add.
-TEMPLATE = ("{% for m in messages %}w3 w4 {{ m['content'] }} w5{% endfor %}"
-            "{% if greeting is defined %} {{ greeting }}{% endif %}"
-            "{% if add_generation_prompt %} w6{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}w3 w4 {{ m['content'] }} w5{% endfor %}"
+    "{% if greeting is defined %} {{ greeting }}{% endif %}"
+    "{% if add_generation_prompt %} w6{% endif %}"
+)
 
 
 @pytest.fixture
@@ -46,8 +48,7 @@ def _count(tokenizer_dir: Path, text: str) -> int:
 
 
 def _workload(**extra: Any) -> Workload:
-    return Workload(kind="spec_bench", path=str(SPEC_BENCH), num_prompts=6, max_tokens=8,
-                    **extra)
+    return Workload(kind="spec_bench", path=str(SPEC_BENCH), num_prompts=6, max_tokens=8, **extra)
 
 
 def test_a_template_adds_its_tokens_to_every_prompt(tokenizer_dir: Path) -> None:
@@ -61,8 +62,10 @@ def test_a_template_adds_its_tokens_to_every_prompt(tokenizer_dir: Path) -> None
         assert _count(tokenizer_dir, after) - _count(tokenizer_dir, before) == 4, after
     greeted, said = chat.render(_workload(chat_template_kwargs={"greeting": "w7"}), args, raw)
     assert said == "the tokenizer's chat template (greeting='w7')"
-    assert all(_count(tokenizer_dir, g) - _count(tokenizer_dir, r) == 5
-               for g, r in zip(greeted, raw, strict=True))
+    assert all(
+        _count(tokenizer_dir, g) - _count(tokenizer_dir, r) == 5
+        for g, r in zip(greeted, raw, strict=True)
+    )
     off, said = chat.render(_workload(chat_template=False), args, raw)
     assert off == raw and said == chat.RAW_OFF
     ids, said = chat.render(workload, args, [[5, 6, 7]])
@@ -73,16 +76,30 @@ def test_a_template_adds_its_tokens_to_every_prompt(tokenizer_dir: Path) -> None
 
 
 def test_chat_template_settings_are_checked_and_hashed_where_they_matter(
-        scenario_data: dict[str, Any]) -> None:
+    scenario_data: dict[str, Any],
+) -> None:
     with pytest.raises(ScenarioError, match="workload.*chat_template_kwargs.*random prompts"):
-        parse_scenario({**scenario_data, "workload": {**scenario_data["workload"],
-                                                      "chat_template_kwargs": {"a": 1}}}, "s")
+        parse_scenario(
+            {
+                **scenario_data,
+                "workload": {**scenario_data["workload"], "chat_template_kwargs": {"a": 1}},
+            },
+            "s",
+        )
     # Random prompts are token ids: the setting changes nothing, nor the hash.
     plain = parse_scenario(scenario_data, "s")
-    off = parse_scenario({**scenario_data, "workload": {**scenario_data["workload"],
-                                                        "chat_template": False}}, "s")
+    off = parse_scenario(
+        {**scenario_data, "workload": {**scenario_data["workload"], "chat_template": False}}, "s"
+    )
     assert scenario_hash(plain) == scenario_hash(off)
-    files = {**scenario_data, "workload": {"kind": "spec_bench", "path": str(SPEC_BENCH),
-                                           "num_prompts": 6, "max_tokens": 8}}
+    files = {
+        **scenario_data,
+        "workload": {
+            "kind": "spec_bench",
+            "path": str(SPEC_BENCH),
+            "num_prompts": 6,
+            "max_tokens": 8,
+        },
+    }
     raw = {**files, "workload": {**files["workload"], "chat_template": False}}
     assert scenario_hash(parse_scenario(files, "s")) != scenario_hash(parse_scenario(raw, "s"))

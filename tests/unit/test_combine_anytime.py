@@ -38,13 +38,13 @@ def test_the_spending_sums_to_its_budget_over_any_number_of_runs() -> None:
 
 
 def test_a_combination_of_runs_is_wider_by_the_spending_factor(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 40 + i, effect=0.0)
     run = load_run(tmp_path / "r2")
     comparison, runs = combined(run, [load_run(p) for p in earlier_runs(run)])
-    est = next(r for r in comparison.candidates[0].rows
-               if r.key == "output_throughput").estimate
+    est = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput").estimate
     assert runs == 3 and est.runs == 3 and est.df == 2.0
     assert est.alpha == pytest.approx(RUNS_ALPHA / 6)
     assert est.se is not None and est.ci_low is not None and est.ci_high is not None
@@ -54,8 +54,9 @@ def test_a_combination_of_runs_is_wider_by_the_spending_factor(
     assert half / est.se > 5 * sps.t.ppf(0.975, 2)
     raw_p = 2 * sps.t.cdf(-abs(math.log1p(est.delta)) / est.se, 2)
     assert est.p_value == pytest.approx(min(1.0, raw_p * ALPHA / est.alpha))
-    assert any("anytime-valid across re-runs: look 3 of any number" in w
-               for w in comparison.warnings)
+    assert any(
+        "anytime-valid across re-runs: look 3 of any number" in w for w in comparison.warnings
+    )
     _, result = gate_run(tmp_path / "r2", combine=True)
     assert "look 3 of any number" in result.family
     main(["gate", str(tmp_path / "r2"), "--combine"])
@@ -64,8 +65,9 @@ def test_a_combination_of_runs_is_wider_by_the_spending_factor(
 
 def test_one_run_keeps_the_fixed_interval(tmp_path: Path) -> None:
     run = load_run(stored(tmp_path, "r0", 100.0, 7, effect=0.0))
-    est = next(r for r in compare_run(run).candidates[0].rows
-               if r.key == "output_throughput").estimate
+    est = next(
+        r for r in compare_run(run).candidates[0].rows if r.key == "output_throughput"
+    ).estimate
     assert est.runs == 1 and est.alpha == ALPHA
     assert across_runs(est, 1) is est
     assert est.se is not None and est.df is not None

@@ -15,13 +15,24 @@ from unidiff.patch import PatchSet
 from harness.errors import SpecbenchError
 from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_range, release_base
 
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
-                          env=ENV, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def commit(repo: Path, files: dict[str, str], message: str) -> str:
@@ -43,11 +54,21 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     a side branch off root."""
     repo = tmp_path_factory.mktemp("checkout")
     git(repo, "init", "-q", "-b", "main")
-    shas = [commit(repo, {"vllm/__init__.py": "", "vllm/medusa.py": PROPOSE,
-                          "tests/test_x.py": "x = 1\n"}, "root")]
+    shas = [
+        commit(
+            repo,
+            {"vllm/__init__.py": "", "vllm/medusa.py": PROPOSE, "tests/test_x.py": "x = 1\n"},
+            "root",
+        )
+    ]
     git(repo, "tag", "v0.32.0")
-    shas.append(commit(repo, {"vllm/medusa.py": PROPOSE.replace("x + 1", "1 + x")},
-                       "propose: add the other way round"))
+    shas.append(
+        commit(
+            repo,
+            {"vllm/medusa.py": PROPOSE.replace("x + 1", "1 + x")},
+            "propose: add the other way round",
+        )
+    )
     shas.append(commit(repo, {"tests/test_x.py": "x = 2\n"}, "tests only\n\nA body."))
     shas.append(commit(repo, {"vllm/other.py": "A = 1\n"}, "a new module"))
     git(repo, "checkout", "-q", "-b", "side", shas[0])
@@ -63,14 +84,18 @@ def test_commit_range_is_good_to_bad_oldest_first(repo: tuple[Path, list[str]]) 
     assert commit_range(path, "main~1", "main~1") == [shas[2]]
 
 
-@pytest.mark.parametrize(("good", "bad", "message"), [
-    ("nope", "main", "--good nope: no such commit in "),
-    ("v0.32.0", "nope", "--bad nope: no such commit in "),
-    ("main", "v0.32.0", "--good main is not an ancestor of --bad v0.32.0 in "),
-    ("side", "main", "--good side is not an ancestor of --bad main in "),
-])
-def test_commit_range_errors_name_the_ref(repo: tuple[Path, list[str]], good: str, bad: str,
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("good", "bad", "message"),
+    [
+        ("nope", "main", "--good nope: no such commit in "),
+        ("v0.32.0", "nope", "--bad nope: no such commit in "),
+        ("main", "v0.32.0", "--good main is not an ancestor of --bad v0.32.0 in "),
+        ("side", "main", "--good side is not an ancestor of --bad main in "),
+    ],
+)
+def test_commit_range_errors_name_the_ref(
+    repo: tuple[Path, list[str]], good: str, bad: str, message: str
+) -> None:
     with pytest.raises(SpecbenchError, match=message) as info:
         commit_range(repo[0], good, bad)
     assert "\n" not in str(info.value)
@@ -94,13 +119,18 @@ def test_release_base(repo: tuple[Path, list[str]]) -> None:
         release_base(path, "0.32.0", "nope")
 
 
-def test_commit_diffs_are_the_package_change_against_base(repo: tuple[Path, list[str]],
-                                                          tmp_path: Path) -> None:
+def test_commit_diffs_are_the_package_change_against_base(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     path, shas = repo
     cands = commit_diffs(path, shas[0], shas, tmp_path)
     assert [c.sha for c in cands] == shas
-    assert [c.subject for c in cands] == ["root", "propose: add the other way round",
-                                          "tests only", "a new module"]
+    assert [c.subject for c in cands] == [
+        "root",
+        "propose: add the other way round",
+        "tests only",
+        "a new module",
+    ]
     assert cands[0] == Candidate(shas[0], shas[0], "root", None, None)
     for c in cands[1:]:
         assert c.diff == tmp_path / shas[0] / f"{c.sha}.diff" and c.python is None
@@ -120,8 +150,9 @@ def test_commit_diffs_are_the_package_change_against_base(repo: tuple[Path, list
     assert three[1].is_added_file
 
 
-def test_commit_diffs_are_cached_and_ignore_diff_config(repo: tuple[Path, list[str]],
-                                                       tmp_path: Path) -> None:
+def test_commit_diffs_are_cached_and_ignore_diff_config(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     path, shas = repo
     git(path, "config", "diff.noprefix", "true")
     try:
@@ -143,39 +174,50 @@ def test_commit_diffs_are_cached_and_ignore_diff_config(repo: tuple[Path, list[s
 
 # "Installs" the checkout: records where it ran and with which python, and puts the source
 # folder on the venv's path, as `pip install .` puts vllm in the venv.
-INSTALL = ("python -c \"import os, pathlib, sys, sysconfig; "
-           "pathlib.Path('built').write_text(os.getcwd() + '|' + sys.executable); "
-           "pathlib.Path(sysconfig.get_paths()['purelib'], 'src.pth').write_text(os.getcwd())\""
-           " && echo run >> ../runs")
+INSTALL = (
+    'python -c "import os, pathlib, sys, sysconfig; '
+    "pathlib.Path('built').write_text(os.getcwd() + '|' + sys.executable); "
+    "pathlib.Path(sysconfig.get_paths()['purelib'], 'src.pth').write_text(os.getcwd())\""
+    " && echo run >> ../runs"
+)
 
 
 def test_build_commit_runs_in_the_worktree_with_the_venv_first(
-        repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     path, shas = repo
     python = build_commit(path, shas[1], INSTALL, tmp_path, sys.executable)
     folder = tmp_path / "builds" / shas[1]
     assert python == str(folder / "venv" / "bin" / "python")
     cwd, executable = (folder / "src" / "built").read_text().split("|")
     assert Path(cwd) == folder / "src" and Path(executable).parent == folder / "venv" / "bin"
-    assert (folder / "src" / "vllm" / "medusa.py").read_text() == PROPOSE.replace("x + 1",
-                                                                                  "1 + x")
+    assert (folder / "src" / "vllm" / "medusa.py").read_text() == PROPOSE.replace("x + 1", "1 + x")
     assert git(folder / "src", "rev-parse", "HEAD") == shas[1]
     assert (folder / "build.log").read_text().startswith(f"$ {INSTALL}\n")
     # It sees what the interpreter it came from sees (specbench's own venv: pytest, harness).
-    probe = subprocess.run([python, "-c", "import pytest, harness, vllm; print(vllm.__file__)"],
-                           capture_output=True, text=True, check=True, cwd=tmp_path)
+    probe = subprocess.run(
+        [python, "-c", "import pytest, harness, vllm; print(vllm.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert probe.stdout.strip() == str(folder / "src" / "vllm" / "__init__.py")
     # Cached: the command does not run again.
     assert build_commit(path, shas[1], INSTALL, tmp_path, sys.executable) == python
     assert (folder / "runs").read_text() == "run\n"
 
 
-def test_build_commit_failure_names_the_commit_and_log(repo: tuple[Path, list[str]],
-                                                       tmp_path: Path) -> None:
+def test_build_commit_failure_names_the_commit_and_log(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     path, shas = repo
     log = tmp_path / "builds" / shas[2] / "build.log"
-    with pytest.raises(SpecbenchError, match=f"commit {shas[2][:12]}: build failed "
-                       rf"\(exit code 3\); see {log}"):
+    with pytest.raises(
+        SpecbenchError,
+        match=f"commit {shas[2][:12]}: build failed "
+        rf"\(exit code 3\); see {log}",
+    ):
         build_commit(path, shas[2], "echo boom; exit 3", tmp_path, sys.executable)
     assert "boom" in log.read_text()
     assert not (log.parent / "built").exists()

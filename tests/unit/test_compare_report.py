@@ -27,9 +27,14 @@ def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
     for r in range(2):
         # The candidate's launches differ a little between rounds: the unit is the launch.
         for variant, duration in (("base", 2.0), ("opt", cand_duration + 0.01 * r)):
-            passes = [simple_pass(k, duration + 0.001 * k,
-                                  tokens_offset=cand_tokens_offset if variant == "opt" else 0)
-                      for k in range(2)]
+            passes = [
+                simple_pass(
+                    k,
+                    duration + 0.001 * k,
+                    tokens_offset=cand_tokens_offset if variant == "opt" else 0,
+                )
+                for k in range(2)
+            ]
             runs.append(run(variant, r, order, passes))
             order += 1
     return runs
@@ -113,12 +118,23 @@ def test_store_round_trip_and_versions(tmp_path: Path) -> None:
 
 def _bare_run(name: str, fingerprint: dict[str, Any], num_prompts: int) -> Run:
     """A loaded run with no launches: a manifest and its scenario."""
-    scenario = parse_scenario({"name": name, "model": "tiny-llama", "batch_size": 2,
-                               "workload": {"num_prompts": num_prompts, "max_tokens": 5},
-                               "variants": {"a": {"baseline": True}, "b": {}}})
-    manifest = Manifest.model_validate({
-        "schema_version": SCHEMA_VERSION, "run_id": name, "fingerprint": fingerprint,
-        "scenario": scenario.model_dump(mode="json")})
+    scenario = parse_scenario(
+        {
+            "name": name,
+            "model": "tiny-llama",
+            "batch_size": 2,
+            "workload": {"num_prompts": num_prompts, "max_tokens": 5},
+            "variants": {"a": {"baseline": True}, "b": {}},
+        }
+    )
+    manifest = Manifest.model_validate(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": name,
+            "fingerprint": fingerprint,
+            "scenario": scenario.model_dump(mode="json"),
+        }
+    )
     return Run(Path(name), manifest, [], scenario)
 
 
@@ -146,8 +162,7 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     row = next(r for r in cand.rows if r.key == "output_throughput")
     # Launches of two runs share nothing: Welch on launch means, no pairing by round.
     assert row.estimate.test == "Welch t (launches)"
-    assert row.estimate.delta == pytest.approx(2.0005 / math.sqrt(1.8005 * 1.8105) - 1,
-                                               rel=1e-3)
+    assert row.estimate.delta == pytest.approx(2.0005 / math.sqrt(1.8005 * 1.8105) - 1, rel=1e-3)
 
     c = stored_run(tmp_path, "c", _runs(), {**fp, "cpu_count": 64}, variants)
     with pytest.raises(IncomparableError, match=r"cpu_count \(None vs 64\)"):
@@ -158,8 +173,10 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     # table says what differs.
     d = stored_run(tmp_path, "d", _runs(), {**fp, "vllm": "0.33.0.dev7+g1234abc"}, variants)
     builds = compare_runs(load_run(a), load_run(d))
-    assert ("the builds differ (on purpose, comparing two builds): vllm ('0.32.0' vs "
-            "'0.33.0.dev7+g1234abc')") in builds.warnings
+    assert (
+        "the builds differ (on purpose, comparing two builds): vllm ('0.32.0' vs "
+        "'0.33.0.dev7+g1234abc')"
+    ) in builds.warnings
     with pytest.raises(ResultsError, match="no variant 'nope'"):
         compare_runs(load_run(a), load_run(b), "nope")
 
@@ -168,8 +185,9 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
     runs = _runs(cand_tokens_offset=5)
     lax = compare_records(runs, Arms("base", ["opt"]), "r", "unit")
     assert not lax.parity_violations and not lax.warnings
-    strict = compare_records(runs,
-        Arms("base", ["opt"], expect_identical={"opt": True}), "r", "unit")
+    strict = compare_records(
+        runs, Arms("base", ["opt"], expect_identical={"opt": True}), "r", "unit"
+    )
     assert strict.parity_violations == ["opt"]
     assert "greedy outputs differ" in strict.warnings[0]
     assert "MISMATCH" in render_terminal(strict)
@@ -178,10 +196,14 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
 def _noisy_runs(base_offsets: list[int], cand_offsets: list[int]) -> list:
     """Baseline and candidate passes whose request 0 differs by the offset given per pass
     (0: the baseline's first output), the way a GPU's batches move greedy outputs."""
-    return [run("base", 0, 0, [simple_pass(k, 2.0, tokens_offset=o)
-                               for k, o in enumerate(base_offsets)]),
-            run("opt", 0, 1, [simple_pass(k, 1.9, tokens_offset=o)
-                              for k, o in enumerate(cand_offsets)])]
+    return [
+        run(
+            "base", 0, 0, [simple_pass(k, 2.0, tokens_offset=o) for k, o in enumerate(base_offsets)]
+        ),
+        run(
+            "opt", 0, 1, [simple_pass(k, 1.9, tokens_offset=o) for k, o in enumerate(cand_offsets)]
+        ),
+    ]
 
 
 def test_gpu_parity_is_judged_against_the_baselines_own_repeats() -> None:
@@ -198,14 +220,19 @@ def test_gpu_parity_is_judged_against_the_baselines_own_repeats() -> None:
     assert parity.p_value is not None and parity.p_value > 0.05
     text = render_terminal(same)
     assert "reference, repeats itself 87.5%" in text and "VLLM_BATCH_INVARIANT" in text
-    worse = compare_records(_noisy_runs(flaky, [1] * 20), Arms("base", ["opt"], **arms),
-                            "r", "unit")
+    worse = compare_records(
+        _noisy_runs(flaky, [1] * 20), Arms("base", ["opt"], **arms), "r", "unit"
+    )
     assert worse.parity_violations == ["opt"] and "MISMATCH" in render_terminal(worse)
     once = compare_records(_noisy_runs([0, 0], [1, 1]), Arms("base", ["opt"], **arms), "r", "u")
     assert not once.parity_violations
     assert "not judged: no baseline repeat" in render_terminal(once)
-    exact = compare_records(_noisy_runs(flaky, [0, 0, 0, 1] * 5),
-                            Arms("base", ["opt"], expect_identical={"opt": True}), "r", "u")
+    exact = compare_records(
+        _noisy_runs(flaky, [0, 0, 0, 1] * 5),
+        Arms("base", ["opt"], expect_identical={"opt": True}),
+        "r",
+        "u",
+    )
     assert exact.parity_violations == ["opt"]
 
 

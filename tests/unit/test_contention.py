@@ -15,8 +15,10 @@ from harness.engine.contention import foreign_share, sample
 from harness.wire.records import PassRecord, RunRecord, WorkerResult
 
 # Busy for argv[1] seconds, then idle but alive (a process's time leaves /proc with it).
-SPIN = ("import time\nend = time.monotonic() + float(__import__('sys').argv[1])\n"
-        "while time.monotonic() < end: pass\nprint('done', flush=True)\ntime.sleep(60)\n")
+SPIN = (
+    "import time\nend = time.monotonic() + float(__import__('sys').argv[1])\n"
+    "while time.monotonic() < end: pass\nprint('done', flush=True)\ntime.sleep(60)\n"
+)
 
 # Run as the leader of a session of its own (as the executors start a worker), so that what
 # the rest of the machine does (other tests' engines, another xdist worker) is foreign to it:
@@ -45,11 +47,21 @@ print(json.dumps({"own_s": after.own_s - before.own_s, "wall_s": after.at - befo
 
 def _probe(own: bool, seconds: float = 1.0) -> dict[str, float]:
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
-    out = subprocess.run([sys.executable, "-c", PROBE, "own" if own else "foreign", SPIN,
-                          str(seconds)], start_new_session=True, capture_output=True,
-                         text=True, env=env, timeout=120, check=True).stdout
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, "own" if own else "foreign", SPIN, str(seconds)],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -74,45 +86,88 @@ def _record(key: str, shares: dict[str, list[float]]) -> RunRecord:
     passes = []
     for arm, values in shares.items():
         for i, share in enumerate(values):
-            passes.append(PassRecord(repeat=len(passes), started_unix=0.0, duration_s=1.0,
-                                     requests=[], spec_decode=None, workload_hash="w",
-                                     arm=arm, block=i, foreign_cpu=share, load1=1.0))
+            passes.append(
+                PassRecord(
+                    repeat=len(passes),
+                    started_unix=0.0,
+                    duration_s=1.0,
+                    requests=[],
+                    spec_decode=None,
+                    workload_hash="w",
+                    arm=arm,
+                    block=i,
+                    foreign_cpu=share,
+                    load1=1.0,
+                )
+            )
     result = WorkerResult(run_key=key, status="ok", passes=passes)
-    return RunRecord(run_key=key, variant="base+opt", arms=["base", "opt"], round=0, order=0,
-                     status="ok", wall_s=1.0, result=result)
+    return RunRecord(
+        run_key=key,
+        variant="base+opt",
+        arms=["base", "opt"],
+        round=0,
+        order=0,
+        status="ok",
+        wall_s=1.0,
+        result=result,
+    )
 
 
 def test_a_quiet_machine_gets_a_line_and_no_finding() -> None:
-    load = machine_load([_record("x.r0", {"base": [0.01, 0.02, 0.01, 0.03],
-                                          "opt": [0.02, 0.01, 0.02, 0.01]})], "base")
+    load = machine_load(
+        [_record("x.r0", {"base": [0.01, 0.02, 0.01, 0.03], "opt": [0.02, 0.01, 0.02, 0.01]})],
+        "base",
+    )
     assert load.line is not None and load.line.startswith(
         "other processes used a median 1.5% of the machine's CPUs during the 8 measured "
-        "passes, worst block ")
+        "passes, worst block "
+    )
     assert load.findings == []
 
 
 def test_a_busy_machine_and_an_arm_aligned_disturbance_are_findings() -> None:
-    busy = machine_load([_record("x.r0", {"base": [0.30, 0.32, 0.29, 0.31],
-                                          "opt": [0.31, 0.30, 0.33, 0.30]})], "base")
-    assert any(f.startswith("the machine was busy: other processes used a median 30.")
-               for f in busy.findings)
+    busy = machine_load(
+        [_record("x.r0", {"base": [0.30, 0.32, 0.29, 0.31], "opt": [0.31, 0.30, 0.33, 0.30]})],
+        "base",
+    )
+    assert any(
+        f.startswith("the machine was busy: other processes used a median 30.")
+        for f in busy.findings
+    )
     assert not any("lined up" in f for f in busy.findings)
     assert BUSY_SHARE == 0.10
-    aligned = machine_load([_record("x.r0", {"base": [0.01, 0.02, 0.01, 0.02, 0.01],
-                                             "opt": [0.08, 0.09, 0.08, 0.10, 0.09]})], "base")
+    aligned = machine_load(
+        [
+            _record(
+                "x.r0",
+                {"base": [0.01, 0.02, 0.01, 0.02, 0.01], "opt": [0.08, 0.09, 0.08, 0.10, 0.09]},
+            )
+        ],
+        "base",
+    )
     [finding] = aligned.findings
-    assert finding.startswith("a disturbance lined up with opt: other processes used 7.4 "
-                              "points more of the CPUs during its passes (p=")
+    assert finding.startswith(
+        "a disturbance lined up with opt: other processes used 7.4 "
+        "points more of the CPUs during its passes (p="
+    )
     # Below ALIGNED_MIN the arms' difference is noise to name, not a finding.
-    small = machine_load([_record("x.r0", {"base": [0.010, 0.011, 0.010, 0.011],
-                                           "opt": [0.015, 0.016, 0.015, 0.016]})], "base")
+    small = machine_load(
+        [
+            _record(
+                "x.r0", {"base": [0.010, 0.011, 0.010, 0.011], "opt": [0.015, 0.016, 0.015, 0.016]}
+            )
+        ],
+        "base",
+    )
     assert ALIGNED_MIN > 0.005 and small.findings == []
     # The same difference in every block is as aligned as it gets (no spread: no t to
     # compute); it was passed over as "no finding" before.
-    constant = machine_load([_record("x.r0", {"base": [0.01] * 4, "opt": [0.21] * 4})],
-                            "base")
-    assert any(f.startswith("a disturbance lined up with opt: other processes used 20.0 "
-                            "points more") and "(p=0)" in f for f in constant.findings)
+    constant = machine_load([_record("x.r0", {"base": [0.01] * 4, "opt": [0.21] * 4})], "base")
+    assert any(
+        f.startswith("a disturbance lined up with opt: other processes used 20.0 points more")
+        and "(p=0)" in f
+        for f in constant.findings
+    )
     same = machine_load([_record("x.r0", {"base": [0.05] * 4, "opt": [0.05] * 4})], "base")
     assert same.findings == []
 
@@ -121,9 +176,10 @@ def test_contention_from_part_way_through_says_from_which_block() -> None:
     """A hog started halfway (as on this machine: 0% before, ~48% of the CPUs after): the
     median stays under the threshold, and the finding says from which block."""
     quiet, loud = [0.0] * 6, [0.47, 0.49, 0.48, 0.46, 0.5]
-    load = machine_load([_record("x.r0", {"base": quiet + loud, "opt": quiet + loud})],
-                        "base")
+    load = machine_load([_record("x.r0", {"base": quiet + loud, "opt": quiet + loud})], "base")
     [finding] = load.findings
-    assert finding.startswith("the machine was busy in part of the run: other processes "
-                              "used more than 10% of its CPUs in 10 of 22 passes, from block 6 "
-                              "of x.r0 on")
+    assert finding.startswith(
+        "the machine was busy in part of the run: other processes "
+        "used more than 10% of its CPUs in 10 of 22 passes, from block 6 "
+        "of x.r0 on"
+    )

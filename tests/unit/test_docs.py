@@ -23,8 +23,11 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: Path) -> set[str]:
-    return {_slug(line.lstrip("#")) for line in FENCE.sub("", page.read_text()).splitlines()
-            if line.startswith("#")}
+    return {
+        _slug(line.lstrip("#"))
+        for line in FENCE.sub("", page.read_text()).splitlines()
+        if line.startswith("#")
+    }
 
 
 def test_the_readme_is_a_front_door() -> None:

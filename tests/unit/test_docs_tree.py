@@ -78,8 +78,11 @@ def _constants() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in HARNESS.rglob("*.py"):
         for node in ast.parse(path.read_text()).body:
-            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str)):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         found.setdefault(target.id, set()).add(node.value.value)
@@ -91,8 +94,12 @@ def _first_names(node: ast.expr, constants: dict[str, set[str]]) -> set[str]:
     or a module constant; nothing for a name only known at run time."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return {node.value.split("/")[0]}
-    if isinstance(node, ast.JoinedStr) and node.values and isinstance(
-            node.values[0], ast.Constant) and "/" in str(node.values[0].value):
+    if (
+        isinstance(node, ast.JoinedStr)
+        and node.values
+        and isinstance(node.values[0], ast.Constant)
+        and "/" in str(node.values[0].value)
+    ):
         return {str(node.values[0].value).split("/")[0]}
     if isinstance(node, ast.Name):
         return {v.split("/")[0] for v in constants.get(node.id, ())}
@@ -106,8 +113,11 @@ def names_joined_onto_run_folders() -> set[str]:
     names: set[str] = set()
     for path in HARNESS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                    and ast.unparse(node.left) in RUN_FOLDER):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Div)
+                and ast.unparse(node.left) in RUN_FOLDER
+            ):
                 names |= _first_names(node.right, constants)
     return names
 
@@ -137,12 +147,21 @@ def test_every_harness_module_is_named_in_the_architecture() -> None:
 
 
 def test_the_tree_reader_rebuilds_package_paths() -> None:
-    text = ("## Files\n\n```\nharness/\n  cli.py api.py    the app\n  engine/    side\n"
-            "    swaps/     installers\n      medusa_proposer.py  one\n    worker.py  w\n"
-            "  errors.py   e\ntests/\n```\n")
+    text = (
+        "## Files\n\n```\nharness/\n  cli.py api.py    the app\n  engine/    side\n"
+        "    swaps/     installers\n      medusa_proposer.py  one\n    worker.py  w\n"
+        "  errors.py   e\ntests/\n```\n"
+    )
     assert documented_modules(text) == {
-        "__init__.py", "cli.py", "api.py", "engine/__init__.py", "engine/swaps/__init__.py",
-        "engine/swaps/medusa_proposer.py", "engine/worker.py", "errors.py"}
+        "__init__.py",
+        "cli.py",
+        "api.py",
+        "engine/__init__.py",
+        "engine/swaps/__init__.py",
+        "engine/swaps/medusa_proposer.py",
+        "engine/worker.py",
+        "errors.py",
+    }
 
 
 def test_every_command_is_in_the_commands_doc() -> None:
@@ -155,8 +174,18 @@ def test_every_command_is_in_the_commands_doc() -> None:
 
 def test_the_scan_finds_the_names_a_run_folder_gets() -> None:
     found = names_joined_onto_run_folders()
-    assert {"manifest.json", "runs", "logs", "work", "profiles", "figures", "superseded",
-            "summary.json", "report.html", "gate.json"} <= found, found
+    assert {
+        "manifest.json",
+        "runs",
+        "logs",
+        "work",
+        "profiles",
+        "figures",
+        "superseded",
+        "summary.json",
+        "report.html",
+        "gate.json",
+    } <= found, found
 
 
 def test_every_name_harness_joins_onto_a_run_folder_is_in_the_results_readme() -> None:
@@ -165,7 +194,8 @@ def test_every_name_harness_joins_onto_a_run_folder_is_in_the_results_readme() -
 
 
 def test_every_file_a_report_and_a_gate_write_is_in_the_results_readme(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     written = rendered_run_entries(tmp_path, monkeypatch)
     assert {"figures", "report.html", "vllm-bench", "gate.junit.xml"} <= written, written
     missing = undocumented(written, RESULTS_README.read_text())
@@ -192,8 +222,11 @@ def _spans(text: str) -> list[str]:
 
 
 def test_the_paths_contributing_names_exist() -> None:
-    named = {s for s in _spans(CONTRIBUTING.read_text()) if s.startswith(TOP)
-             and " " not in s and not PLACEHOLDER.search(s)}
+    named = {
+        s
+        for s in _spans(CONTRIBUTING.read_text())
+        if s.startswith(TOP) and " " not in s and not PLACEHOLDER.search(s)
+    }
     assert len(named) > 30, named
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, f"CONTRIBUTING.md names paths that do not exist: {missing}"
@@ -202,14 +235,20 @@ def test_the_paths_contributing_names_exist() -> None:
 def test_the_names_contributing_gives_are_in_the_code() -> None:
     """Every identifier CONTRIBUTING.md puts in backquotes (`pass_row()`, `PART_ROWS`,
     `DeltaEstimate.exact`) is a word of the code, so a rename shows here."""
-    code = " ".join(p.read_text() for folder in ("harness", "tests", "testkit", "scripts")
-                    for p in (ROOT / folder).rglob("*.py"))
+    code = " ".join(
+        p.read_text()
+        for folder in ("harness", "tests", "testkit", "scripts")
+        for p in (ROOT / folder).rglob("*.py")
+    )
     code += " ".join(p.read_text() for p in (ROOT / "scripts").glob("*.sh"))
     words = set(re.findall(r"\w+", code))
-    names = {s for s in _spans(CONTRIBUTING.read_text())
-             if IDENTIFIER.fullmatch(s) and not PLACEHOLDER.search(s)
-             and not COMMIT.fullmatch(s)}
+    names = {
+        s
+        for s in _spans(CONTRIBUTING.read_text())
+        if IDENTIFIER.fullmatch(s) and not PLACEHOLDER.search(s) and not COMMIT.fullmatch(s)
+    }
     assert {"pass_row()", "GATEABLE_METRICS", "PART_ROWS"} <= names
-    missing = sorted(n for n in names
-                     if not all(part in words for part in n.removesuffix("()").split(".")))
+    missing = sorted(
+        n for n in names if not all(part in words for part in n.removesuffix("()").split("."))
+    )
     assert not missing, f"CONTRIBUTING.md names what the code does not have: {missing}"

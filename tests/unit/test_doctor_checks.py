@@ -41,12 +41,12 @@ def test_a_tuned_and_an_untuned_cpu_are_told_apart_with_their_fixes(tmp_path: Pa
     assert boost.status == "warning" and "intel_pstate/no_turbo" in boost.fix
     assert smt.status == "warning" and "smt/control" in smt.fix
     tuned = _by_name(machine_checks(0.1, _sys_tree(tmp_path / "b", "performance", "1", "0")))
-    assert [tuned[k].status for k in ("CPU frequency governor", "CPU boost", "SMT")] == \
-        ["ok"] * 3
+    assert [tuned[k].status for k in ("CPU frequency governor", "CPU boost", "SMT")] == ["ok"] * 3
     assert "fix:" not in tuned["SMT"].line()
     bare = _by_name(machine_checks(0.1, tmp_path / "empty"))
-    assert [bare[k].status for k in ("CPU frequency governor", "CPU boost", "SMT")] == \
-        ["unknown"] * 3
+    assert [bare[k].status for k in ("CPU frequency governor", "CPU boost", "SMT")] == [
+        "unknown"
+    ] * 3
     assert all(bare[k].fix for k in ("CPU frequency governor", "CPU boost", "SMT"))
 
 
@@ -65,15 +65,17 @@ def test_a_busy_loop_is_named_as_a_heavy_process(tmp_path: Path) -> None:
 
 
 def test_gpu_persistence_clocks_and_other_processes_from_nvidia_smi(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\n"
-                    'case "$1" in\n'
-                    "  --query-gpu=*) echo '0, NVIDIA H200, Disabled, 345, 1980' ;;\n"
-                    "  --query-compute-apps=*) echo 'GPU-1, 4242, python3, 70000' ;;\n"
-                    "esac\n")
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  --query-gpu=*) echo '0, NVIDIA H200, Disabled, 345, 1980' ;;\n"
+        "  --query-compute-apps=*) echo 'GPU-1, 4242, python3, 70000' ;;\n"
+        "esac\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     checks = _by_name(machine_checks(0.1, tmp_path))

@@ -35,15 +35,26 @@ def test_several_launches_forecast_launches_not_blocks(tmp_path: Path) -> None:
     comes from the 2 launch means (MDE ~7%), so asking for '74 blocks' (what the within-launch
     block noise says) when the run already has 80 is wrong: it needs launches."""
     rng = np.random.default_rng(1)
-    runs = [shared_launch(r, 40, math.log(0.97) + rng.normal(0, 0.02), rng, 1000.0 * r)
-            for r in range(2)]
+    runs = [
+        shared_launch(r, 40, math.log(0.97) + rng.normal(0, 0.02), rng, 1000.0 * r)
+        for r in range(2)
+    ]
     run_dir = tmp_path / "two"
-    Manifest.model_validate({
-        "run_id": "two", "status": "complete", "fingerprint": {},
-        "plan": {"design": "one-engine"},
-        "scenario": {"name": "unit", "model": "tiny-llama", "batch_size": 2,
-                     "workload": {"num_prompts": 2, "max_tokens": 5},
-                     "variants": {"a": {"baseline": True}, "b": {}}}}).save(run_dir)
+    Manifest.model_validate(
+        {
+            "run_id": "two",
+            "status": "complete",
+            "fingerprint": {},
+            "plan": {"design": "one-engine"},
+            "scenario": {
+                "name": "unit",
+                "model": "tiny-llama",
+                "batch_size": 2,
+                "workload": {"num_prompts": 2, "max_tokens": 5},
+                "variants": {"a": {"baseline": True}, "b": {}},
+            },
+        }
+    ).save(run_dir)
     for record in runs:
         save_run_record(run_dir, record)
     f = forecast(load_run(run_dir), 0.02)
@@ -88,9 +99,11 @@ def test_the_bound_is_every_launch_at_its_timeout(scenario_data: dict[str, Any])
     assert len(plan.runs) == 4 and bound.hard_s == by_hand == bound.at_most_s
     assert bound.budgeted == 0 and bound.builtin_models == ("tiny-llama", "tiny-llama-medusa")
     text = describe_bound(bound)
-    assert text.startswith(f"at most {by_hand / 60:.1f} min: 4 launches, each killed at its "
-                           "600 s timeout (timeout_s, engine start included), + up to 15 s to "
-                           "stop each"), text
+    assert text.startswith(
+        f"at most {by_hand / 60:.1f} min: 4 launches, each killed at its "
+        "600 s timeout (timeout_s, engine start included), + up to 15 s to "
+        "stop each"
+    ), text
     assert "up to 30 min to build tiny-llama, tiny-llama-medusa where not yet cached" in text
 
 
@@ -103,23 +116,29 @@ def test_precision_launches_are_bounded_by_their_budget(scenario_data: dict[str,
     assert describe_bound(bound).startswith(
         "at most 4.8 min: 1 launch, ended by its 290 s precision budget (budget_s, engine "
         "start included: no block starts that would end past it); never past 15.2 min, "
-        "killed at its 900 s timeout")
-    scenario_data.update(sweep={"axes": {"batch_size": [1, 2, 4]}}, timeout_s=200,
-                         precision={"mde": 0.02, "budget_s": 290})
+        "killed at its 900 s timeout"
+    )
+    scenario_data.update(
+        sweep={"axes": {"batch_size": [1, 2, 4]}},
+        timeout_s=200,
+        precision={"mde": 0.02, "budget_s": 290},
+    )
     swept = wall_bound(expand_plan(parse_scenario(scenario_data)))
     assert swept.launches == 3 and swept.budget_bound_s == swept.hard_s == 3 * (200 + 15)
 
 
 def test_the_bound_holds_the_stored_runs_own_launches() -> None:
-    for fixture in ("cpu-medusa-small", "cpu-eagle-tp2-one-engine-small",
-                    "cpu-eagle-tp2-sweep-small"):
+    for fixture in (
+        "cpu-medusa-small",
+        "cpu-eagle-tp2-one-engine-small",
+        "cpu-eagle-tp2-sweep-small",
+    ):
         stored = load_run(FIXTURES / fixture)
         plan = expand_plan(parse_scenario(stored.manifest["scenario"]), base_dir=FIXTURES)
         assert sum(r.wall_s for r in stored.runs) < wall_bound(plan).at_most_s
 
 
-def test_a_run_of_the_same_model_and_settings_is_found_under_another_name(
-        tmp_path: Path) -> None:
+def test_a_run_of_the_same_model_and_settings_is_found_under_another_name(tmp_path: Path) -> None:
     results = tmp_path / "results"
     _copy("cpu-medusa-small", results)
     plan = _plan_of("cpu-medusa-small", "renamed", tmp_path, design="launch-per-arm")
@@ -129,12 +148,15 @@ def test_a_run_of_the_same_model_and_settings_is_found_under_another_name(
     assert estimate.matched == len(plan.runs) == 2
 
 
-@pytest.mark.parametrize("changes", [
-    {"model": "tiny-llama-32k"},  # another target model
-    {"draft": {"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 2}},
-    {"engine": {"enforce_eager": True}},
-    {"workload": {"kind": "random", "num_prompts": 8, "input_len": 32, "max_tokens": 16}},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"model": "tiny-llama-32k"},  # another target model
+        {"draft": {"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 2}},
+        {"engine": {"enforce_eager": True}},
+        {"workload": {"kind": "random", "num_prompts": 8, "input_len": 32, "max_tokens": 16}},
+    ],
+)
 def test_a_run_of_other_settings_is_not_used(tmp_path: Path, changes: dict[str, Any]) -> None:
     results = tmp_path / "results"
     _copy("cpu-medusa-small", results)

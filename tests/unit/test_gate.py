@@ -21,27 +21,60 @@ from harness.errors import ExitCode
 from testkit.factory import run, simple_pass, stored_run
 
 
-def row(delta: float, low: float | None, high: float | None, higher: bool = True,
-        kind: str = "relative", note: str | None = None, se: float = 0.01) -> MetricRow:
-    est = DeltaEstimate(kind, delta, low, high, 0.5, "paired t (blocks)", False, 0.02,  # type: ignore[arg-type]
-                        None, None, False, 40, 40, note, "one-engine", 40, 39.0, se,
-                        VarianceComponents(None, 0.05, se * math.sqrt(40), None), 0,
-                        "block", se * math.sqrt(40), 40)
-    return MetricRow("output_throughput" if higher else "mean_tpot_ms", "metric", higher, 1.0,
-                     1.0, est)
+def row(
+    delta: float,
+    low: float | None,
+    high: float | None,
+    higher: bool = True,
+    kind: str = "relative",
+    note: str | None = None,
+    se: float = 0.01,
+) -> MetricRow:
+    est = DeltaEstimate(
+        kind,
+        delta,
+        low,
+        high,
+        0.5,
+        "paired t (blocks)",
+        False,
+        0.02,  # type: ignore[arg-type]
+        None,
+        None,
+        False,
+        40,
+        40,
+        note,
+        "one-engine",
+        40,
+        39.0,
+        se,
+        VarianceComponents(None, 0.05, se * math.sqrt(40), None),
+        0,
+        "block",
+        se * math.sqrt(40),
+        40,
+    )
+    return MetricRow(
+        "output_throughput" if higher else "mean_tpot_ms", "metric", higher, 1.0, 1.0, est
+    )
 
 
-@pytest.mark.parametrize(("delta", "low", "high", "higher", "verdict"), [
-    (-0.001, -0.010, 0.008, True, "PASS"),           # the whole interval above -2%
-    (-0.050, -0.070, -0.030, True, "REGRESSION"),    # the whole interval below -2%
-    (-0.015, -0.030, 0.000, True, "INCONCLUSIVE"),   # straddles -2%
-    (0.010, -0.001, 0.025, False, "PASS"),           # lower is better: below +3%
-    (0.060, 0.040, 0.080, False, "REGRESSION"),      # lower is better: above +3%
-    (0.020, 0.005, 0.035, False, "INCONCLUSIVE"),
-    (0.300, 0.200, 0.400, True, "PASS"),              # a big improvement passes
-])
-def test_three_way_decision(delta: float, low: float, high: float, higher: bool,
-                            verdict: str) -> None:
+@pytest.mark.parametrize(
+    ("delta", "low", "high", "higher", "verdict"),
+    [
+        (-0.001, -0.010, 0.008, True, "PASS"),  # the whole interval above -2%
+        (-0.050, -0.070, -0.030, True, "REGRESSION"),  # the whole interval below -2%
+        (-0.015, -0.030, 0.000, True, "INCONCLUSIVE"),  # straddles -2%
+        (0.010, -0.001, 0.025, False, "PASS"),  # lower is better: below +3%
+        (0.060, 0.040, 0.080, False, "REGRESSION"),  # lower is better: above +3%
+        (0.020, 0.005, 0.035, False, "INCONCLUSIVE"),
+        (0.300, 0.200, 0.400, True, "PASS"),  # a big improvement passes
+    ],
+)
+def test_three_way_decision(
+    delta: float, low: float, high: float, higher: bool, verdict: str
+) -> None:
     tolerance = 0.02 if higher else 0.03
     decision = judge_metric(row(delta, low, high, higher), tolerance, "opt")
     assert decision.verdict == verdict, decision.reason
@@ -50,8 +83,9 @@ def test_three_way_decision(delta: float, low: float, high: float, higher: bool,
         assert decision.more_units > 0 and "more blocks would decide" in decision.reason
 
 
-def _one_engine_estimate(launches: int, blocks: int, true: float, interaction: float,
-                         seed: int) -> DeltaEstimate:
+def _one_engine_estimate(
+    launches: int, blocks: int, true: float, interaction: float, seed: int
+) -> DeltaEstimate:
     """Output throughput of a one-engine run: launch offsets, a launch x arm interaction of sd
     `interaction`, block noise 2%, through the shipped estimator."""
     from harness.analysis.stats import arm_delta
@@ -67,8 +101,15 @@ def _one_engine_estimate(launches: int, blocks: int, true: float, interaction: f
                 cand.append(arm)
                 launch.append(lid)
                 block.append(b)
-    return arm_delta(np.array(values), np.array(cand), np.array(launch), np.array(launch),
-                     np.array(block), "relative", "one-engine")
+    return arm_delta(
+        np.array(values),
+        np.array(cand),
+        np.array(launch),
+        np.array(launch),
+        np.array(block),
+        "relative",
+        "one-engine",
+    )
 
 
 def test_more_units_advice_counts_launches_when_launches_carry_the_error() -> None:
@@ -107,8 +148,15 @@ def test_welch_fallback_counts_rounds_not_launches() -> None:
                 launch.append(lid)
                 rnd.append(r if arm == 0 else r + 10)  # rounds do not match: Welch
             lid += 1
-    est = arm_delta(np.array(values), np.array(cand), np.array(launch), np.array(rnd),
-                    np.zeros(len(values)), "relative", "launch-per-arm")
+    est = arm_delta(
+        np.array(values),
+        np.array(cand),
+        np.array(launch),
+        np.array(rnd),
+        np.zeros(len(values)),
+        "relative",
+        "launch-per-arm",
+    )
     assert est.test == "Welch t (launches)" and est.units == 7
     assert est.error_unit == "round" and est.error_n == 3
     assert est.se is not None and est.error_sd is not None
@@ -137,10 +185,21 @@ def _shared(opt_factor: float, choice: str = "optimized") -> Any:
             duration = (1.0 if arm == "base" else opt_factor) * noise
             c = "baseline" if arm == "base" else choice
             path = "medusa.propose.tolist" if c == "baseline" else "medusa.propose.tensor"
-            rep = ImplReport(implementation="medusa-proposer", choice=c, path=path,
-                             paths={path: 5}, matches_choice=True, pid=100, tp_rank=0, calls=5)
-            passes.append(simple_pass(i, duration).model_copy(
-                update={"arm": arm, "block": block, "impl_reports": [rep]}))
+            rep = ImplReport(
+                implementation="medusa-proposer",
+                choice=c,
+                path=path,
+                paths={path: 5},
+                matches_choice=True,
+                pid=100,
+                tp_rank=0,
+                calls=5,
+            )
+            passes.append(
+                simple_pass(i, duration).model_copy(
+                    update={"arm": arm, "block": block, "impl_reports": [rep]}
+                )
+            )
     record = run("base+opt", 0, 0, passes)
     assert record.result is not None
     record.result.worker_pid = 7
@@ -153,8 +212,12 @@ IMPLS = {"base": "medusa-proposer:baseline", "opt": "medusa-proposer:optimized"}
 def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
     from harness.present.tables import render_gate_junit, render_gate_markdown
 
-    comparison = compare_records([_shared(1.25)],
-        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
+    comparison = compare_records(
+        [_shared(1.25)],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"),
+        "r",
+        "unit",
+    )
     result = judge(comparison, GateSpec())
     by_check = {d.check: d for d in result.decisions}
     assert by_check["output_throughput"].verdict == "REGRESSION"
@@ -163,16 +226,22 @@ def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
     assert result.verdict == "REGRESSION"
     md = render_gate_markdown(result, comparison)
     assert "REGRESSION" in md.splitlines()[0]
-    assert next(line for line in md.splitlines() if "Output throughput" in line).count(
-        "REGRESSION") == 1
+    assert (
+        next(line for line in md.splitlines() if "Output throughput" in line).count("REGRESSION")
+        == 1
+    )
     xml = render_gate_junit(result, comparison)
     assert '<testcase name="output_throughput"' in xml and "<failure" in xml
     assert "tolerance 2.0%" in xml and "-20.00%" in xml
 
 
 def test_unproven_passes_fail_the_proof_gate() -> None:
-    comparison = compare_records([_shared(1.0, choice="baseline")],
-        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
+    comparison = compare_records(
+        [_shared(1.0, choice="baseline")],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"),
+        "r",
+        "unit",
+    )
     result = judge(comparison, GateSpec(metrics={}))
     [proof] = [d for d in result.decisions if d.check == "implementation_proof"]
     assert proof.verdict == "REGRESSION" and "ran medusa-proposer:baseline" in proof.reason
@@ -187,36 +256,47 @@ def test_gate_policies_are_validated(scenario_data: dict[str, Any]) -> None:
     scenario_data["gates"] = {"metrics": {"output_throughput": -1}}
     with pytest.raises(ScenarioError, match="tolerance must be a number >= 0"):
         parse_scenario(scenario_data)
-    assert parse_scenario({**scenario_data, "gates": {}}).gates.metrics["output_throughput"] \
-        == 0.02
+    assert parse_scenario({**scenario_data, "gates": {}}).gates.metrics["output_throughput"] == 0.02
 
 
 def test_proposed_tolerances_cover_the_noise() -> None:
-    comparison = compare_records([_shared(1.0)],
-        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"), "r", "unit")
+    comparison = compare_records(
+        [_shared(1.0)],
+        Arms("base", ["opt"], implementations=IMPLS, design="one-engine"),
+        "r",
+        "unit",
+    )
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     proposed = propose_tolerances(comparison, GateSpec(), 0.01)
     assert tput.estimate.mde is not None and proposed["output_throughput"] >= tput.estimate.mde
     assert proposed["acceptance_rate"] == 1.0  # identical in every unit: the policy stays
 
 
-VARIANTS = {"base": {"baseline": True, "implementation": "medusa-proposer:baseline"},
-            "opt": {"implementation": "medusa-proposer:optimized"}}
+VARIANTS = {
+    "base": {"baseline": True, "implementation": "medusa-proposer:baseline"},
+    "opt": {"implementation": "medusa-proposer:optimized"},
+}
 FP = {"vllm": "0.32.0", "torch": "2.13.0"}
 
 
 def _folder(tmp_path: Path, name: str, factor: float, fingerprint: dict[str, object] = FP) -> Path:
-    path = stored_run(tmp_path, name, [_shared(factor)], fingerprint, VARIANTS,
-                      {"draft": {"method": "medusa", "model": "tiny-llama-medusa",
-                                 "num_speculative_tokens": 3}})
+    path = stored_run(
+        tmp_path,
+        name,
+        [_shared(factor)],
+        fingerprint,
+        VARIANTS,
+        {"draft": {"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}},
+    )
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["plan"] = {"design": "one-engine"}
     (path / "manifest.json").write_text(json.dumps(manifest))
     return path
 
 
-def test_cli_gate_exit_codes_and_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_gate_exit_codes_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     summary = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     slow = _folder(tmp_path, "slow", 1.25)
@@ -231,29 +311,60 @@ def test_cli_gate_exit_codes_and_files(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["gate", str(same)]) == 0
 
 
-def test_saved_baseline_gate_and_refusal(tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_saved_baseline_gate_and_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     reference = _folder(tmp_path, "main-run", 1.0)
     baselines = tmp_path / "baselines"
-    assert main(["baseline", "save", str(reference), "--name", "main",
-                 "--baselines-dir", str(baselines)]) == 0
+    assert (
+        main(
+            [
+                "baseline",
+                "save",
+                str(reference),
+                "--name",
+                "main",
+                "--baselines-dir",
+                str(baselines),
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in (baselines / "main").iterdir()) == ["manifest.json", "runs"]
     pr = _folder(tmp_path, "pr-run", 1.0)
-    assert main(["gate", str(pr), "--against", "main", "--baselines-dir", str(baselines),
-                 "--variant", "opt", "--inconclusive", "pass"]) == 0
+    assert (
+        main(
+            [
+                "gate",
+                str(pr),
+                "--against",
+                "main",
+                "--baselines-dir",
+                str(baselines),
+                "--variant",
+                "opt",
+                "--inconclusive",
+                "pass",
+            ]
+        )
+        == 0
+    )
     # Another machine is refused (a new vLLM build is what a gate is for, and is named).
     other = _folder(tmp_path, "other", 1.0, {**FP, "machine": "aarch64"})
     capsys.readouterr()
-    assert main(["gate", str(other), "--against", "main", "--baselines-dir",
-                 str(baselines)]) == ExitCode.INCOMPARABLE
+    assert (
+        main(["gate", str(other), "--against", "main", "--baselines-dir", str(baselines)])
+        == ExitCode.INCOMPARABLE
+    )
     err = capsys.readouterr().err
     assert "machine (None vs 'aarch64')" in err and len(err.strip().splitlines()) == 1
-    assert main(["gate", str(pr), "--against", "nope", "--baselines-dir",
-                 str(baselines)]) == ExitCode.USAGE
+    assert (
+        main(["gate", str(pr), "--against", "nope", "--baselines-dir", str(baselines)])
+        == ExitCode.USAGE
+    )
 
 
-def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_stated_rate(
-) -> None:
+def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_stated_rate() -> None:
     """calibrate's promise, simulated through the shipped code: tolerances proposed from one
     A/A run (40 blocks, AR(1) pass noise 3%) let a later A/A run fail to PASS with about the
     false-alarm probability asked for. t_{1-fa} + t_{0.975} gave 6.2% for 5% and 2.2% for 1%
@@ -271,8 +382,15 @@ def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_st
         for i in range(4 * blocks):
             ar[i] = (0.3 * ar[i - 1] if i else 0.0) + e[i]
         z = np.zeros(4 * blocks, dtype=int)
-        est = arm_delta(np.exp(7 + ar), np.tile(abba, blocks), z, z,
-                        np.repeat(np.arange(blocks), 4), "relative", "one-engine")
+        est = arm_delta(
+            np.exp(7 + ar),
+            np.tile(abba, blocks),
+            z,
+            z,
+            np.repeat(np.arange(blocks), 4),
+            "relative",
+            "one-engine",
+        )
         return MetricRow("output_throughput", "Output throughput", True, 1.0, 1.0, est)
 
     spec = GateSpec(metrics={"output_throughput": 0.02})
@@ -288,8 +406,9 @@ def test_calibrated_tolerances_let_an_unchanged_candidate_fail_to_pass_at_the_st
     assert regressions / trials < 0.005
 
 
-def _counted(name: str, tmp_path: Path, blocks: int, accepted: tuple[int, int, int],
-             **manifest: object) -> Path:
+def _counted(
+    name: str, tmp_path: Path, blocks: int, accepted: tuple[int, int, int], **manifest: object
+) -> Path:
     """A one-engine run of base and opt whose every pass drafted 313 times (939 tokens) and
     accepted `accepted` tokens per position, with `blocks` ABBA blocks: the same counts in
     12 or 16 passes an arm give means that differ in the last bit (as two real demo runs
@@ -298,27 +417,51 @@ def _counted(name: str, tmp_path: Path, blocks: int, accepted: tuple[int, int, i
     for block in range(blocks):
         for k, arm in enumerate(["base", "opt", "opt", "base"]):
             i = 4 * block + k
-            passes.append(simple_pass(i, 1 + 0.004 * ((i * 7) % 5), drafts=(
-                313, 939, sum(accepted), list(accepted))).model_copy(
-                update={"arm": arm, "block": block}))
-    gates = {"gates": {"metrics": {"acceptance_rate": 1.0, "acceptance_pos_*": 2.0,
-                                   "mean_acceptance_length": 0.01}}}
-    path = stored_run(tmp_path, name, [run("base+opt", 0, 0, passes)], FP,
-                      {"base": {"baseline": True}, "opt": {}},
-                      {"draft": {"method": "medusa", "model": "tiny-llama-medusa",
-                                 "num_speculative_tokens": 3}, **gates})
+            passes.append(
+                simple_pass(
+                    i, 1 + 0.004 * ((i * 7) % 5), drafts=(313, 939, sum(accepted), list(accepted))
+                ).model_copy(update={"arm": arm, "block": block})
+            )
+    gates = {
+        "gates": {
+            "metrics": {
+                "acceptance_rate": 1.0,
+                "acceptance_pos_*": 2.0,
+                "mean_acceptance_length": 0.01,
+            }
+        }
+    }
+    path = stored_run(
+        tmp_path,
+        name,
+        [run("base+opt", 0, 0, passes)],
+        FP,
+        {"base": {"baseline": True}, "opt": {}},
+        {
+            "draft": {
+                "method": "medusa",
+                "model": "tiny-llama-medusa",
+                "num_speculative_tokens": 3,
+            },
+            **gates,
+        },
+    )
     data = json.loads((path / "manifest.json").read_text())
     data.update(plan={"design": "one-engine"}, **manifest)
     (path / "manifest.json").write_text(json.dumps(data))
     return path
 
 
-EXACT_CHECKS = ("acceptance_rate", "acceptance_pos_0", "acceptance_pos_1", "acceptance_pos_2",
-                "mean_acceptance_length")
+EXACT_CHECKS = (
+    "acceptance_rate",
+    "acceptance_pos_0",
+    "acceptance_pos_1",
+    "acceptance_pos_2",
+    "mean_acceptance_length",
+)
 
 
-def test_gate_against_a_run_with_the_same_counts_passes_every_exact_metric(
-        tmp_path: Path) -> None:
+def test_gate_against_a_run_with_the_same_counts_passes_every_exact_metric(tmp_path: Path) -> None:
     """Identical counts in both runs, means apart in the last bit: every acceptance metric is
     decided exactly (it was INCONCLUSIVE, 'one launch per arm', for some of them); a real
     change in the counts is still judged, exactly."""
@@ -326,8 +469,20 @@ def test_gate_against_a_run_with_the_same_counts_passes_every_exact_metric(
 
     reference = _counted("ref", tmp_path, 8, (99, 62, 31))
     baselines = tmp_path / "baselines"
-    assert main(["baseline", "save", str(reference), "--name", "main",
-                 "--baselines-dir", str(baselines)]) == 0
+    assert (
+        main(
+            [
+                "baseline",
+                "save",
+                str(reference),
+                "--name",
+                "main",
+                "--baselines-dir",
+                str(baselines),
+            ]
+        )
+        == 0
+    )
     same = _counted("same", tmp_path, 6, (99, 62, 31))
     comparison, result = gate_run(same, against="main", baselines_dir=baselines)
     by_check = {d.check: d for d in result.decisions}

@@ -24,8 +24,9 @@ FIXTURES = ["cpu-medusa-small", "cpu-eagle-tp2-one-engine-small", "cpu-medusa-ov
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_a_stored_run_renders_as_it_did(fixture: str, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stored_run_renders_as_it_did(
+    fixture: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPECBENCH_NO_INDEX", "1")
     # Paths under the current folder print relative to it: render from one the fixtures' own
     # paths are not under, so the bytes do not depend on where the checkout is.
@@ -37,11 +38,15 @@ def test_a_stored_run_renders_as_it_did(fixture: str, tmp_path: Path,
         made, kept = (run_dir / name).read_bytes(), GOLDEN / fixture / name
         if os.environ.get("SPECBENCH_UPDATE_GOLDEN"):
             kept.write_bytes(made)
-        same = (_same(json.loads(made), json.loads(kept.read_bytes())) if name.endswith(".json")
-                else made == kept.read_bytes())
+        same = (
+            _same(json.loads(made), json.loads(kept.read_bytes()))
+            if name.endswith(".json")
+            else made == kept.read_bytes()
+        )
         assert same, (
             f"{fixture}/{name} renders differently from {kept.relative_to(ROOT)}; if that is "
-            "meant, rerun with SPECBENCH_UPDATE_GOLDEN=1 and commit the diff")
+            "meant, rerun with SPECBENCH_UPDATE_GOLDEN=1 and commit the diff"
+        )
 
 
 def _same(made: object, kept: object) -> bool:

@@ -24,9 +24,16 @@ from tests.conftest import ROOT
 
 
 def req(ttft: float, e2el: float, tokens: int = 5, error: str | None = None) -> RequestRecord:
-    return RequestRecord(index=0, prompt_tokens=4, output_tokens=tokens, ttft_s=ttft,
-                         e2el_s=e2el, finish_reason="length", output_token_ids=[],
-                         error=error)
+    return RequestRecord(
+        index=0,
+        prompt_tokens=4,
+        output_tokens=tokens,
+        ttft_s=ttft,
+        e2el_s=e2el,
+        finish_reason="length",
+        output_token_ids=[],
+        error=error,
+    )
 
 
 def test_a_good_request_is_vllms() -> None:
@@ -42,10 +49,23 @@ def test_a_good_request_is_vllms() -> None:
 
 def test_goodput_and_attainment_per_pass() -> None:
     requests = [req(0.05, 0.09), req(0.05, 0.09), req(0.2, 0.3), req(0.05, 0.06, error="x")]
-    p = PassRecord(repeat=0, started_unix=0.0, duration_s=2.0, requests=requests,
-                   spec_decode=None, workload_hash="w")
-    run = RunRecord(run_key="a.r0", variant="a", round=0, order=0, status="ok", wall_s=1.0,
-                    result=WorkerResult(run_key="a.r0", status="ok", passes=[p]))
+    p = PassRecord(
+        repeat=0,
+        started_unix=0.0,
+        duration_s=2.0,
+        requests=requests,
+        spec_decode=None,
+        workload_hash="w",
+    )
+    run = RunRecord(
+        run_key="a.r0",
+        variant="a",
+        round=0,
+        order=0,
+        status="ok",
+        wall_s=1.0,
+        result=WorkerResult(run_key="a.r0", status="ok", passes=[p]),
+    )
     frame = passes_frame([run], SLO(ttft_ms=100))
     assert frame["goodput"].iloc[0] == pytest.approx(1.0)  # 2 good requests / 2 s
     assert frame["slo_attainment"].iloc[0] == pytest.approx(50.0)  # 2 of 4
@@ -56,12 +76,18 @@ def test_a_run_with_an_slo_gets_the_rows_with_intervals(tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
     # Each request's TTFT is 1 ms and its E2EL the pass's duration (~10 ms): an E2EL objective
     # of 10 ms lets b, 5% slower, miss it in more passes than a.
-    Manifest.model_validate({
-        "run_id": "r", "status": "complete", "created_unix": 1.0, "scenario_hash": "h",
-        "scenario": {**SCENARIO, "slo": {"e2el_ms": 10.3}}, "fingerprint": {},
-        "plan": {"design": "one-engine"}}).save(run_dir)
-    save_run_record(run_dir, shared_launch(0, 30, math.log(0.95), np.random.default_rng(2),
-                                           0.0))
+    Manifest.model_validate(
+        {
+            "run_id": "r",
+            "status": "complete",
+            "created_unix": 1.0,
+            "scenario_hash": "h",
+            "scenario": {**SCENARIO, "slo": {"e2el_ms": 10.3}},
+            "fingerprint": {},
+            "plan": {"design": "one-engine"},
+        }
+    ).save(run_dir)
+    save_run_record(run_dir, shared_launch(0, 30, math.log(0.95), np.random.default_rng(2), 0.0))
     run = load_run(run_dir)
     (cand,) = compare_run(run).candidates
     rows = {r.key: r for r in cand.rows}
@@ -82,12 +108,15 @@ def test_an_slo_is_checked_and_leaves_other_hashes_alone() -> None:
     # Unset, slo is not in the hash, nor is a variant's speculation: true: the scenario hashes
     # as it did before those fields existed (the golden value: specbench a12195d on this
     # fixture's scenario), so earlier runs of it stay the same comparison.
-    manifest = json.loads((ROOT / "results" / "fixtures" / "cpu-medusa-small" /
-                           "manifest.json").read_text())
+    manifest = json.loads(
+        (ROOT / "results" / "fixtures" / "cpu-medusa-small" / "manifest.json").read_text()
+    )
     plain = parse_scenario(manifest["scenario"])
     assert scenario_hash(plain) == "45afd2f7e8d96c13"
-    off = {**manifest["scenario"], "variants": {**manifest["scenario"]["variants"],
-                                                "nospec": {"speculative_config": "none"}}}
+    off = {
+        **manifest["scenario"],
+        "variants": {**manifest["scenario"]["variants"], "nospec": {"speculative_config": "none"}},
+    }
     assert scenario_hash(parse_scenario(off)) != scenario_hash(plain)
     with_slo = parse_scenario({**manifest["scenario"], "slo": {"ttft_ms": 50}})
     assert scenario_hash(with_slo) != scenario_hash(plain)

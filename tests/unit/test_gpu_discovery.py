@@ -34,8 +34,10 @@ case "$1" in
   *) exit 1 ;;
 esac
 """
-INFO = ("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 17\nGPU UUID: \t GPU-{uuid}\n"
-        "Bus Location: \t {pci}\nDevice Minor: \t {minor}\n")
+INFO = (
+    "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 17\nGPU UUID: \t GPU-{uuid}\n"
+    "Bus Location: \t {pci}\nDevice Minor: \t {minor}\n"
+)
 
 
 @pytest.fixture
@@ -59,19 +61,22 @@ def smi(nowhere: Path) -> Path:
     return fake
 
 
-@pytest.mark.parametrize(("visible", "expected"), [
-    (None, ["GPU-aaaa-1111", "GPU-bbbb-2222"]),  # unset: the whole GPUs, not their slices
-    ("1", ["GPU-bbbb-2222"]),
-    ("GPU-bbbb-2222", ["GPU-bbbb-2222"]),
-    ("GPU-bbbb", ["GPU-bbbb-2222"]),  # a prefix, as CUDA takes it
-    ("MIG-c6d4-0002", ["MIG-c6d4-0002"]),  # listed only by nvidia-smi -L
-    ("MIG-GPU-aaaa-1111/1/0", ["MIG-GPU-aaaa-1111/1/0"]),  # the older drivers' MIG UUID
-    ("MIG-c6d4-0001,MIG-c6d4-0002", ["MIG-c6d4-0001", "MIG-c6d4-0002"]),
-    ("MIG-ffff-9999", []),
-])
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, ["GPU-aaaa-1111", "GPU-bbbb-2222"]),  # unset: the whole GPUs, not their slices
+        ("1", ["GPU-bbbb-2222"]),
+        ("GPU-bbbb-2222", ["GPU-bbbb-2222"]),
+        ("GPU-bbbb", ["GPU-bbbb-2222"]),  # a prefix, as CUDA takes it
+        ("MIG-c6d4-0002", ["MIG-c6d4-0002"]),  # listed only by nvidia-smi -L
+        ("MIG-GPU-aaaa-1111/1/0", ["MIG-GPU-aaaa-1111/1/0"]),  # the older drivers' MIG UUID
+        ("MIG-c6d4-0001,MIG-c6d4-0002", ["MIG-c6d4-0001", "MIG-c6d4-0002"]),
+        ("MIG-ffff-9999", []),
+    ],
+)
 def test_indices_gpu_uuids_and_mig_uuids_are_found_through_nvidia_smi(
-        smi: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None,
-        expected: list[str]) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: list[str]
+) -> None:
     if visible is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     search = env.find_gpus()
@@ -80,7 +85,8 @@ def test_indices_gpu_uuids_and_mig_uuids_are_found_through_nvidia_smi(
 
 
 def test_a_mig_device_is_named_by_its_profile_and_keeps_its_parents_driver(
-        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4-0001")
     [mig] = env.gpu_details()
     assert mig["name"] == "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
@@ -89,26 +95,30 @@ def test_a_mig_device_is_named_by_its_profile_and_keeps_its_parents_driver(
 
 
 def _proc(root: Path) -> None:
-    for minor, (pci, uuid) in enumerate([("0000:3b:00.0", "bbbb-2222"),
-                                         ("0000:19:00.0", "aaaa-1111")]):
+    for minor, (pci, uuid) in enumerate(
+        [("0000:3b:00.0", "bbbb-2222"), ("0000:19:00.0", "aaaa-1111")]
+    ):
         folder = root / "proc" / "gpus" / pci
         folder.mkdir(parents=True)
         (folder / "information").write_text(INFO.format(uuid=uuid, pci=pci, minor=minor))
     (root / "proc" / "version").write_text(
-        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC "
-        "2024\n")
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+    )
 
 
-@pytest.mark.parametrize(("visible", "expected"), [
-    (None, ["GPU-aaaa-1111", "GPU-bbbb-2222"]),  # PCI order, as nvidia-smi numbers them
-    ("1", ["GPU-bbbb-2222"]),
-    ("GPU-aaaa", ["GPU-aaaa-1111"]),
-    ("MIG-c6d4-0002", ["MIG-c6d4-0002"]),  # /proc lists no MIG devices: taken on trust
-    ("GPU-ffff", []),
-])
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, ["GPU-aaaa-1111", "GPU-bbbb-2222"]),  # PCI order, as nvidia-smi numbers them
+        ("1", ["GPU-bbbb-2222"]),
+        ("GPU-aaaa", ["GPU-aaaa-1111"]),
+        ("MIG-c6d4-0002", ["MIG-c6d4-0002"]),  # /proc lists no MIG devices: taken on trust
+        ("GPU-ffff", []),
+    ],
+)
 def test_without_nvidia_smi_the_drivers_proc_listing_is_read(
-        nowhere: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None,
-        expected: list[str]) -> None:
+    nowhere: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: list[str]
+) -> None:
     _proc(nowhere)
     if visible is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
@@ -120,8 +130,9 @@ def test_without_nvidia_smi_the_drivers_proc_listing_is_read(
         assert search.gpus[0]["driver_version"] == "550.54.15"
 
 
-def test_without_nvidia_smi_or_proc_the_dev_nodes_count(nowhere: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_nvidia_smi_or_proc_the_dev_nodes_count(
+    nowhere: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (nowhere / "dev").mkdir()
     for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-caps"):
         (nowhere / "dev" / name).touch()
@@ -144,30 +155,35 @@ def test_a_refusal_says_where_it_looked_and_how_to_fix_it(nowhere: Path) -> None
 
 
 def test_a_refusal_names_the_gpus_that_cuda_visible_devices_missed(
-        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
     with pytest.raises(HardwareError) as refused:
         check_hardware(_gpu_run())
-    assert ("found GPUs: none: CUDA_VISIBLE_DEVICES='7' names none of the GPUs "
-            f"{smi} (2 GPU(s)) shows (0 GPU-aaaa-1111, 1 GPU-bbbb-2222, 0:0 MIG-c6d4-0001, "
-            "0:1 MIG-c6d4-0002); set CUDA_VISIBLE_DEVICES") in str(refused.value)
+    assert (
+        "found GPUs: none: CUDA_VISIBLE_DEVICES='7' names none of the GPUs "
+        f"{smi} (2 GPU(s)) shows (0 GPU-aaaa-1111, 1 GPU-bbbb-2222, 0:0 MIG-c6d4-0001, "
+        "0:1 MIG-c6d4-0002); set CUDA_VISIBLE_DEVICES"
+    ) in str(refused.value)
 
 
-def test_nvidia_smi_that_fails_is_named_and_the_driver_is_read_instead(
-        nowhere: Path) -> None:
+def test_nvidia_smi_that_fails_is_named_and_the_driver_is_read_instead(nowhere: Path) -> None:
     broken = nowhere / "bin" / "nvidia-smi"
-    broken.write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version "
-                      "mismatch'\nexit 18\n")
+    broken.write_text(
+        "#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\nexit 18\n"
+    )
     broken.chmod(0o755)
     _proc(nowhere)
     search = env.find_gpus()
     assert len(search.gpus) == 2
-    assert search.looked[0] == (f"{broken} (failed: Failed to initialize NVML: Driver/library "
-                                "version mismatch)")
+    assert search.looked[0] == (
+        f"{broken} (failed: Failed to initialize NVML: Driver/library version mismatch)"
+    )
 
 
 def test_doctor_names_a_mig_device_and_says_where_it_looked_when_there_is_none(
-        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from harness.doctor import doctor_lines
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4-0002")
@@ -178,15 +194,18 @@ def test_doctor_names_a_mig_device_and_says_where_it_looked_when_there_is_none(
 
 
 def test_too_few_gpus_says_how_many_cuda_visible_devices_left_of_the_machines(
-        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert env.find_gpus().explain() == (
         f"1 (NVIDIA A100-SXM4-40GB; CUDA_VISIBLE_DEVICES='1' leaves 1 of the 2 that {smi} "
-        "(2 GPU(s)) shows)")
+        "(2 GPU(s)) shows)"
+    )
 
 
 def test_a_mig_uuid_is_taken_on_trust_when_nvidia_smi_l_fails(
-        smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     smi.write_text(FAKE_SMI.replace("  -L)\n", "  -L)\n    exit 9\n"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4-0002")
     [mig] = env.gpu_details()

@@ -42,8 +42,13 @@ def lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def holder(lock: Path, request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
     """Another run holding the GPUs the test names (indirect parameter; None: the machine)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, json.dumps(request.param)], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, json.dumps(request.param)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     yield proc
     release(proc)
@@ -59,9 +64,9 @@ def release(proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("holder", [["GPU-aaaa", "GPU-bbbb"]], indirect=True)
 def test_runs_on_disjoint_gpu_sets_hold_their_locks_at_once(
-        holder: subprocess.Popen[str], lock: Path) -> None:
-    with machine.machine("another user's run", wait=False,
-                         gpus=["GPU-dddd", "GPU-cccc"]) as held:
+    holder: subprocess.Popen[str], lock: Path
+) -> None:
+    with machine.machine("another user's run", wait=False, gpus=["GPU-dddd", "GPU-cccc"]) as held:
         assert held.gpus == ["GPU-cccc", "GPU-dddd"] and held.waited_for is None
     with machine.machine("a CPU run", wait=False) as held:  # the machine's lock is free
         assert held.gpus is None and held.path == str(lock)
@@ -69,20 +74,23 @@ def test_runs_on_disjoint_gpu_sets_hold_their_locks_at_once(
 
 @pytest.mark.parametrize("holder", [["GPU-aaaa", "GPU-bbbb"]], indirect=True)
 def test_an_overlapping_gpu_set_is_refused_without_wait_and_keeps_nothing(
-        holder: subprocess.Popen[str]) -> None:
-    with pytest.raises(machine.MachineBusy) as busy, \
-            machine.machine("mine", wait=False, gpus=["GPU-cccc", "GPU-bbbb"]):
+    holder: subprocess.Popen[str],
+) -> None:
+    with (
+        pytest.raises(machine.MachineBusy) as busy,
+        machine.machine("mine", wait=False, gpus=["GPU-cccc", "GPU-bbbb"]),
+    ):
         pass
     assert str(busy.value).startswith(
-        f"GPU GPU-bbbb is busy: a test benchmark (pid {holder.pid} on ")
+        f"GPU GPU-bbbb is busy: a test benchmark (pid {holder.pid} on "
+    )
     # GPU-cccc, taken before GPU-bbbb was found busy, was let go with the refusal.
     with machine.machine("next", wait=False, gpus=["GPU-cccc"]):
         pass
 
 
 @pytest.mark.parametrize("holder", [["GPU-bbbb"]], indirect=True)
-def test_an_overlapping_gpu_set_waits_then_holds_them_all(
-        holder: subprocess.Popen[str]) -> None:
+def test_an_overlapping_gpu_set_waits_then_holds_them_all(holder: subprocess.Popen[str]) -> None:
     said: list[str] = []
     waiting = threading.Event()
     outcome: dict[str, machine.Holding] = {}
@@ -111,21 +119,27 @@ def test_an_overlapping_gpu_set_waits_then_holds_them_all(
 def test_a_gpu_run_does_not_wait_for_the_machines_lock(holder: subprocess.Popen[str]) -> None:
     with machine.machine("a GPU run", wait=False, gpus=["GPU-aaaa"]):
         pass
-    with pytest.raises(machine.MachineBusy, match="^the machine is busy: a test benchmark"), \
-            machine.machine("a CPU run", wait=False):
+    with (
+        pytest.raises(machine.MachineBusy, match="^the machine is busy: a test benchmark"),
+        machine.machine("a CPU run", wait=False),
+    ):
         pass
 
 
 def test_each_gpu_has_its_own_lock_file_taken_in_sorted_order(lock: Path) -> None:
     paths = machine.lock_paths(["MIG-GPU-aaaa/1/0", "GPU-cccc", "GPU-bbbb", "GPU-cccc"])
-    assert [p.name for p in paths] == ["machine-gpu-GPU-bbbb.lock", "machine-gpu-GPU-cccc.lock",
-                                       "machine-gpu-MIG-GPU-aaaa_1_0.lock"]
+    assert [p.name for p in paths] == [
+        "machine-gpu-GPU-bbbb.lock",
+        "machine-gpu-GPU-cccc.lock",
+        "machine-gpu-MIG-GPU-aaaa_1_0.lock",
+    ]
     assert all(p.parent == lock.parent for p in paths)
     assert list(machine.lock_paths(None)) == [lock]
 
 
 def test_the_runner_locks_the_gpus_cuda_visible_devices_leaves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = tmp_path / "nvidia-smi"
     fake.write_text(FAKE_SMI)
     fake.chmod(0o755)

@@ -36,8 +36,24 @@ gtm = _load()
 Device: Any = gtm.Device
 HostEvent: Any = gtm.HostEvent
 CPU = gtm.Device("cpu")
-SMALL = ["--device", "cpu", "--batches", "1,3", "--hidden", "16", "--vocab", "50",
-         "--size", "16", "--steps", "2", "--repeats", "6", "--warmup", "1"]
+SMALL = [
+    "--device",
+    "cpu",
+    "--batches",
+    "1,3",
+    "--hidden",
+    "16",
+    "--vocab",
+    "50",
+    "--size",
+    "16",
+    "--steps",
+    "2",
+    "--repeats",
+    "6",
+    "--warmup",
+    "1",
+]
 
 
 def _heads(name: str) -> int:
@@ -67,8 +83,9 @@ def tolist_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
 
 
 @pytest.mark.parametrize("heads", [1, 3, 5])
-def test_the_baseline_calls_tolist_once_per_head(tolist_calls: list[tuple[int, ...]],
-                                                  heads: int) -> None:
+def test_the_baseline_calls_tolist_once_per_head(
+    tolist_calls: list[tuple[int, ...]], heads: int
+) -> None:
     batch = 4
     m = gtm.medusa_setup(CPU, batch, gtm.medusa_weights(CPU, heads, hidden=16, vocab=50))
     drafts = gtm.medusa_step_tolist(m)
@@ -104,6 +121,7 @@ class OrderedDevice(Device):  # type: ignore[misc]
 
             def __exit__(self, *exc: object) -> None:
                 log.append("leave copy stream")
+
         return Switch()
 
     def event(self, timing: bool = False) -> Any:
@@ -115,6 +133,7 @@ class OrderedDevice(Device):  # type: ignore[misc]
 
             def synchronize(self) -> None:
                 log.append("wait")
+
         return Event()
 
 
@@ -125,8 +144,13 @@ def test_the_optimized_path_waits_once_after_an_ordered_copy() -> None:
     dev = OrderedDevice()
     m = gtm.medusa_setup(dev, 2, gtm.medusa_weights(dev, 3, hidden=8, vocab=20))
     gtm.medusa_step_device(m)
-    assert dev.log == ["copy stream waits for the compute stream", "enter copy stream",
-                       "record", "leave copy stream", "wait"]
+    assert dev.log == [
+        "copy stream waits for the compute stream",
+        "enter copy stream",
+        "record",
+        "leave copy stream",
+        "wait",
+    ]
     dev.log.clear()
     gtm.medusa_step_tolist(m)
     assert dev.log == []  # the baseline waits in its .tolist() calls instead
@@ -168,17 +192,33 @@ def test_cpu_dry_run_prints_one_table_and_one_line(capsys: pytest.CaptureFixture
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert err == ""
-    assert lines[0].split() == ["mechanism", "arm", "n", "median", "us/step", "95%",
-                                "interval", "(us)", "ratio", "to", "baseline"]
+    assert lines[0].split() == [
+        "mechanism",
+        "arm",
+        "n",
+        "median",
+        "us/step",
+        "95%",
+        "interval",
+        "(us)",
+        "ratio",
+        "to",
+        "baseline",
+    ]
     assert set(lines[1]) == {"-", " "}
     rows = [re.split(r"\s{2,}", line) for line in lines[2:-1]]
     assert [(row[0], row[1]) for row in rows] == [
-        ("medusa B=1", ".tolist() x H"), ("medusa B=1", "on device, 1 wait"),
-        ("medusa B=3", ".tolist() x H"), ("medusa B=3", "on device, 1 wait"),
-        ("step timer", "untimed"), ("step timer", "events, 8 a step"),
+        ("medusa B=1", ".tolist() x H"),
+        ("medusa B=1", "on device, 1 wait"),
+        ("medusa B=3", ".tolist() x H"),
+        ("medusa B=3", "on device, 1 wait"),
+        ("step timer", "untimed"),
+        ("step timer", "events, 8 a step"),
         ("step timer", "synchronised, 8 syncs a step"),
-        ("timer cost", "events - untimed"), ("timer cost", "synchronised - untimed"),
-        ("events' reading", "step_s as read")]
+        ("timer cost", "events - untimed"),
+        ("timer cost", "synchronised - untimed"),
+        ("events' reading", "step_s as read"),
+    ]
     for row in rows:
         assert len(row) == 6, row
         assert row[2] == "6"  # n: every repeat asked ran
@@ -194,13 +234,23 @@ def test_cpu_dry_run_prints_one_table_and_one_line(capsys: pytest.CaptureFixture
             assert ratio.startswith("+") == (row[0] == "timer cost")
     info = lines[-1]
     assert info.startswith("device cpu")
-    for part in (f"torch {torch.__version__}", "3 heads", "hidden 16", "vocab 50",
-                 "batches 1,3", "16x16", "2 steps a pass", "6 repeats", "total "):
+    for part in (
+        f"torch {torch.__version__}",
+        "3 heads",
+        "hidden 16",
+        "vocab 50",
+        "batches 1,3",
+        "16x16",
+        "2 steps a pass",
+        "6 repeats",
+        "total ",
+    ):
         assert part in info, part
 
 
-def test_without_cuda_it_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_cuda_it_exits_3_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gtm.main([]) == 3
     out, err = capsys.readouterr()
@@ -211,15 +261,17 @@ def test_without_cuda_it_exits_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_the_script_exits_3_without_cuda() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 3
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize("flag", [["--repeats", "42"], ["--steps", "501"],
-                                  ["--budget-s", "300"], ["--batches", "0"]])
+@pytest.mark.parametrize(
+    "flag", [["--repeats", "42"], ["--steps", "501"], ["--budget-s", "300"], ["--batches", "0"]]
+)
 def test_runtime_bounds_are_enforced(flag: list[str]) -> None:
     with pytest.raises(SystemExit):
         gtm.parse_args(flag)

@@ -67,15 +67,27 @@ def test_the_default_markdown_leads_with_a_verdict_and_folds_the_rest(tmp_path: 
     assert 5 <= len(shown) <= 12
     labels = [r[0] for r in shown]
     assert labels[0] == "Output / total / request throughput (tok/s, tok/s, req/s)"
-    assert labels[1:] == ["Acceptance rate (%)", "Mean acceptance length", "Mean TPOT (ms)",
-                          "Mean TTFT (ms)", "Mean E2EL (ms)", "Output parity vs baseline"]
-    assert shown[0][1:] == ["2465.64 / 4931.28 / 77.05", "2441.61 / 4883.23 / 76.30",
-                            "-1.0% [-2.0, +0.0]"]
+    assert labels[1:] == [
+        "Acceptance rate (%)",
+        "Mean acceptance length",
+        "Mean TPOT (ms)",
+        "Mean TTFT (ms)",
+        "Mean E2EL (ms)",
+        "Output parity vs baseline",
+    ]
+    assert shown[0][1:] == [
+        "2465.64 / 4931.28 / 77.05",
+        "2441.61 / 4883.23 / 76.30",
+        "-1.0% [-2.0, +0.0]",
+    ]
     # Nothing lost: the folded rows and the shown ones are every row once (three folded).
     _, every = table_rows(comparison)
     assert len(shown) + len(rest) == len(every) - 2
     assert {r[0] for r in rest} == {r[0] for r in every} - {r[0] for r in shown} - {
-        "Output throughput (tok/s)", "Total throughput (tok/s)", "Request throughput (req/s)"}
+        "Output throughput (tok/s)",
+        "Total throughput (tok/s)",
+        "Request throughput (req/s)",
+    }
     # Few notes above the fold, every one below it.
     above = md.split("<details>")[0]
     assert sum(line.startswith("- ") for line in above.splitlines()) <= 5
@@ -120,16 +132,16 @@ def test_rows_by_key_and_an_unknown_key(tmp_path: Path) -> None:
 def test_no_interval_means_no_result_first_and_why(tmp_path: Path) -> None:
     comparison = _comparison(tmp_path, "cpu-medusa-small")
     [line] = verdicts(comparison)
-    assert line.startswith("optimized: no result: output throughput +15.6% has no interval: "
-                           "one launch per arm")
+    assert line.startswith(
+        "optimized: no result: output throughput +15.6% has no interval: one launch per arm"
+    )
     assert render_terminal(comparison, rows="pr").startswith(line)
 
 
 def test_a_failed_arm_and_the_interpreter_say_no_result(tmp_path: Path) -> None:
     runs = [run("base", 0, 0, [simple_pass(0, 2.0)]), run("opt", 0, 1, [], status="failed")]
     failed = compare_records(runs, Arms("base", ["opt"]), "run-2", "unit")
-    assert verdicts(failed) == ["opt: no result: it failed (no launch completed; FAILED "
-                                "below)"]
+    assert verdicts(failed) == ["opt: no result: it failed (no launch completed; FAILED below)"]
     text = render_terminal(failed, rows="pr")
     assert "FAILED opt: opt.r0: failed: boom" in text  # among the few notes
     comparison = _comparison(tmp_path)
@@ -143,35 +155,52 @@ def test_a_failed_arm_and_the_interpreter_say_no_result(tmp_path: Path) -> None:
 
 
 def test_rows_alike_fold_into_one_naming_them() -> None:
-    rows = [["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
-            ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0] *"],
-            ["Request throughput (req/s)", "1.00", "0.90", "-10.0% [-12.0, -8.0] *"],
-            ["Mean TPOT (ms)", "2.00", "2.20", "-10.0% [-12.0, -8.0] *"],
-            ["Mean TTFT (ms)", "3.00", "3.00", "n/a"],
-            ["Mean E2EL (ms)", "3.00", "3.00", "n/a"]]
+    rows = [
+        ["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
+        ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0] *"],
+        ["Request throughput (req/s)", "1.00", "0.90", "-10.0% [-12.0, -8.0] *"],
+        ["Mean TPOT (ms)", "2.00", "2.20", "-10.0% [-12.0, -8.0] *"],
+        ["Mean TTFT (ms)", "3.00", "3.00", "n/a"],
+        ["Mean E2EL (ms)", "3.00", "3.00", "n/a"],
+    ]
     folded = fold_duplicates(rows, [3], ("n/a",))
     # Neighbours alike fold (TPOT too: no common last word then); two rows that say nothing
     # ("n/a") stay apart.
-    assert folded[0] == ["Output throughput / total throughput / request throughput / mean "
-                         "TPOT (tok/s, tok/s, req/s, ms)", "10.00 / 20.00 / 1.00 / 2.00",
-                         "9.00 / 18.00 / 0.90 / 2.20", "-10.0% [-12.0, -8.0] *"]
+    assert folded[0] == [
+        "Output throughput / total throughput / request throughput / mean "
+        "TPOT (tok/s, tok/s, req/s, ms)",
+        "10.00 / 20.00 / 1.00 / 2.00",
+        "9.00 / 18.00 / 0.90 / 2.20",
+        "-10.0% [-12.0, -8.0] *",
+    ]
     assert folded[1:] == rows[4:]
-    assert folded_label(["Output throughput (tok/s)", "Total throughput (tok/s)"]) == \
-        "Output / total throughput (tok/s)"
+    assert (
+        folded_label(["Output throughput (tok/s)", "Total throughput (tok/s)"])
+        == "Output / total throughput (tok/s)"
+    )
     assert fold_duplicates(rows[:2], [3], ())[0][0] == "Output / total throughput (tok/s)"
     # The primary is starred and its secondaries (Holm-adjusted) not: the same interval, one
     # row, the primary's star kept.
-    primary = [["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
-               ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0]"]]
-    assert fold_duplicates(primary, [3], ()) == [[
-        "Output / total throughput (tok/s)", "10.00 / 20.00", "9.00 / 18.00",
-        "-10.0% [-12.0, -8.0] *"]]
+    primary = [
+        ["Output throughput (tok/s)", "10.00", "9.00", "-10.0% [-12.0, -8.0] *"],
+        ["Total throughput (tok/s)", "20.00", "18.00", "-10.0% [-12.0, -8.0]"],
+    ]
+    assert fold_duplicates(primary, [3], ()) == [
+        [
+            "Output / total throughput (tok/s)",
+            "10.00 / 20.00",
+            "9.00 / 18.00",
+            "-10.0% [-12.0, -8.0] *",
+        ]
+    ]
 
 
 def test_local_paths_print_relative(tmp_path: Path) -> None:
     home = str(Path.home())
-    text = (f"Build: vLLM at {tmp_path}/.venv/lib/vllm; python {tmp_path}/.venv/bin/python; "
-            f"cache {home}/x/y; other /opt/vllm (see https://docs.vllm.ai/en)")
+    text = (
+        f"Build: vLLM at {tmp_path}/.venv/lib/vllm; python {tmp_path}/.venv/bin/python; "
+        f"cache {home}/x/y; other /opt/vllm (see https://docs.vllm.ai/en)"
+    )
     tidy = tidy_paths(text, (tmp_path,))
     assert tidy.startswith("Build: vLLM at .venv/lib/vllm; python .venv/bin/python; ")
     assert "/opt/vllm" in tidy and "https://docs.vllm.ai/en" in tidy
@@ -179,8 +208,9 @@ def test_local_paths_print_relative(tmp_path: Path) -> None:
         assert "cache ~/x/y" in tidy
 
 
-def test_github_summary_appends_or_writes_pr_comment(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_github_summary_appends_or_writes_pr_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPECBENCH_NO_INDEX", "1")
     folder = tmp_path / "cpu-medusa-small"
     shutil.copytree(FIXTURES / "cpu-medusa-small", folder)
@@ -198,8 +228,7 @@ def test_github_summary_appends_or_writes_pr_comment(tmp_path: Path,
     assert not (folder / "pr-comment.md").exists()
 
 
-def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(
-        tmp_path: Path) -> None:
+def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(tmp_path: Path) -> None:
     """A precision launch stopped by its budget after 1 block has no interval: the verdict
     says so first and names the budget_s that would measure the minimum blocks, from the
     launch's own start, warm-up and block times; `plan` warns from a stored run's."""
@@ -216,19 +245,22 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(
     costs = launch_costs(record)
     assert costs is not None and costs.block_s > 0 and costs.overhead_s > 0
     one_block = 2 * len(record.arms)  # a block runs every arm twice
-    result = record.result.model_copy(update={
-        "passes": record.result.passes[:one_block],
-        "stopped": "time budget budget_s=40 spent after 1 blocks",
-        "timings": record.result.timings.model_copy(update={
-            "measure_s": costs.block_s})})
-    short = record.model_copy(update={"result": result,
-                                      "wall_s": costs.overhead_s + costs.block_s})
+    result = record.result.model_copy(
+        update={
+            "passes": record.result.passes[:one_block],
+            "stopped": "time budget budget_s=40 spent after 1 blocks",
+            "timings": record.result.timings.model_copy(update={"measure_s": costs.block_s}),
+        }
+    )
+    short = record.model_copy(update={"result": result, "wall_s": costs.overhead_s + costs.block_s})
     advice = short_budget(short)
     assert advice is not None and advice.startswith(
-        f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} blocks")
+        f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} blocks"
+    )
     assert short_budget(record) is None  # it reached its target
-    comparison = compare_records([short], Arms("baseline", ["optimized"], design="one-engine"),
-                                 "r", "unit")
+    comparison = compare_records(
+        [short], Arms("baseline", ["optimized"], design="one-engine"), "r", "unit"
+    )
     [line] = verdicts(comparison)
     assert line.startswith("optimized: no result: output throughput")
     assert f"the precision budget ran out: budget_s: {costs.budget_for():.0f}" in line
@@ -239,9 +271,17 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(
     path = SCENARIOS / "cpu-medusa-overlay.yaml"
     plan = expand_plan(load_scenario(path), scenario_file=path)
     assert budget_lines(plan, stored) == []  # its own budget leaves room
-    starved = plan.model_copy(update={"runs": [
-        r.model_copy(update={"precision": r.precision.model_copy(update={"budget_s": 40.0})})
-        for r in plan.runs if r.precision is not None]})
+    starved = plan.model_copy(
+        update={
+            "runs": [
+                r.model_copy(
+                    update={"precision": r.precision.model_copy(update={"budget_s": 40.0})}
+                )
+                for r in plan.runs
+                if r.precision is not None
+            ]
+        }
+    )
     [warning] = budget_lines(starved, stored)
     assert warning.startswith("  warning: budget_s=40 leaves about ")
     assert f"budget_s: {costs.budget_for():.0f} would give one" in warning

@@ -32,17 +32,33 @@ from tests.conftest import ROOT
 FIXTURE = ROOT / "results" / "fixtures" / "cpu-medusa-small"
 
 
-def simulated(root: Path, name: str, created: float, effect: float, seed: int,
-              status: str = "complete", commit: str | None = None) -> Path:
+def simulated(
+    root: Path,
+    name: str,
+    created: float,
+    effect: float,
+    seed: int,
+    status: str = "complete",
+    commit: str | None = None,
+) -> Path:
     """A one-engine run of arms a and b (b's true effect `effect`, a fraction), analysed."""
     rng = np.random.default_rng(seed)
     run_dir = root / name
-    Manifest.model_validate({
-        "run_id": name, "status": status, "created_unix": created, "scenario_hash": "h1",
-        "scenario": SCENARIO, "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
-        "builds": {"a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
-                   "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": commit}},
-        "plan": {"design": "one-engine"}}).save(run_dir)
+    Manifest.model_validate(
+        {
+            "run_id": name,
+            "status": status,
+            "created_unix": created,
+            "scenario_hash": "h1",
+            "scenario": SCENARIO,
+            "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
+            "builds": {
+                "a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},
+                "b": {"vllm": "0.32.0", "vllm_location": "/x", "git": commit},
+            },
+            "plan": {"design": "one-engine"},
+        }
+    ).save(run_dir)
     save_run_record(run_dir, shared_launch(0, 30, math.log1p(effect), rng, created))
     if status == "complete":
         write_report(run_dir, figures=False)
@@ -55,8 +71,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     plus an interrupted run that has no summary."""
     root = tmp_path_factory.mktemp("store")
     for i in range(10):
-        simulated(root, f"r{i:02d}", 1000.0 + i, -0.05 if i >= 6 else 0.0, seed=i,
-                  commit=f"c{i:02d}" + "0" * 38)
+        simulated(
+            root,
+            f"r{i:02d}",
+            1000.0 + i,
+            -0.05 if i >= 6 else 0.0,
+            seed=i,
+            commit=f"c{i:02d}" + "0" * 38,
+        )
     simulated(root, "stopped", 2000.0, 0.0, seed=99, status="interrupted")
     return root
 
@@ -81,9 +103,16 @@ def test_a_locked_index_never_fails_a_run_and_loses_nothing(tmp_path: Path) -> N
     simulated(tmp_path, "a1", 100.0, 0.0, 1)
     index_run(tmp_path / "a1")
     holder = subprocess.Popen(  # another process holds the index for writing
-        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-         "print('held', flush=True); time.sleep(60)", str(index_path(tmp_path))],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(60)",
+            str(index_path(tmp_path)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         simulated(tmp_path, "a2", 200.0, 0.0, 2)
@@ -112,7 +141,8 @@ def test_the_step_is_found_at_its_run_with_its_size(store: Path) -> None:
 
 
 def test_history_command_prints_the_series_and_writes_the_page(
-        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     page = tmp_path / "history.html"
     assert main(["history", "unit", "--results-dir", str(store), "--html", str(page)]) == 0
     out = capsys.readouterr().out
@@ -170,7 +200,8 @@ def test_deterministic_metrics_compare_exactly_across_runs(tmp_path: Path) -> No
 
 
 def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The issue's flow: one run saved as the baseline, the next gated `--against` it (one
     launch per arm across runs). Acceptance, identical in every pass of both runs, is decided
     (it had been INCONCLUSIVE, 'not estimable'); throughput, with no launch spread to estimate
@@ -179,8 +210,20 @@ def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
         shutil.copytree(FIXTURE, tmp_path / name)
         write_report(tmp_path / name, figures=False)
     baselines = tmp_path / "baselines"
-    assert main(["baseline", "save", str(tmp_path / "first"), "--name", "main",
-                 "--baselines-dir", str(baselines)]) == 0
+    assert (
+        main(
+            [
+                "baseline",
+                "save",
+                str(tmp_path / "first"),
+                "--name",
+                "main",
+                "--baselines-dir",
+                str(baselines),
+            ]
+        )
+        == 0
+    )
     _, result = gate_run(tmp_path / "second", against="main", baselines_dir=baselines)
     by_check = {d.check: d for d in result.decisions}
     for check in ("acceptance_rate", "acceptance_pos_0", "acceptance_pos_2"):
@@ -189,8 +232,7 @@ def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
     assert by_check["output_throughput"].verdict == "INCONCLUSIVE"
 
 
-def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(
-        tmp_path: Path) -> None:
+def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(tmp_path: Path) -> None:
     """Two runs with the same acceptance counts whose means differ in the last bit (12 and 16
     passes an arm) show no change in any exact series, nor do summaries an older version
     wrote with such means; a real change of the counts is named, each value in its unit (an
@@ -199,23 +241,35 @@ def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(
     from tests.unit.test_gate import _counted
 
     for i, blocks in enumerate((8, 6)):
-        write_report(_counted(f"r{i}", tmp_path, blocks, (99, 62, 31), created_unix=100.0 + i,
-                              scenario_hash="h1"), figures=False)
+        write_report(
+            _counted(
+                f"r{i}", tmp_path, blocks, (99, 62, 31), created_unix=100.0 + i, scenario_hash="h1"
+            ),
+            figures=False,
+        )
     text, _ = show_history(tmp_path)
     assert "(exact)" not in text, text
     frame = history(tmp_path)
     exact = frame["exact"].astype(bool)
-    assert set(frame.loc[exact, "metric"]) >= {"acceptance_rate", "acceptance_pos_0",
-                                               "mean_acceptance_length"}
+    assert set(frame.loc[exact, "metric"]) >= {
+        "acceptance_rate",
+        "acceptance_pos_0",
+        "mean_acceptance_length",
+    }
     # Summaries written with means of the same counts that differ in the last bit.
     later = exact & (frame["run_id"] == "r1")
     for column in ("candidate_value", "baseline_value"):
         frame.loc[later, column] = np.nextafter(frame.loc[later, column].astype(float), 0.0)
     frame.loc[later, "delta"] = 2e-16
-    assert not [(s.metric, s.value_steps, s.delta_steps) for s in build_series(frame)
-                if s.exact and (s.value_steps or s.delta_steps)]
-    write_report(_counted("r2", tmp_path, 6, (99, 62, 20), created_unix=102.0,
-                          scenario_hash="h1"), figures=False)
+    assert not [
+        (s.metric, s.value_steps, s.delta_steps)
+        for s in build_series(frame)
+        if s.exact and (s.value_steps or s.delta_steps)
+    ]
+    write_report(
+        _counted("r2", tmp_path, 6, (99, 62, 20), created_unix=102.0, scenario_hash="h1"),
+        figures=False,
+    )
     series = {s.metric: s for s in build_series(history(tmp_path))}
     assert [s.run_id for s in series["acceptance_pos_2"].value_steps] == ["r2"]
     assert not series["acceptance_pos_0"].value_steps
@@ -240,26 +294,41 @@ def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() ->
     assert drift.ci_low < -0.04 / 29 < drift.ci_high < 0
     text = "\n".join(render_series(s))
     assert "no change point in the deltas" in text
-    found = re.search(r"trend \(delta\): drift (-[0-9.]+)% over 30 runs \(r000 \.\. r029\): "
-                      r"-[0-9.]+% a run \[-[0-9.]+, -[0-9.]+\]", text)
+    found = re.search(
+        r"trend \(delta\): drift (-[0-9.]+)% over 30 runs \(r000 \.\. r029\): "
+        r"-[0-9.]+% a run \[-[0-9.]+, -[0-9.]+\]",
+        text,
+    )
     assert found is not None and -6.0 < float(found.group(1)) < -2.0, text
     assert " from r0" not in text  # no step "from <run> (<commit>)"
 
 
 def test_history_marks_runs_on_a_loaded_or_shared_machine(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 36: a run whose passes shared the CPUs with other work (its contention findings)
     and a run without the machine lock (--shared-machine) are marked in `history`, named
     under the series, and kept in the index; a quiet run is not marked."""
+
     def run(name: str, created: float, foreign: float, shared: bool = False) -> None:
         run_dir = tmp_path / name
-        Manifest.model_validate({
-            "run_id": name, "status": "complete", "created_unix": created,
-            "scenario_hash": "h1", "scenario": SCENARIO,
-            "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
-            "machine": {"lock": None if shared else "/tmp/x.lock", "shared": shared,
-                        "waited_s": 0.0, "waited_for": None},
-            "plan": {"design": "one-engine"}}).save(run_dir)
+        Manifest.model_validate(
+            {
+                "run_id": name,
+                "status": "complete",
+                "created_unix": created,
+                "scenario_hash": "h1",
+                "scenario": SCENARIO,
+                "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
+                "machine": {
+                    "lock": None if shared else "/tmp/x.lock",
+                    "shared": shared,
+                    "waited_s": 0.0,
+                    "waited_for": None,
+                },
+                "plan": {"design": "one-engine"},
+            }
+        ).save(run_dir)
         record = shared_launch(0, 20, 0.0, np.random.default_rng(int(created)), created)
         assert record.result is not None
         for p in record.result.passes:
@@ -277,8 +346,11 @@ def test_history_marks_runs_on_a_loaded_or_shared_machine(
     assert len(found["shared"]) == 1 and "--shared-machine" in found["shared"][0]
     assert main(["history", "unit", "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines()
-            if line.strip().split(" ")[0] in ("quiet", "busy", "shared")}
+    rows = {
+        line.split()[0]: line
+        for line in out.splitlines()
+        if line.strip().split(" ")[0] in ("quiet", "busy", "shared")
+    }
     assert not rows["quiet"].rstrip().endswith("⚠")
     assert rows["busy"].rstrip().endswith("⚠") and rows["shared"].rstrip().endswith("⚠")
     assert "  ⚠ busy: the machine was busy (its table says more)" in out

@@ -35,8 +35,9 @@ def store(tmp_path: Path) -> Path:
     return root
 
 
-def test_every_folder_left_out_is_named_with_why(store: Path,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_every_folder_left_out_is_named_with_why(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="specbench.results"):
         frame = history(store)
     assert sorted(frame["run_id"].unique()) == ["good"]
@@ -47,22 +48,27 @@ def test_every_folder_left_out_is_named_with_why(store: Path,
         [found] = [x for x in lines if f"{store / folder}" in x]
         return found
 
-    assert line("torn-manifest").endswith("manifest.json: damaged, not JSON "
-                                          "(Unterminated string starting at)")
+    assert line("torn-manifest").endswith(
+        "manifest.json: damaged, not JSON (Unterminated string starting at)"
+    )
     assert line("orphan-records").endswith(": no manifest.json, so not a readable run")
-    assert line("torn-summary").endswith(": its summary.json is damaged, not JSON "
-                                         "(Unterminated string starting at)")
+    assert line("torn-summary").endswith(
+        ": its summary.json is damaged, not JSON (Unterminated string starting at)"
+    )
     no_summary = line("no-summary")
     assert ": it has no summary.json (its report was never written); " in no_summary
     assert f"{record_of(store / 'no-summary')}: invalid run record" in no_summary
     assert line("stopped").endswith(": its status is interrupted, not complete")
     assert [r.getMessage() for r in caplog.records] == [
-        f"specbench: history leaves out {x}" for x in lines]
+        f"specbench: history leaves out {x}" for x in lines
+    ]
     # Any status: the interrupted run is named for its missing summary instead.
     any_status = history(store, status=None).attrs["skipped"]
     assert len(any_status) == 5
-    assert any_status[-1] == f"{store / 'stopped'}: it has no summary.json (its report was " \
+    assert (
+        any_status[-1] == f"{store / 'stopped'}: it has no summary.json (its report was "
         "never written)"
+    )
     assert set(runs(store)["run_id"]) == {"good", "torn-summary", "no-summary", "stopped"}
 
 
@@ -79,14 +85,20 @@ def test_a_folder_damaged_after_it_was_indexed_loses_its_rows(tmp_path: Path) ->
     frame = history(root)
     assert set(frame["run_id"]) == {"a"}
     assert frame.attrs["skipped"] == [
-        f"{root / 'b' / 'manifest.json'}: damaged, expected a JSON object"]
+        f"{root / 'b' / 'manifest.json'}: damaged, expected a JSON object"
+    ]
     assert set(runs(root)["run_id"]) == {"a"}
 
 
 def test_the_history_command_prints_each_line_on_stderr(store: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "history", "--results-dir",
-                           str(store)], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "history", "--results-dir", str(store)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     told = [x for x in done.stderr.splitlines() if x.startswith("specbench: history leaves out")]
     assert len(told) == 5, done.stderr
@@ -100,5 +112,6 @@ def test_a_gate_against_history_notes_the_folders_left_out(store: Path) -> None:
     comparison, _ = gate_run(latest, against="history")
     left_out = [w for w in comparison.warnings if w.startswith("history leaves out ")]
     assert len(left_out) == 5
-    assert f"history leaves out {store / 'torn-summary'}: its summary.json is damaged" \
-        in "\n".join(left_out)
+    assert f"history leaves out {store / 'torn-summary'}: its summary.json is damaged" in "\n".join(
+        left_out
+    )

@@ -32,10 +32,15 @@ SWEEP = ROOT / "results" / "fixtures" / "cpu-eagle-tp2-sweep-small"
 def _report(fixture: Path, tmp_path: Path) -> Path:
     run_dir = tmp_path / fixture.name
     shutil.copytree(fixture, run_dir)
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
-                             "--html"], cwd=ROOT, capture_output=True, text=True, timeout=180,
-                            check=False, env={"SPECBENCH_NO_INDEX": "1",
-                                              **__import__("os").environ})
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(run_dir), "--html"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={"SPECBENCH_NO_INDEX": "1", **__import__("os").environ},
+    )
     assert result.returncode == 0, result.stderr
     return run_dir / "report.html"
 
@@ -48,7 +53,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _no_network(text: str) -> None:
     """Nothing the page loads comes from elsewhere: no script loaded by src, and outside the
     scripts' bodies (plotly.js's own strings name its website) no src= or href= to http(s)."""
-    assert "<script src" not in text and "<script type=\"text/javascript\" src" not in text
+    assert "<script src" not in text and '<script type="text/javascript" src' not in text
     markup = re.sub(r"<script[^>]*>.*?</script>", "", text, flags=re.S)
     assert not re.search(r"""(src|href)=["']https?://""", markup)
 
@@ -57,7 +62,7 @@ def test_report_page_has_the_table_and_drawn_figures(report: Path, tmp_path: Pat
     browser.chromium()
     source = report.read_text()
     _no_network(source)
-    assert source.count("<script type=\"text/javascript\">/**") == 1  # plotly.js, once
+    assert source.count('<script type="text/javascript">/**') == 1  # plotly.js, once
     page = browser.parse(browser.dom(report))
     comparison = compare_run(load_run(report.parent))
     header, rows = table_rows(comparison)
@@ -90,21 +95,29 @@ def test_a_click_on_a_heading_sorts_the_rows(report: Path, tmp_path: Path) -> No
     the row order follows the deltas' numbers, Unicode minus and signs included."""
     browser.chromium()
     text = report.read_text()
-    clicks = ("<script>const th=document.querySelectorAll('table.results')[0]"
-              ".querySelectorAll('thead th')[3];th.click();"
-              "document.body.setAttribute('data-up',Array.from(th.closest('table').tBodies[0]"
-              ".rows).map(r=>r.cells[3].textContent).join('|'));th.click();</script>")
+    clicks = (
+        "<script>const th=document.querySelectorAll('table.results')[0]"
+        ".querySelectorAll('thead th')[3];th.click();"
+        "document.body.setAttribute('data-up',Array.from(th.closest('table').tBodies[0]"
+        ".rows).map(r=>r.cells[3].textContent).join('|'));th.click();</script>"
+    )
     clicked = tmp_path / "clicked.html"
     clicked.write_text(text.replace("</body>", clicks + "</body>"))
     dom = browser.dom(clicked)
     up = re.search(r'data-up="([^"]*)"', dom)
     assert up is not None
-    first = [float(re.match(r"[-+]?\d+(\.\d+)?", c.replace("−", "-")).group(0))  # type: ignore[union-attr]
-             for c in up.group(1).replace("&amp;", "&").split("|") if re.match(r"[-+−]?\d", c)]
+    first = [
+        float(re.match(r"[-+]?\d+(\.\d+)?", c.replace("−", "-")).group(0))  # type: ignore[union-attr]
+        for c in up.group(1).replace("&amp;", "&").split("|")
+        if re.match(r"[-+−]?\d", c)
+    ]
     assert len(first) >= 10 and first == sorted(first)
     rows = browser.parse(dom).tables[0]["rows"]
-    down = [float(re.match(r"[-+]?\d+(\.\d+)?", r[3].replace("−", "-")).group(0))  # type: ignore[index,union-attr]
-            for r in rows if re.match(r"[-+−]?\d", r[3])]  # type: ignore[index]
+    down = [
+        float(re.match(r"[-+]?\d+(\.\d+)?", r[3].replace("−", "-")).group(0))  # type: ignore[index,union-attr]
+        for r in rows
+        if re.match(r"[-+−]?\d", r[3])
+    ]  # type: ignore[index]
     assert down == sorted(down, reverse=True)
 
 
@@ -127,11 +140,16 @@ def test_sweep_page_has_every_cells_table(tmp_path: Path) -> None:
 def test_history_page_has_the_runs_and_the_series_figure(tmp_path: Path) -> None:
     browser.chromium()
     for i in range(8):
-        simulated(tmp_path, f"r{i:02d}", 1000.0 + i, -0.05 if i >= 5 else 0.0, seed=i,
-                  commit=f"c{i:02d}" + "0" * 38)
+        simulated(
+            tmp_path,
+            f"r{i:02d}",
+            1000.0 + i,
+            -0.05 if i >= 5 else 0.0,
+            seed=i,
+            commit=f"c{i:02d}" + "0" * 38,
+        )
     page_path = tmp_path / "history.html"
-    assert main(["history", "unit", "--results-dir", str(tmp_path), "--html",
-                 str(page_path)]) == 0
+    assert main(["history", "unit", "--results-dir", str(tmp_path), "--html", str(page_path)]) == 0
     _no_network(page_path.read_text())
     page = browser.parse(browser.dom(page_path))
     [table] = page.tables

@@ -28,35 +28,74 @@ MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
 
 # Stand-ins for the config.json files of the shipped GPU scenarios' models (the fields
 # specbench and vLLM's start-up read, with the Hub's values).
-LLAMA4_TEXT = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
-               "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
-               "num_local_experts": 128, "attention_chunk_size": 8192,
-               "max_position_embeddings": 1048576, "vocab_size": 202048}
+LLAMA4_TEXT = {
+    "model_type": "llama4_text",
+    "hidden_size": 5120,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "num_local_experts": 128,
+    "attention_chunk_size": 8192,
+    "max_position_embeddings": 1048576,
+    "vocab_size": 202048,
+}
 CONFIGS: dict[str, dict[str, Any]] = {
-    LLAMA31: {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-              "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "max_position_embeddings": 131072,
-              "rope_scaling": {"factor": 8.0, "rope_type": "llama3",
-                               "original_max_position_embeddings": 8192},
-              "vocab_size": 128256, "torch_dtype": "bfloat16"},
+    LLAMA31: {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "rope_scaling": {
+            "factor": 8.0,
+            "rope_type": "llama3",
+            "original_max_position_embeddings": 8192,
+        },
+        "vocab_size": 128256,
+        "torch_dtype": "bfloat16",
+    },
     "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-        "hidden_size": 4096, "num_hidden_layers": 1, "max_position_embeddings": 2048,
-        "vocab_size": 128256, "draft_vocab_size": 32000},
-    MAVERICK: {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
-               "text_config": LLAMA4_TEXT,
-               "vision_config": {"model_type": "llama4_vision_model", "image_size": 336},
-               "quantization_config": {"quant_method": "fbgemm_fp8"},
-               "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 1,
+        "max_position_embeddings": 2048,
+        "vocab_size": 128256,
+        "draft_vocab_size": 32000,
+    },
+    MAVERICK: {
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "model_type": "llama4",
+        "text_config": LLAMA4_TEXT,
+        "vision_config": {"model_type": "llama4_vision_model", "image_size": 336},
+        "quantization_config": {"quant_method": "fbgemm_fp8"},
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
     "morgendave/EAGLE-Llama-4-Maverick-17B-128E-Instruct": {
-        "architectures": ["EagleLlama4ForCausalLM"], **LLAMA4_TEXT, "num_hidden_layers": 1},
+        "architectures": ["EagleLlama4ForCausalLM"],
+        **LLAMA4_TEXT,
+        "num_hidden_layers": 1,
+    },
     "mistralai/Mistral-7B-Instruct-v0.2": {
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral",
-        "hidden_size": 4096, "num_hidden_layers": 32, "max_position_embeddings": 32768,
-        "vocab_size": 32000},
+        "architectures": ["MistralForCausalLM"],
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "max_position_embeddings": 32768,
+        "vocab_size": 32000,
+    },
     "text-generation-inference/Mistral-7B-Instruct-v0.2-medusa": {
-        "architectures": ["MedusaModel"], "model_type": "medusa", "medusa_num_heads": 3,
-        "medusa_num_layers": 1, "hidden_size": 4096, "vocab_size": 32000},
+        "architectures": ["MedusaModel"],
+        "model_type": "medusa",
+        "medusa_num_heads": 3,
+        "medusa_num_layers": 1,
+        "hidden_size": 4096,
+        "vocab_size": 32000,
+    },
 }
 
 
@@ -81,13 +120,19 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _random_run(scenario_data: dict[str, Any], model: str, max_model_len: int | None = None,
-                **workload: Any) -> RunSpec:
+def _random_run(
+    scenario_data: dict[str, Any], model: str, max_model_len: int | None = None, **workload: Any
+) -> RunSpec:
     scenario_data.update(device="cuda", model=model, draft=None, max_model_len=max_model_len)
     for variant in scenario_data["variants"].values():
         variant.pop("implementation", None)
-    scenario_data["workload"] = {"kind": "random", "num_prompts": 4, "input_len": 16,
-                                 "max_tokens": 8, **workload}
+    scenario_data["workload"] = {
+        "kind": "random",
+        "num_prompts": 4,
+        "input_len": 16,
+        "max_tokens": 8,
+        **workload,
+    }
     return expand_plan(parse_scenario(scenario_data)).runs[0]
 
 
@@ -98,7 +143,8 @@ def test_vocab_of_a_hub_id_comes_from_the_local_cache(hub_cache: Path) -> None:
 
 
 def test_the_worker_draws_random_prompts_for_a_hub_id(
-        hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path) -> None:
+    hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path
+) -> None:
     from harness.engine.worker import prepare_launch
 
     run = _random_run(scenario_data, MAVERICK, max_model_len=4096)
@@ -110,20 +156,23 @@ def test_the_worker_draws_random_prompts_for_a_hub_id(
 
 
 def test_random_prompts_for_an_uncached_hub_id_are_refused_before_any_engine(
-        hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path) -> None:
+    hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path
+) -> None:
     check_run(_random_run(scenario_data, LLAMA31), tmp_path)
     run = _random_run(scenario_data, "meta-llama/Not-Downloaded")
-    with pytest.raises(ScenarioError, match=r"^workload\.kind: random .*not in the local "
-                       r"Hugging Face cache .*huggingface-cli download meta-llama/Not-Down") as err:
+    with pytest.raises(
+        ScenarioError,
+        match=r"^workload\.kind: random .*not in the local "
+        r"Hugging Face cache .*huggingface-cli download meta-llama/Not-Down",
+    ) as err:
         check_run(run, tmp_path)
     assert str(hub_cache) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_context_limit_is_read_from_text_config(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        scenario_data: dict[str, Any]) -> None:
-    small = {**CONFIGS[MAVERICK], "text_config": {**LLAMA4_TEXT,
-                                                  "max_position_embeddings": 4096}}
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_data: dict[str, Any]
+) -> None:
+    small = {**CONFIGS[MAVERICK], "text_config": {**LLAMA4_TEXT, "max_position_embeddings": 4096}}
     monkeypatch.setenv("HF_HUB_CACHE", str(_cache(tmp_path / "hub", {MAVERICK: small})))
     run = _random_run(scenario_data, MAVERICK, input_len=4000, max_tokens=256)
     with pytest.raises(ScenarioError, match="exceeds the model's max_position_embeddings 4096"):
@@ -131,9 +180,13 @@ def test_the_context_limit_is_read_from_text_config(
 
 
 def test_an_unset_max_model_len_on_a_1m_token_model_is_refused(
-        hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match=r"^max_model_len: unset, .*1048576 .*set "
-                       r"max_model_len: ") as err:
+    hub_cache: Path, scenario_data: dict[str, Any], tmp_path: Path
+) -> None:
+    with pytest.raises(
+        ScenarioError,
+        match=r"^max_model_len: unset, .*1048576 .*set "
+        r"max_model_len: ",
+    ) as err:
         check_run(_random_run(scenario_data, MAVERICK), tmp_path)
     assert "\n" not in str(err.value)
     check_run(_random_run(scenario_data, LLAMA31), tmp_path)  # 131072: vLLM's KV check copes
@@ -141,13 +194,20 @@ def test_an_unset_max_model_len_on_a_1m_token_model_is_refused(
 
 def _sharegpt(path: Path, count: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([{"conversations": [{"from": "human", "value": f"Question {i}?"}]}
-                                for i in range(count)]))
+    path.write_text(
+        json.dumps(
+            [
+                {"conversations": [{"from": "human", "value": f"Question {i}?"}]}
+                for i in range(count)
+            ]
+        )
+    )
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("gpu-*.yaml")), ids=lambda p: p.name)
 def test_shipped_gpu_scenarios_pass_plan_with_their_configs_cached(
-        hub_cache: Path, tmp_path: Path, path: Path) -> None:
+    hub_cache: Path, tmp_path: Path, path: Path
+) -> None:
     """What `specbench plan` checks (hardware aside), with every model's config in the cache:
     the draft's vocabulary against the target's, the context, the workload."""
     copy = tmp_path / path.name

@@ -61,18 +61,30 @@ print(out.tolist())
 """
 
 
-CASES = {"argmax": ("[0, 1]", "All-NaN slice encountered"),
-         "mask": ("[1, 2, 3, 0]", "mask has unsupported dtype")}
+CASES = {
+    "argmax": ("[0, 1]", "All-NaN slice encountered"),
+    "mask": ("[1, 2, 3, 0]", "mask has unsupported dtype"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("fixed", [False, True])
 def test_the_interpreter_runs_the_kernel_only_with_the_fix(case: str, fixed: bool) -> None:
     assert setup.installed() is None, setup.installed()
-    env = {**os.environ, **setup.launch_env(), "FIX": "1" if fixed else "0",
-           "PYTHONPATH": os.pathsep.join([str(setup.site_dir()), str(ROOT)])}
-    out = subprocess.run([sys.executable, "-c", KERNEL, case], capture_output=True,
-                         text=True, env=env, timeout=300, check=False)
+    env = {
+        **os.environ,
+        **setup.launch_env(),
+        "FIX": "1" if fixed else "0",
+        "PYTHONPATH": os.pathsep.join([str(setup.site_dir()), str(ROOT)]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", KERNEL, case],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     want, error = CASES[case]
     if fixed:
         assert out.returncode == 0, out.stderr[-3000:]

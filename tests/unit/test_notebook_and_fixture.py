@@ -44,9 +44,14 @@ def test_fixture_loads_and_compares() -> None:
 
 
 def test_report_command_rerenders(fixture_copy: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(fixture_copy),
-                             "--markdown"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(fixture_copy), "--markdown"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     # The throughputs share one interval: one row naming them (every row: --rows all).
     assert "| Output / total / request throughput (tok/s, tok/s, req/s) |" in result.stdout
@@ -62,9 +67,14 @@ def _report_html(fixture: Path, tmp_path: Path) -> tuple[Path, Any]:
     """`specbench report --html` on a copy of a fixture: the copy and the finished command."""
     run_dir = tmp_path / fixture.name
     shutil.copytree(fixture, run_dir)
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir),
-                             "--html"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(run_dir), "--html"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return run_dir, result
 
@@ -111,18 +121,27 @@ def _execute(notebook: str, fixture: Path, tmp_path: Path) -> tuple[Any, Path]:
     shutil.copytree(fixture, fixture_copy)
     figure = tmp_path / "figure.png"
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(
-        f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
-        f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"))
+    nb.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
+            f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"
+        ),
+    )
     os.environ.setdefault("MPLBACKEND", "Agg")
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT / "notebooks")}},
+    ).execute()
     return nb, figure
 
 
 def _text(nb: Any) -> str:
-    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []))
+    return "".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
 
 
 # A real sweep: the EAGLE argmax swap at TP 2 over three batch sizes, 2 blocks per cell.
@@ -135,8 +154,17 @@ def test_sweep_fixture_is_one_tidy_frame() -> None:
     sweep = compare_sweep(load_run(SWEEP))
     frame = sweep.frame()
     assert [c.id for c in sweep.cells] == ["c00", "c01", "c02"]
-    assert {"cell", "batch_size", "workload.num_prompts", "candidate", "metric", "delta",
-            "ci_low", "ci_high", "significant"} <= set(frame)
+    assert {
+        "cell",
+        "batch_size",
+        "workload.num_prompts",
+        "candidate",
+        "metric",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "significant",
+    } <= set(frame)
     tput = frame[frame["metric"] == "output_throughput"]
     assert tput["batch_size"].tolist() == [2, 8, 32] and tput["ci_low"].notna().all()
     (line,) = sweep.break_even
@@ -151,15 +179,24 @@ def test_sweep_notebook_executes(tmp_path: Path) -> None:
     assert "3 cells over batch_size, workload.num_prompts" in outputs
     assert "break-even on batch_size" in outputs
     # The inline figure of the library's delta-vs-axis plot was drawn.
-    assert any(o.get("data", {}).get("image/png") for c in nb.cells if c.cell_type == "code"
-               for o in c.get("outputs", []))
+    assert any(
+        o.get("data", {}).get("image/png")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
 
 
 def test_sweep_report_renders_every_figure(tmp_path: Path) -> None:
     run_dir, result = _report_html(SWEEP, tmp_path)
     assert "cpu-eagle-tp2-sweep-small sweep" in result.stdout
-    names = ["delta_vs_batch_size", "throughput_over_time", "latency_cdf_ttft",
-             "latency_cdf_tpot", "acceptance_per_position"]
+    names = [
+        "delta_vs_batch_size",
+        "throughput_over_time",
+        "latency_cdf_ttft",
+        "latency_cdf_tpot",
+        "acceptance_per_position",
+    ]
     assert sorted(p.stem for p in (run_dir / "figures").glob("*.png")) == sorted(names)
     for name in names:
         assert f"![{name}](figures/{name}.png)" in (run_dir / "table.md").read_text()

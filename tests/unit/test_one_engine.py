@@ -24,13 +24,27 @@ from testkit.factory import run, simple_pass
 MEDUSA = "medusa-proposer"
 
 
-def report(choice: str, pid: int = 100, rank: int | None = 0, paths: dict[str, int] | None = None,
-           error: str | None = None, calls: int = 10) -> ImplReport:
+def report(
+    choice: str,
+    pid: int = 100,
+    rank: int | None = 0,
+    paths: dict[str, int] | None = None,
+    error: str | None = None,
+    calls: int = 10,
+) -> ImplReport:
     path = "medusa.propose.tolist" if choice == "baseline" else "medusa.propose.tensor"
     paths = {path: calls} if paths is None else paths
-    return ImplReport(implementation=MEDUSA, choice=choice, path=next(iter(paths), None),
-                      paths=paths, matches_choice=set(paths) <= {path} and bool(paths),
-                      pid=pid, tp_rank=rank, calls=sum(paths.values()), error=error)
+    return ImplReport(
+        implementation=MEDUSA,
+        choice=choice,
+        path=next(iter(paths), None),
+        paths=paths,
+        matches_choice=set(paths) <= {path} and bool(paths),
+        pid=pid,
+        tp_rank=rank,
+        calls=sum(paths.values()),
+        error=error,
+    )
 
 
 # -- scenario and plan ---------------------------------------------------------------------
@@ -88,19 +102,25 @@ def test_cli_precision_override_is_validated(scenario_data: dict[str, Any]) -> N
 # -- proof ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("reports", "tp", "why"), [
-    ([report("baseline")], 1, None),
-    (None, 1, "no implementation reports"),
-    ([], 1, "no vLLM process reported"),
-    ([report("baseline", pid=7)], 1, "harness's own worker process"),
-    ([report("optimized")], 1, "ran medusa-proposer:optimized"),
-    ([report("baseline", paths={})], 1, "zero calls"),
-    ([report("baseline", paths={"medusa.propose.tolist": 3, "medusa.propose.tensor": 2})], 1,
-     "ran paths"),
-    ([report("baseline", error="ImportError: x")], 1, "ImportError"),
-    ([report("baseline", rank=0)], 2, "no report from TP rank(s) 1"),
-    ([report("baseline", rank=0), report("baseline", pid=101, rank=1)], 2, None),
-])
+@pytest.mark.parametrize(
+    ("reports", "tp", "why"),
+    [
+        ([report("baseline")], 1, None),
+        (None, 1, "no implementation reports"),
+        ([], 1, "no vLLM process reported"),
+        ([report("baseline", pid=7)], 1, "harness's own worker process"),
+        ([report("optimized")], 1, "ran medusa-proposer:optimized"),
+        ([report("baseline", paths={})], 1, "zero calls"),
+        (
+            [report("baseline", paths={"medusa.propose.tolist": 3, "medusa.propose.tensor": 2})],
+            1,
+            "ran paths",
+        ),
+        ([report("baseline", error="ImportError: x")], 1, "ImportError"),
+        ([report("baseline", rank=0)], 2, "no report from TP rank(s) 1"),
+        ([report("baseline", rank=0), report("baseline", pid=101, rank=1)], 2, None),
+    ],
+)
 def test_proof_problems(reports: list[ImplReport] | None, tp: int, why: str | None) -> None:
     problems = proof_problems(reports, f"{MEDUSA}:baseline", tp, harness_pid=7)
     if why is None:
@@ -120,7 +140,8 @@ def _shared_spec(scenario_data: dict[str, Any], **precision: Any) -> Any:
 
 
 def test_block_loop_switches_before_and_collects_after_each_pass(
-        scenario_data: dict[str, Any]) -> None:
+    scenario_data: dict[str, Any],
+) -> None:
     spec = _shared_spec(scenario_data)
     calls: list[str | None] = []
     active = {"choice": "baseline"}
@@ -135,8 +156,9 @@ def test_block_loop_switches_before_and_collects_after_each_pass(
     def measure(i: int, arm: ArmSpec, block: int) -> PassRecord:
         return simple_pass(i, 1.0).model_copy(update={"arm": arm.variant, "block": block})
 
-    passes, stopped = drive_shared_launch(spec, measure, switch, None, 1, 7, log=lambda m: None,
-                                          block_seed=5)
+    passes, stopped = drive_shared_launch(
+        spec, measure, switch, None, 1, 7, log=lambda m: None, block_seed=5
+    )
     assert stopped is None and len(passes) == spec.expected_passes == 8
     # Each block is balanced (A B B A or B A A B), its orientation drawn from the seed.
     a, b = spec.block_order[0], spec.block_order[1]
@@ -149,8 +171,10 @@ def test_block_loop_switches_before_and_collects_after_each_pass(
     for p in passes:
         assert p.impl_reports is not None
         assert p.impl_reports[0].choice == ("baseline" if p.arm == "base" else "optimized")
-    assert calls[:2] == [spec.arms[[a.variant for a in spec.arms].index(drawn[0][0])]
-                         .implementation, None]
+    assert calls[:2] == [
+        spec.arms[[a.variant for a in spec.arms].index(drawn[0][0])].implementation,
+        None,
+    ]
 
 
 def test_block_orientation_is_drawn_per_block_and_told_again_by_its_seed() -> None:
@@ -204,8 +228,11 @@ def _shared_run(bad_pass: int | None = None) -> Any:
             duration = (1.0 if arm == "base" else 0.95) * (1 + 0.01 * ((i * 7) % 5))
             choice = "baseline" if arm == "base" else "optimized"
             reps = [report("optimized" if i == bad_pass else choice)]
-            passes.append(simple_pass(i, duration).model_copy(
-                update={"arm": arm, "block": block, "impl_reports": reps}))
+            passes.append(
+                simple_pass(i, duration).model_copy(
+                    update={"arm": arm, "block": block, "impl_reports": reps}
+                )
+            )
     record = run("base+opt", 0, 0, passes)
     assert record.result is not None
     record.result.worker_pid = 7
@@ -214,8 +241,12 @@ def _shared_run(bad_pass: int | None = None) -> Any:
 
 def test_shared_launch_is_compared_on_blocks() -> None:
     impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
-    comparison = compare_records([_shared_run()],
-        Arms("base", ["opt"], implementations=impls, design="one-engine"), "r", "unit")
+    comparison = compare_records(
+        [_shared_run()],
+        Arms("base", ["opt"], implementations=impls, design="one-engine"),
+        "r",
+        "unit",
+    )
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert tput.estimate.design == "one-engine" and tput.estimate.units == 6
     assert tput.estimate.test == "paired t (blocks)" and tput.estimate.delta > 0.03
@@ -225,8 +256,12 @@ def test_shared_launch_is_compared_on_blocks() -> None:
 
 def test_unproven_pass_is_discarded_counted_and_named() -> None:
     impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
-    comparison = compare_records([_shared_run(bad_pass=4)],
-        Arms("base", ["opt"], implementations=impls, design="one-engine"), "r", "unit")
+    comparison = compare_records(
+        [_shared_run(bad_pass=4)],
+        Arms("base", ["opt"], implementations=impls, design="one-engine"),
+        "r",
+        "unit",
+    )
     assert comparison.discarded == {"base": 1} and comparison.passes_per_arm["base"] == 11
     assert comparison.unproven and "ran medusa-proposer:optimized" in comparison.unproven[0]
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
@@ -245,19 +280,21 @@ def test_a_failed_shared_launch_fails_every_arm() -> None:
 
 
 def test_synthetic_acceptance_is_refused_on_cpu_before_any_engine(
-        scenario_data: dict[str, Any]) -> None:
+    scenario_data: dict[str, Any],
+) -> None:
     from harness.errors import HardwareError
     from harness.plan.preflight import check_hardware
 
-    scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
-                                        "synthetic_acceptance_length": 2.0}
+    scenario_data["draft"]["config"] = {
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_length": 2.0,
+    }
     for launch in expand_plan(parse_scenario(scenario_data)).runs:
         with pytest.raises(HardwareError, match="Synthetic acceptance not supported with CPU"):
             check_hardware(launch)
 
 
-def test_gated_precision_samples_until_every_gate_can_decide(
-        scenario_data: dict[str, Any]) -> None:
+def test_gated_precision_samples_until_every_gate_can_decide(scenario_data: dict[str, Any]) -> None:
     for variant in scenario_data["variants"].values():
         variant.pop("implementation")
     counter = itertools.count()
@@ -267,8 +304,9 @@ def test_gated_precision_samples_until_every_gate_can_decide(
         return simple_pass(i, duration).model_copy(update={"arm": arm.variant, "block": block})
 
     # Loose tolerances: every gate can decide at the first look.
-    scenario_data["gates"] = {"metrics": {"output_throughput": 0.05, "mean_tpot_ms": 0.05,
-                                          "acceptance_rate": 1.0}}
+    scenario_data["gates"] = {
+        "metrics": {"output_throughput": 0.05, "mean_tpot_ms": 0.05, "acceptance_rate": 1.0}
+    }
     spec = _shared_spec(scenario_data, until="gates", budget_s=600, max_blocks=40)
     assert spec.gates is not None and spec.precision.mde is None
     passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
@@ -293,7 +331,8 @@ def test_gate_flag_turns_a_precision_run_into_a_gated_one(scenario_data: dict[st
 
 
 def test_step_times_are_a_scenario_switch_that_one_engine_launches_follow(
-        scenario_data: dict[str, Any]) -> None:
+    scenario_data: dict[str, Any],
+) -> None:
     """Offline, the steps of every launch are timed by default, one-engine ones included
     (issue 35: rows per arm for the draft, the verification forward and the rest of a step);
     step_times: false turns the timer off."""
@@ -305,14 +344,18 @@ def test_step_times_are_a_scenario_switch_that_one_engine_launches_follow(
     serve = {**scenario_data, "mode": "serve", "step_times": True}
     with pytest.raises(ScenarioError, match="step_times: offline mode only"):
         parse_scenario(serve)
-    nospec = {**scenario_data, "step_times": False, "variants": {
-        **scenario_data["variants"], "off": {"speculation": False}}}
+    nospec = {
+        **scenario_data,
+        "step_times": False,
+        "variants": {**scenario_data["variants"], "off": {"speculation": False}},
+    }
     with pytest.raises(ScenarioError, match="step_times: false, but the no-speculation"):
         parse_scenario(nospec)
 
 
 def test_an_arm_whose_warm_up_never_proves_is_refused_before_measuring(
-        scenario_data: dict[str, Any]) -> None:
+    scenario_data: dict[str, Any],
+) -> None:
     """Item 8's self-check: a switch that does not change what the proof records (here the
     workers keep running the baseline whatever they are told) is found in the warm-up, in
     one line, instead of after the whole budget as every measured pass 'unproven'."""
@@ -322,16 +365,27 @@ def test_an_arm_whose_warm_up_never_proves_is_refused_before_measuring(
     base, cand = spec.arms[0], spec.arms[1]
 
     def warm(choices: dict[str, str]) -> list[PassRecord]:
-        return [simple_pass(i, 1.0).model_copy(update={
-            "arm": arm.variant, "block": 0, "impl_reports": [report(choices[arm.variant])]})
-            for i, arm in enumerate([base, cand, cand, base])]
+        return [
+            simple_pass(i, 1.0).model_copy(
+                update={
+                    "arm": arm.variant,
+                    "block": 0,
+                    "impl_reports": [report(choices[arm.variant])],
+                }
+            )
+            for i, arm in enumerate([base, cand, cand, base])
+        ]
 
     honest = {base.variant: "baseline", cand.variant: "optimized"}
     check_warmup_proof(spec, warm(honest), 1, 7)  # every pass proven: no refusal
     stuck = {base.variant: "baseline", cand.variant: "baseline"}
-    with pytest.raises(ProofRefused, match=(
+    with pytest.raises(
+        ProofRefused,
+        match=(
             rf"proof failed in all 2 warm-up pass\(es\) of {cand.variant}, before the first "
-            r"measured block: pid 100 \(TP rank 0\) ran medusa-proposer:baseline")):
+            r"measured block: pid 100 \(TP rank 0\) ran medusa-proposer:baseline"
+        ),
+    ):
         check_warmup_proof(spec, warm(stuck), 1, 7)
     # One proven warm-up pass is enough: the measured ones are each judged again.
     mixed = warm(stuck)

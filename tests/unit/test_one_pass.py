@@ -56,29 +56,49 @@ def counting(*functions: Callable[..., Any]) -> Iterator[Counter[str]]:
 def _scenario(tmp_path: Path) -> Path:
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps(
-        {"architectures": ["LlamaForCausalLM"], "vocab_size": 100}))
+    (model / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "vocab_size": 100})
+    )
     (model / "model.safetensors").write_bytes(b"")
-    data = {"name": "one-pass", "model": str(model), "batch_size": 2,
-            "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
-            "warmup": 0, "repeats": 3, "rounds": 2, "timeout_s": 30,
-            "variants": {"base": {"baseline": True, "env": {"FAKE_MODE": "ok"}},
-                         "cand": {"env": {"FAKE_MODE": "ok"}}}}
+    data = {
+        "name": "one-pass",
+        "model": str(model),
+        "batch_size": 2,
+        "workload": {"num_prompts": 4, "input_len": 4, "max_tokens": 4},
+        "warmup": 0,
+        "repeats": 3,
+        "rounds": 2,
+        "timeout_s": 30,
+        "variants": {
+            "base": {"baseline": True, "env": {"FAKE_MODE": "ok"}},
+            "cand": {"env": {"FAKE_MODE": "ok"}},
+        },
+    }
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
 def test_run_gate_loads_parses_frames_and_compares_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
     monkeypatch.setenv("FAKE_PID_DIR", str(tmp_path))
     path = _scenario(tmp_path)
-    with counting(load_run, Manifest.read, parse_scenario, passes_frame,
-                  compare_records) as counts:
-        code = main(["run", str(path), "--gate", "--inconclusive", "pass", "--results-dir",
-                     str(tmp_path / "results"), "--run-id", "r"])
+    with counting(load_run, Manifest.read, parse_scenario, passes_frame, compare_records) as counts:
+        code = main(
+            [
+                "run",
+                str(path),
+                "--gate",
+                "--inconclusive",
+                "pass",
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--run-id",
+                "r",
+            ]
+        )
     out = capsys.readouterr()
     assert code == 0, out.err
     run_dir = tmp_path / "results" / "r"
@@ -87,12 +107,18 @@ def test_run_gate_loads_parses_frames_and_compares_once(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert gate["run_id"] == summary["run_id"] == "r" and gate["decisions"]
     assert "Output throughput" in out.out and gate["verdict"] in out.out
-    assert dict(counts) == {"load_run": 1, "Manifest.read": 1, "parse_scenario": 1,
-                            "passes_frame": 1, "compare_records": 1}
+    assert dict(counts) == {
+        "load_run": 1,
+        "Manifest.read": 1,
+        "parse_scenario": 1,
+        "passes_frame": 1,
+        "compare_records": 1,
+    }
 
 
-def test_a_sweeps_grid_is_expanded_once_per_report(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweeps_grid_is_expanded_once_per_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """parse_scenario validates every cell of a stored sweep; the comparison, the figures and
     the tables get those cells back instead of expanding and validating the grid again."""
     run_dir = tmp_path / SWEEP_FIXTURE.name
@@ -100,5 +126,4 @@ def test_a_sweeps_grid_is_expanded_once_per_report(tmp_path: Path,
     with counting(Sweep.steps, load_run, parse_scenario, passes_frame) as counts:
         assert main(["report", str(run_dir)]) == 0
     assert "break-even" in capsys.readouterr().out
-    assert dict(counts) == {"Sweep.steps": 1, "load_run": 1, "parse_scenario": 1,
-                            "passes_frame": 1}
+    assert dict(counts) == {"Sweep.steps": 1, "load_run": 1, "parse_scenario": 1, "passes_frame": 1}

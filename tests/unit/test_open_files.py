@@ -46,9 +46,15 @@ def test_the_worker_raises_the_soft_open_file_limit_for_itself_and_its_server() 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 812:
         pytest.skip(f"this machine's hard open-file limit ({hard}) is below 300 + headroom")
-    out = subprocess.run([sys.executable, "-c", RAISED_FOR_CHILD], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60, check=True,
-                         preexec_fn=_low_soft_limit).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", RAISED_FOR_CHILD],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+        preexec_fn=_low_soft_limit,
+    ).stdout.split()
     expected = 65535 if hard == resource.RLIM_INFINITY else min(hard, 65535)
     assert [int(v) for v in out] == [expected, expected]
 
@@ -58,8 +64,8 @@ def _hard_limit(monkeypatch: pytest.MonkeyPatch, soft: int, hard: int) -> None:
 
 
 def test_a_hard_limit_below_the_concurrency_is_refused_before_any_server(
-        scenario_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path) -> None:
+    scenario_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from harness.engine import serve_worker
     from harness.plan.preflight import check_open_files
 
@@ -88,11 +94,14 @@ def test_an_empty_server_error_in_a_stream_still_says_what_came_back() -> None:
         _apply_event(StreamedRequest(index=0), {"error": {"message": "boom"}}, 0.0)
 
 
-@pytest.mark.parametrize(("exc", "expected"), [
-    (TimeoutError(), "TimeoutError()"),
-    (OSError(), "OSError()"),
-    (ConnectionResetError("peer went away"), "ConnectionResetError: peer went away"),
-])
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (TimeoutError(), "TimeoutError()"),
+        (OSError(), "OSError()"),
+        (ConnectionResetError("peer went away"), "ConnectionResetError: peer went away"),
+    ],
+)
 def test_a_failed_request_never_records_an_empty_reason(exc: Exception, expected: str) -> None:
     from harness.engine.loadgen import stream_completion
 

@@ -26,12 +26,12 @@ SPEC = "v1/spec_decode"
 
 # The installed package: a base class, a subclass, helpers, a __future__ module.
 INSTALLED = {
-    f"{SPEC}/base.py": '''\
+    f"{SPEC}/base.py": """\
 class Proposer:
     def sample(self, x):
         return ("installed base", x)
-''',
-    f"{SPEC}/sub.py": '''\
+""",
+    f"{SPEC}/sub.py": """\
 from .base import Proposer
 
 
@@ -59,19 +59,19 @@ class Draft(Proposer):
     @classmethod
     def make(cls):
         return ("installed make", cls)
-''',
-    f"{SPEC}/helpers.py": '''\
+""",
+    f"{SPEC}/helpers.py": """\
 def pad(x):
     return ("installed pad", x)
-''',
-    f"{SPEC}/user.py": '''\
+""",
+    f"{SPEC}/user.py": """\
 from .helpers import pad
 
 
 def use(x):
     return pad(x)
-''',
-    f"{SPEC}/typed.py": '''\
+""",
+    f"{SPEC}/typed.py": """\
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -82,14 +82,14 @@ if TYPE_CHECKING:
 
 def describe(m: Missing | None = None) -> str:
     return "installed"
-''',
+""",
 }
 
 # The branch: every function above changed, plus a new helper, constant, import and a new
 # private (name-mangled) staticmethod.
 CHANGED = {
     f"{SPEC}/base.py": None,
-    f"{SPEC}/sub.py": '''\
+    f"{SPEC}/sub.py": """\
 from .base import Proposer
 
 
@@ -122,8 +122,8 @@ class Draft(Proposer):
     @classmethod
     def make(cls):
         return ("branch make", cls)
-''',
-    f"{SPEC}/helpers.py": '''\
+""",
+    f"{SPEC}/helpers.py": """\
 import math
 
 PAD_TO = 8
@@ -135,9 +135,9 @@ def pad(x):
 
 def _round_up(x):
     return math.ceil(x / PAD_TO) * PAD_TO
-''',
+""",
     f"{SPEC}/user.py": None,
-    f"{SPEC}/typed.py": '''\
+    f"{SPEC}/typed.py": """\
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -148,11 +148,14 @@ if TYPE_CHECKING:
 
 def describe(m: Missing | None = None) -> str:
     return "branch"
-''',
+""",
 }
 # The changed file's own line of the branch's `raise`.
-FAILS_LINE = next(i for i, line in enumerate(CHANGED[f"{SPEC}/sub.py"].splitlines(), 1)  # type: ignore[union-attr]
-                  if "raise ValueError" in line)
+FAILS_LINE = next(
+    i
+    for i, line in enumerate(CHANGED[f"{SPEC}/sub.py"].splitlines(), 1)  # type: ignore[union-attr]
+    if "raise ValueError" in line
+)
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -173,10 +176,14 @@ def _classified(tmp_path: Path) -> Classified:
     vllm package (classify's path rules are vLLM's: vllm/v1/spec_decode/...)."""
     root = tmp_path / "parent" / "vllm"
     _write(root, INSTALLED)
-    files = [FileChange(f"vllm/{rel}", INSTALLED[rel], new)
-             for rel, new in CHANGED.items() if new is not None]
-    identity = ChangeIdentity(kind="diff", path="branch.diff", sha256="0" * 64,
-                              files=[f.path for f in files])
+    files = [
+        FileChange(f"vllm/{rel}", INSTALLED[rel], new)
+        for rel, new in CHANGED.items()
+        if new is not None
+    ]
+    identity = ChangeIdentity(
+        kind="diff", path="branch.diff", sha256="0" * 64, files=[f.path for f in files]
+    )
     got = classify(Change(identity, files), root)
     assert got.overlayable, [f.line() for f in got.blockers]
     return got
@@ -219,7 +226,8 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
 
     renamed = dataclasses.replace(classified, code=[rename(c) for c in classified.code])
     spec = Overlays(tmp_path / "parent" / "vllm", {"branch": renamed}, compiled=False).spec(
-        ["base", "branch"], active="base")
+        ["base", "branch"], active="base"
+    )
     sys.path.insert(0, str(tmp_path / "importable"))
     try:
         h = Harness(package, ["base"], [], {}, json.loads(spec.model_dump_json()))
@@ -243,27 +251,44 @@ def _each_arm(h: Harness, call: Callable[[], Any]) -> dict[str, Any]:
 
 def test_spec_names_every_changed_function(harness: Harness) -> None:
     keys = [k.partition(":")[2] for k in harness.spec["functions"]]
-    assert sorted(keys) == sorted(["Draft.sample", "Draft.scaled", "Draft.__twice",
-                                   "Draft.step", "Draft.fails", "Draft.width", "Draft.make",
-                                   "pad", "_round_up", "describe"])
+    assert sorted(keys) == sorted(
+        [
+            "Draft.sample",
+            "Draft.scaled",
+            "Draft.__twice",
+            "Draft.step",
+            "Draft.fails",
+            "Draft.width",
+            "Draft.make",
+            "pad",
+            "_round_up",
+            "describe",
+        ]
+    )
     assert harness.facts["overlaid"] == harness.spec["functions"]
 
 
 def test_each_arm_runs_its_own_version_and_counts_its_calls(harness: Harness) -> None:
     draft = harness.module("sub").Draft()
     assert _each_arm(harness, lambda: draft.step(1)) == {
-        "base": ("installed step", 1), "branch": ("branch step", 1)}
+        "base": ("installed step", 1),
+        "branch": ("branch step", 1),
+    }
     harness.use("branch")
     draft.step(2)
-    assert harness.hits == [("base", "Draft.step"), ("branch", "Draft.step"),
-                            ("branch", "Draft.step")]
+    assert harness.hits == [
+        ("base", "Draft.step"),
+        ("branch", "Draft.step"),
+        ("branch", "Draft.step"),
+    ]
 
 
 def test_zero_argument_super_reaches_the_real_base_class(harness: Harness) -> None:
     draft = harness.module("sub").Draft()
     assert _each_arm(harness, lambda: draft.sample(3)) == {
         "base": ("installed sub", ("installed base", 3)),
-        "branch": ("branch sub", ("installed base", 3))}
+        "branch": ("branch sub", ("installed base", 3)),
+    }
     assert harness.module("sub").Draft.sample.__name__ == "sample"
 
 
@@ -272,7 +297,9 @@ def test_name_mangling_reads_the_real_private_attribute(harness: Harness) -> Non
     calls a new private staticmethod self.__twice."""
     draft = harness.module("sub").Draft()
     assert _each_arm(harness, lambda: draft.scaled(2)) == {
-        "base": ("installed", 20), "branch": ("branch", 40)}
+        "base": ("installed", 20),
+        "branch": ("branch", 40),
+    }
     assert "__twice" not in vars(harness.module("sub").Draft)
 
 
@@ -281,7 +308,9 @@ def test_importer_holding_the_function_by_value_is_rebound(harness: Harness) -> 
     assert user.pad is helpers.pad
     assert getattr(user.pad, engine.MARK) == f"{harness.package}.v1.spec_decode.helpers:pad"
     assert _each_arm(harness, lambda: user.use(3)) == {
-        "base": ("installed pad", 3), "branch": ("branch pad", 8)}
+        "base": ("installed pad", 3),
+        "branch": ("branch pad", 8),
+    }
     rebound = harness.facts["rebound"][f"{harness.package}.v1.spec_decode.helpers:pad"]
     assert f"{harness.package}.v1.spec_decode.user.pad" in rebound
 
@@ -301,18 +330,17 @@ def test_staticmethod_and_classmethod_keep_their_kind(harness: Harness) -> None:
     class Child(draft_cls):  # type: ignore[misc, valid-type]
         pass
 
-    assert _each_arm(harness, lambda: (draft_cls.width(1), draft_cls().width(2),
-                                       Child.make())) == {
+    assert _each_arm(harness, lambda: (draft_cls.width(1), draft_cls().width(2), Child.make())) == {
         "base": (("installed width", 1), ("installed width", 2), ("installed make", Child)),
-        "branch": (("branch width", 1), ("branch width", 2), ("branch make", Child))}
+        "branch": (("branch width", 1), ("branch width", 2), ("branch make", Child)),
+    }
 
 
 def test_future_annotations_with_type_checking_only_names(harness: Harness) -> None:
     typed = harness.module("typed")
     assert _each_arm(harness, typed.describe) == {"base": "installed", "branch": "branch"}
     harness.use("branch")
-    assert typed.describe.__wrapped__.__annotations__ == {"m": "Missing | None",
-                                                          "return": "str"}
+    assert typed.describe.__wrapped__.__annotations__ == {"m": "Missing | None", "return": "str"}
 
 
 def test_binding_cached_at_init_dispatches(harness: Harness) -> None:
@@ -320,7 +348,9 @@ def test_binding_cached_at_init_dispatches(harness: Harness) -> None:
     its proposers after the plugin installs the overlay) holds the dispatcher."""
     draft = harness.module("sub").Draft()
     assert _each_arm(harness, lambda: draft.step_fn(5)) == {
-        "base": ("installed step", 5), "branch": ("branch step", 5)}
+        "base": ("installed step", 5),
+        "branch": ("branch step", 5),
+    }
 
 
 def test_a_second_install_is_a_no_op(harness: Harness) -> None:

@@ -19,15 +19,29 @@ from tests.conftest import ROOT
 def test_abba_interleaving(scenario_data: dict[str, Any]) -> None:
     scenario_data["rounds"] = 4
     order = launch_order(parse_scenario(scenario_data))
-    assert order == [("base", 0), ("opt", 0), ("opt", 1), ("base", 1),
-                     ("base", 2), ("opt", 2), ("opt", 3), ("base", 3)]
+    assert order == [
+        ("base", 0),
+        ("opt", 0),
+        ("opt", 1),
+        ("base", 1),
+        ("base", 2),
+        ("opt", 2),
+        ("opt", 3),
+        ("base", 3),
+    ]
 
 
 def test_sequential_and_shuffle(scenario_data: dict[str, Any]) -> None:
     scenario_data["rounds"] = 3
     scenario_data["interleave"] = "sequential"
     assert launch_order(parse_scenario(scenario_data)) == [
-        ("base", 0), ("base", 1), ("base", 2), ("opt", 0), ("opt", 1), ("opt", 2)]
+        ("base", 0),
+        ("base", 1),
+        ("base", 2),
+        ("opt", 0),
+        ("opt", 1),
+        ("opt", 2),
+    ]
     scenario_data["interleave"] = "shuffle"
     a = launch_order(parse_scenario(scenario_data))
     assert a == launch_order(parse_scenario(scenario_data))  # seeded
@@ -47,7 +61,10 @@ def test_run_specs(scenario_data: dict[str, Any]) -> None:
     assert base.engine_args["disable_log_stats"] is False
     assert base.engine_args["enable_prefix_caching"] is False
     assert base.engine_args["speculative_config"] == {
-        "method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}
+        "method": "medusa",
+        "model": "tiny-llama-medusa",
+        "num_speculative_tokens": 3,
+    }
     assert base.engine_args["enforce_eager"] is True and opt.engine_args["enforce_eager"] is False
     assert base.env == {"A": "1"} and opt.env == {"A": "2", "B": "3"}
     assert base.implementation == "medusa-proposer:baseline" and base.baseline
@@ -55,16 +72,21 @@ def test_run_specs(scenario_data: dict[str, Any]) -> None:
 
 
 def test_tp_argmax_choice_sets_the_config_switch(scenario_data: dict[str, Any]) -> None:
-    scenario_data["draft"] = {"method": "eagle", "model": "tiny-llama-eagle",
-                              "num_speculative_tokens": 2}
+    scenario_data["draft"] = {
+        "method": "eagle",
+        "model": "tiny-llama-eagle",
+        "num_speculative_tokens": 2,
+    }
     scenario_data["variants"] = {
         "gather": {"baseline": True, "implementation": "tp-argmax-reduction:baseline"},
         "local": {"implementation": "tp-argmax-reduction:optimized"},
     }
     scenario_data["design"] = "launch-per-arm"
     plan = expand_plan(parse_scenario(scenario_data))
-    flags = {r.variant: r.engine_args["speculative_config"]["use_local_argmax_reduction"]
-             for r in plan.runs}
+    flags = {
+        r.variant: r.engine_args["speculative_config"]["use_local_argmax_reduction"]
+        for r in plan.runs
+    }
     assert flags == {"gather": False, "local": True}
     # One engine for both arms starts as the baseline is configured; the arms switch at run
     # time inside vLLM's processes.
@@ -72,28 +94,31 @@ def test_tp_argmax_choice_sets_the_config_switch(scenario_data: dict[str, Any]) 
     [shared] = expand_plan(parse_scenario(scenario_data)).runs
     assert shared.design == "one-engine"
     assert shared.engine_args["speculative_config"]["use_local_argmax_reduction"] is False
-    assert [a.implementation for a in shared.arms] == ["tp-argmax-reduction:baseline",
-                                                      "tp-argmax-reduction:optimized"]
+    assert [a.implementation for a in shared.arms] == [
+        "tp-argmax-reduction:baseline",
+        "tp-argmax-reduction:optimized",
+    ]
 
 
 def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[str, Any]) -> None:
     from harness.errors import ScenarioError
 
-    scenario_data["variants"] = {"base": {"baseline": True},
-                                 "idea": {"patch": "my_idea:install"}}
+    scenario_data["variants"] = {"base": {"baseline": True}, "idea": {"patch": "my_idea:install"}}
     plan = expand_plan(parse_scenario(scenario_data))
     assert plan.design == "launch-per-arm"
-    assert [(r.variant, r.patch) for r in plan.runs] == [("base", None),
-                                                        ("idea", "my_idea:install")]
+    assert [(r.variant, r.patch) for r in plan.runs] == [
+        ("base", None),
+        ("idea", "my_idea:install"),
+    ]
     scenario_data["variants"]["idea"]["switchable"] = True
     [shared] = expand_plan(parse_scenario(scenario_data)).runs
     assert shared.design == "one-engine" and shared.patch == "my_idea:install"
     arms = {a.variant: (a.implementation, a.switch_to) for a in shared.arms}
-    assert arms == {"base": (None, "patch:off"),
-                    "idea": ("patch:my_idea:install", "patch:on")}
+    assert arms == {"base": (None, "patch:off"), "idea": ("patch:my_idea:install", "patch:on")}
     scenario_data["variants"]["base"]["switchable"] = True
-    with pytest.raises(ScenarioError, match="switchable: applies to a patch; this variant "
-                       "has none"):
+    with pytest.raises(
+        ScenarioError, match="switchable: applies to a patch; this variant has none"
+    ):
         parse_scenario(scenario_data)
 
 
@@ -110,14 +135,28 @@ def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any])
     (tmp_path / "spec.json").write_text(json.dumps(raw))
     out = tmp_path / "result.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.engine.worker", "--spec", str(tmp_path / "spec.json"),
-         "--out", str(out)], env={**os.environ, "SPECBENCH_IMPL_REPORT_DIR": str(tmp_path)},
-        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "harness.engine.worker",
+            "--spec",
+            str(tmp_path / "spec.json"),
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "SPECBENCH_IMPL_REPORT_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stderr
     result = WorkerResult.model_validate_json(out.read_text())
     assert result.run_key == run.run_key and result.status == "failed"
     assert result.error is not None and result.error.startswith(
-        f"worker spec version {WORKER_SPEC_VERSION + 1}, but this worker")
+        f"worker spec version {WORKER_SPEC_VERSION + 1}, but this worker"
+    )
     assert "install the same specbench in this environment" in result.error
 
 
@@ -126,8 +165,9 @@ def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any])
 FIXTURES = ROOT / "results" / "fixtures"
 
 
-def test_plan_text_without_a_stored_run_gives_the_bound(tmp_path: Path,
-                                                        scenario_data: dict[str, Any]) -> None:
+def test_plan_text_without_a_stored_run_gives_the_bound(
+    tmp_path: Path, scenario_data: dict[str, Any]
+) -> None:
     """No run to time it from: the launches as before, then the bound the launches' limits
     imply (2 launches x (600 s timeout + 15 s to stop) = 20.5 min), and one line saying why
     there is no estimate."""
@@ -170,8 +210,10 @@ def test_plan_text_of_a_shipped_precision_scenario(tmp_path: Path) -> None:
     assert "unknown" not in text
     precision = scenario.precision
     assert precision is not None
-    assert (f"  wall time: at most {precision.budget_s / 60:.1f} min: 1 launch, ended by its "
-            f"{precision.budget_s:g} s precision budget") in text
+    assert (
+        f"  wall time: at most {precision.budget_s / 60:.1f} min: 1 launch, ended by its "
+        f"{precision.budget_s:g} s precision budget"
+    ) in text
 
 
 def test_plan_text_times_from_a_run_of_the_same_settings(tmp_path: Path) -> None:
@@ -185,20 +227,29 @@ def test_plan_text_times_from_a_run_of_the_same_settings(tmp_path: Path) -> None
 
     results = tmp_path / "results"
     shutil.copytree(FIXTURES / "cpu-medusa-small", results / "cpu-medusa-small")
-    data = {**load_run(FIXTURES / "cpu-medusa-small").manifest["scenario"],
-            "name": "renamed", "design": "launch-per-arm"}
+    data = {
+        **load_run(FIXTURES / "cpu-medusa-small").manifest["scenario"],
+        "name": "renamed",
+        "design": "launch-per-arm",
+    }
     scenario = parse_scenario(data)
     plan = expand_plan(scenario, base_dir=tmp_path)
     stored = newest_run_like(results, plan)
     assert stored is not None
     lines = render_plan(scenario, plan, stored, False, None, results)
     wall = lines[-3:]
-    assert wall[0].startswith("  wall time: about ") and "timed from run cpu-medusa-small" \
-        in wall[0] and "(2 of 2 launch(es) matched to the same settings" in wall[0], wall
-    assert wall[1] == ("    (run cpu-medusa-small is of scenario cpu-medusa-small, with the "
-                       "same model and settings)")
-    assert wall[2].startswith("  upper bound: at most 30.5 min: 2 launches, each killed at "
-                              "its 900 s timeout"), wall
+    assert (
+        wall[0].startswith("  wall time: about ")
+        and "timed from run cpu-medusa-small" in wall[0]
+        and "(2 of 2 launch(es) matched to the same settings" in wall[0]
+    ), wall
+    assert wall[1] == (
+        "    (run cpu-medusa-small is of scenario cpu-medusa-small, with the "
+        "same model and settings)"
+    )
+    assert wall[2].startswith(
+        "  upper bound: at most 30.5 min: 2 launches, each killed at its 900 s timeout"
+    ), wall
     assert not any("no estimate" in line for line in lines)
 
 

@@ -69,22 +69,41 @@ def test_holm_adjusted_p_values() -> None:
 
 
 def _row(key: str, p: float | None, exact: bool = False, delta: float = 0.01) -> MetricRow:
-    est = DeltaEstimate("relative", delta, None if exact else delta - 0.01,
-                        None if exact else delta + 0.01, None if exact else p,
-                        "paired t (blocks)", p is not None and p < 0.05 and not exact, None,
-                        None, None, False, 20, 20, exact=exact)
+    est = DeltaEstimate(
+        "relative",
+        delta,
+        None if exact else delta - 0.01,
+        None if exact else delta + 0.01,
+        None if exact else p,
+        "paired t (blocks)",
+        p is not None and p < 0.05 and not exact,
+        None,
+        None,
+        None,
+        False,
+        20,
+        20,
+        exact=exact,
+    )
     return MetricRow(key, key, True, 1.0, 1.0 + delta, est)
 
 
 def test_secondary_rows_wait_for_the_primary_and_exact_rows_are_not_tested() -> None:
-    rows = [_row("output_throughput", 0.20), _row("mean_tpot_ms", 0.001),
-            _row("acceptance_rate", None, exact=True)]
+    rows = [
+        _row("output_throughput", 0.20),
+        _row("mean_tpot_ms", 0.001),
+        _row("acceptance_rate", None, exact=True),
+    ]
     mark_family(rows, "output_throughput")
     assert [r.role for r in rows] == ["primary", "secondary", "exact"]
     assert [r.star for r in rows] == [False, False, False]  # the primary is not significant
     assert rows[1].adjusted_p == pytest.approx(0.001)
-    rows = [_row("output_throughput", 0.01), _row("mean_tpot_ms", 0.001),
-            _row("mean_ttft_ms", 0.03), _row("p99_ttft_ms", 0.04)]
+    rows = [
+        _row("output_throughput", 0.01),
+        _row("mean_tpot_ms", 0.001),
+        _row("mean_ttft_ms", 0.03),
+        _row("p99_ttft_ms", 0.04),
+    ]
     mark_family(rows, "output_throughput")
     # Holm across the three secondary rows: 0.003, 0.06, 0.06.
     assert [r.star for r in rows] == [True, True, False, False]
@@ -112,18 +131,40 @@ def _gated(deltas: list[float], se: float = 0.01, df: float = 1000.0) -> Compari
     rows = []
     for key, delta in zip(keys, deltas, strict=False):
         centre = math.log1p(delta)
-        est = DeltaEstimate("relative", delta, math.expm1(centre - t * se),
-                            math.expm1(centre + t * se), 0.5, "paired t (blocks)", False, None,
-                            None, None, False, 40, 40, design="one-engine", units=40, df=df,
-                            se=se)
+        est = DeltaEstimate(
+            "relative",
+            delta,
+            math.expm1(centre - t * se),
+            math.expm1(centre + t * se),
+            0.5,
+            "paired t (blocks)",
+            False,
+            None,
+            None,
+            None,
+            False,
+            40,
+            40,
+            design="one-engine",
+            units=40,
+            df=df,
+            se=se,
+        )
         rows.append(MetricRow(key, key, key == "output_throughput", 1.0, 1.0 + delta, est))
     cand = CandidateResult("opt", "ok", rows=rows)
     return Comparison("r", "unit", "base", "ok", [], None, [cand], [], {}, design="one-engine")
 
 
-SPEC = GateSpec(metrics={"output_throughput": 0.02, "mean_tpot_ms": 0.02, "mean_ttft_ms": 0.02,
-                         "mean_e2el_ms": 0.02}, output_parity=False,
-                implementation_proof=False)
+SPEC = GateSpec(
+    metrics={
+        "output_throughput": 0.02,
+        "mean_tpot_ms": 0.02,
+        "mean_ttft_ms": 0.02,
+        "mean_e2el_ms": 0.02,
+    },
+    output_parity=False,
+    implementation_proof=False,
+)
 
 
 def test_gate_states_its_family_and_holds_a_regression_to_holm() -> None:

@@ -18,15 +18,31 @@ from harness.wire.records import PassRecord, RequestRecord
 
 
 def _pass(i: int) -> PassRecord:
-    requests = [RequestRecord(index=j, prompt_tokens=8, output_tokens=32, ttft_s=0.01,
-                              e2el_s=0.1, finish_reason="length", output_token_ids=[1])
-                for j in range(4)]
-    return PassRecord(repeat=i, started_unix=0.0, duration_s=0.5, requests=requests,
-                      spec_decode=None, workload_hash="w")
+    requests = [
+        RequestRecord(
+            index=j,
+            prompt_tokens=8,
+            output_tokens=32,
+            ttft_s=0.01,
+            e2el_s=0.1,
+            finish_reason="length",
+            output_token_ids=[1],
+        )
+        for j in range(4)
+    ]
+    return PassRecord(
+        repeat=i,
+        started_unix=0.0,
+        duration_s=0.5,
+        requests=requests,
+        spec_decode=None,
+        workload_hash="w",
+    )
 
 
-def test_worker_note_and_its_wording(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     scenario_data: dict[str, Any]) -> None:
+def test_worker_note_and_its_wording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_data: dict[str, Any]
+) -> None:
     [run] = expand_plan(parse_scenario(scenario_data)).runs
     note_file = tmp_path / "progress.json"
     write_progress("measuring", [_pass(0)], 8, False, 100.0)  # no PROGRESS_ENV: nothing
@@ -42,8 +58,8 @@ def test_worker_note_and_its_wording(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert note is not None and note["requests"] == 8 and note["tokens_per_s"] == 256.0
     # Two passes in 10 s: six more take about 30 s; a precision run says "at least".
     assert describe(run, 3, 75.0, note, now=110.0) == (
-        f"[1/3] {run.run_key}: measuring pass 2/>=8, 8 requests, 256 tok/s, 1m15s, "
-        "ETA 30s at least")
+        f"[1/3] {run.run_key}: measuring pass 2/>=8, 8 requests, 256 tok/s, 1m15s, ETA 30s at least"
+    )
 
 
 def test_plain_lines_on_stage_changes_and_every_30_s(scenario_data: dict[str, Any]) -> None:

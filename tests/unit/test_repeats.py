@@ -35,8 +35,9 @@ def test_earlier_runs_of_the_same_comparison_are_found_and_named(tmp_path: Path)
     assert "run 1 time(s) before" not in first_text
 
 
-def test_combine_treats_each_run_as_a_launch(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_combine_treats_each_run_as_a_launch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 10 + i)
     last = tmp_path / "r2"
@@ -63,17 +64,24 @@ def test_combine_keeps_the_speedup_over_the_arm_without_speculation(tmp_path: Pa
     from harness.present.tables import render_terminal
     from tests.unit.test_no_speculation import launches
 
-    scenario = {**SCENARIO, "draft": {"method": "medusa", "model": "tiny-llama-medusa",
-                                      "num_speculative_tokens": 3},
-                "variants": {"medusa": {"baseline": True},
-                             "nospec": {"speculative_config": "none"}}}
+    scenario = {
+        **SCENARIO,
+        "draft": {"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3},
+        "variants": {"medusa": {"baseline": True}, "nospec": {"speculative_config": "none"}},
+    }
     for i in range(2):
         run_dir = tmp_path / f"r{i}"
-        Manifest.model_validate({
-            "run_id": f"r{i}", "status": "complete", "created_unix": 100.0 * (i + 1),
-            "scenario_hash": "h1", "scenario": scenario,
-            "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
-            "plan": {"design": "launch-per-arm"}}).save(run_dir)
+        Manifest.model_validate(
+            {
+                "run_id": f"r{i}",
+                "status": "complete",
+                "created_unix": 100.0 * (i + 1),
+                "scenario_hash": "h1",
+                "scenario": scenario,
+                "fingerprint": {"cpu_model": "cpu-x", "vllm": "0.32.0"},
+                "plan": {"design": "launch-per-arm"},
+            }
+        ).save(run_dir)
         for record in launches([1.0, 0.95 + 0.1 * i]):
             save_run_record(run_dir, record)
     run = load_run(tmp_path / "r1")

@@ -15,17 +15,37 @@ from harness.wire.records import PassRecord, RequestRecord, RunRecord, WorkerRes
 
 
 def req(hist: list[int] | None, tokens: int = 8) -> RequestRecord:
-    return RequestRecord(index=0, prompt_tokens=4, output_tokens=tokens, ttft_s=0.01,
-                         e2el_s=0.05, finish_reason="length", output_token_ids=[],
-                         spec_histogram=hist,
-                         spec_draft_tokens=None if hist is None else 3 * sum(hist))
+    return RequestRecord(
+        index=0,
+        prompt_tokens=4,
+        output_tokens=tokens,
+        ttft_s=0.01,
+        e2el_s=0.05,
+        finish_reason="length",
+        output_token_ids=[],
+        spec_histogram=hist,
+        spec_draft_tokens=None if hist is None else 3 * sum(hist),
+    )
 
 
 def launch(requests: list[RequestRecord]) -> RunRecord:
-    p = PassRecord(repeat=0, started_unix=0.0, duration_s=1.0, requests=requests,
-                   spec_decode=None, workload_hash="w")
-    return RunRecord(run_key="a.r0", variant="a", round=0, order=0, status="ok", wall_s=1.0,
-                     result=WorkerResult(run_key="a.r0", status="ok", passes=[p]))
+    p = PassRecord(
+        repeat=0,
+        started_unix=0.0,
+        duration_s=1.0,
+        requests=requests,
+        spec_decode=None,
+        workload_hash="w",
+    )
+    return RunRecord(
+        run_key="a.r0",
+        variant="a",
+        round=0,
+        order=0,
+        status="ok",
+        wall_s=1.0,
+        result=WorkerResult(run_key="a.r0", status="ok", passes=[p]),
+    )
 
 
 def test_acceptance_length_of_one_request() -> None:

@@ -27,8 +27,7 @@ def test_running_estimate_narrows_to_the_tables_estimate(tmp_path: Path) -> None
     assert last["ci_low"] == pytest.approx(row.estimate.ci_low)
     widths = (frame["ci_high"] - frame["ci_low"]).to_numpy()
     assert widths[-1] < widths[0] / 2  # narrowing as blocks come in
-    assert running_estimate(run.passes, "a", "b", "output_throughput",
-                            "launch-per-arm").empty
+    assert running_estimate(run.passes, "a", "b", "output_throughput", "launch-per-arm").empty
     # The comparison carries it (the figure draws, computes nothing); summary.json does not.
     assert comparison.running["b"] == frame.to_dict("records")
     assert "running" not in comparison.to_dict()

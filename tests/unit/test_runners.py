@@ -39,26 +39,38 @@ def test_vllms_rules_read_from_its_source(facts) -> None:  # type: ignore[no-unt
     assert expected_runner(eagle.model_copy(update={"device": "cuda"}), facts)[0] == "V2"
     medusa = _run("cpu-medusa-proposer.yaml", device="cuda")
     assert expected_runner(medusa, facts) == (
-        "V1", "Model Runner V2 does not run method 'medusa' in vLLM 0.32.0")
+        "V1",
+        "Model Runner V2 does not run method 'medusa' in vLLM 0.32.0",
+    )
     v2 = _run("cpu-v2-eagle-argmax.yaml")
     assert expected_runner(v2, facts) == ("V2", "model_runner: V2")
     assert expected_platform(v2, facts).interpreted
 
 
 def test_what_the_runner_makes_impossible_is_refused_in_one_line(  # type: ignore[no-untyped-def]
-        facts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     medusa = _run("cpu-medusa-proposer.yaml", model_runner="V2")
-    with pytest.raises(ScenarioError, match=r"^draft\.method: 'medusa' does not run on Model "
-                       r"Runner V2 \(model_runner: V2\).*use model_runner: auto"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"^draft\.method: 'medusa' does not run on Model "
+        r"Runner V2 \(model_runner: V2\).*use model_runner: auto",
+    ):
         check_runner(medusa, facts)
     forced = _run("cpu-eagle-tp2-argmax.yaml")
     forced = forced.model_copy(update={"env": {"VLLM_USE_V2_MODEL_RUNNER": "1"}})
-    with pytest.raises(ScenarioError, match=r"^env\.VLLM_USE_V2_MODEL_RUNNER: use "
-                       "model_runner: V2 instead"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"^env\.VLLM_USE_V2_MODEL_RUNNER: use "
+        "model_runner: V2 instead",
+    ):
         check_runner(forced, facts)
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path))  # no interpreter set up there
-    with pytest.raises(HardwareError, match=r"^model_runner: V2: Model Runner V2 on a CPU "
-                       r"needs Triton 3\.9\.0 .* run `bash scripts/setup.sh --v2`"):
+    with pytest.raises(
+        HardwareError,
+        match=r"^model_runner: V2: Model Runner V2 on a CPU "
+        r"needs Triton 3\.9\.0 .* run `bash scripts/setup.sh --v2`",
+    ):
         check_runner(_run("cpu-v2-eagle-argmax.yaml"), facts)
 
 
@@ -69,14 +81,27 @@ def test_shipped_cpu_scenarios_pass_the_runner_checks(facts) -> None:  # type: i
 
 
 def test_gate_refuses_an_interpreted_run_before_any_engine_starts() -> None:
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "run",
-                          str(SCENARIOS / "cpu-v2-eagle-argmax.yaml"), "--gate"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(SCENARIOS / "cpu-v2-eagle-argmax.yaml"),
+            "--gate",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().splitlines() == [
         "specbench: error: --gate: model_runner: V2 on device: cpu runs Model Runner V2 under "
         "Triton's interpreter (a CPU): these figures prove that V2's code paths ran; its "
-        "timings are numpy's, not performance; no gate judges them (run it without --gate)"]
+        "timings are numpy's, not performance; no gate judges them (run it without --gate)"
+    ]
 
 
 def test_methods_come_from_the_installed_vllm(scenario_data: dict) -> None:  # type: ignore[type-arg]
@@ -87,17 +112,22 @@ def test_methods_come_from_the_installed_vllm(scenario_data: dict) -> None:  # t
     from harness.plan.preflight import check_engine_keys
 
     scenario_data["variants"] = {"base": {"baseline": True}, "opt": {}}
-    scenario_data["draft"] = {"method": "medusa2", "model": "tiny-llama-medusa",
-                              "num_speculative_tokens": 2}
-    with pytest.raises(ScenarioError, match=r"^draft\.method: 'medusa2' is not a speculative "
-                       r"method of vLLM 0\.32\.0"):
+    scenario_data["draft"] = {
+        "method": "medusa2",
+        "model": "tiny-llama-medusa",
+        "num_speculative_tokens": 2,
+    }
+    with pytest.raises(
+        ScenarioError,
+        match=r"^draft\.method: 'medusa2' is not a speculative "
+        r"method of vLLM 0\.32\.0",
+    ):
         check_engine_keys(parse_scenario(scenario_data))
     scenario_data["draft"] = {"method": "ngram_gpu", "num_speculative_tokens": 2}
     check_engine_keys(parse_scenario(scenario_data))
 
 
-def test_a_drafter_that_learns_across_requests_never_shares_an_engine(
-        scenario_data: dict) -> None:  # type: ignore[type-arg]
+def test_a_drafter_that_learns_across_requests_never_shares_an_engine(scenario_data: dict) -> None:  # type: ignore[type-arg]
     """Suffix decoding drafts from a cache of finished requests: in one engine each arm would
     teach the other's drafter, so one-engine is refused unless the cache is off."""
     from harness.config.scenario import parse_scenario
@@ -118,9 +148,15 @@ def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
     from harness.wire.platform import Platform, kv_capacity_differs
 
     def p(blocks: int | None) -> Platform:
-        return Platform(runner="V2", runner_class="x.Runner", device="cuda",
-                        compilation_mode="NONE", cudagraph_mode="NONE",
-                        async_scheduling=False, kv_blocks=blocks)
+        return Platform(
+            runner="V2",
+            runner_class="x.Runner",
+            device="cuda",
+            compilation_mode="NONE",
+            cudagraph_mode="NONE",
+            async_scheduling=False,
+            kv_blocks=blocks,
+        )
 
     assert kv_capacity_differs({"a.r0": ("a", p(100)), "b.r0": ("b", p(100))}) is None
     assert kv_capacity_differs({"a.r0": ("a", p(90)), "a.r1": ("a", p(100))}) is None
@@ -138,16 +174,28 @@ def test_later_gpu_launches_are_pinned_to_the_first_launchs_kv_capacity() -> Non
     from harness.wire.platform import Platform
     from harness.wire.records import RunRecord, WorkerResult
 
-    runs = [r.model_copy(update={"device": "cuda"})
-            for r in expand_plan(load_scenario(SCENARIOS / "cpu-medusa-speedup.yaml")).runs]
+    runs = [
+        r.model_copy(update={"device": "cuda"})
+        for r in expand_plan(load_scenario(SCENARIOS / "cpu-medusa-speedup.yaml")).runs
+    ]
     first, later = runs[0], runs[1]
 
     def done(run: RunSpec, blocks: int, status: str = "ok") -> RunRecord:
-        platform = Platform(runner="V2", runner_class="x.Runner", device="cuda",
-                            compilation_mode="NONE", cudagraph_mode="NONE",
-                            async_scheduling=False, kv_blocks=blocks)
-        return RunRecord(**run.record_fields(), status=status, wall_s=1.0, result=WorkerResult(
-            run_key=run.run_key, status=status, platform=platform))
+        platform = Platform(
+            runner="V2",
+            runner_class="x.Runner",
+            device="cuda",
+            compilation_mode="NONE",
+            cudagraph_mode="NONE",
+            async_scheduling=False,
+            kv_blocks=blocks,
+        )
+        return RunRecord(
+            **run.record_fields(),
+            status=status,
+            wall_s=1.0,
+            result=WorkerResult(run_key=run.run_key, status=status, platform=platform),
+        )
 
     assert pin_kv_capacity(first, []) is first
     pinned = pin_kv_capacity(later, [done(first, 900), done(first, 700, "failed")])
@@ -173,15 +221,25 @@ def test_a_configuration_that_failed_to_start_is_not_launched_again() -> None:
     first = runs[0]
     again = next(r for r in runs if r.variant == first.variant and r.round == 1)
     other = next(r for r in runs if r.variant != first.variant)
-    timed_out = RunRecord(**first.record_fields(), status="failed", wall_s=600.0,
-                          error="the server did not start within serve.startup_timeout_s=600s")
+    timed_out = RunRecord(
+        **first.record_fields(),
+        status="failed",
+        wall_s=600.0,
+        error="the server did not start within serve.startup_timeout_s=600s",
+    )
     why = failed_to_start(again, [timed_out])
-    assert why is not None and why.startswith(f"not launched: {first.run_key}, the same "
-                                              "configuration, failed before its first pass")
+    assert why is not None and why.startswith(
+        f"not launched: {first.run_key}, the same configuration, failed before its first pass"
+    )
     assert "startup_timeout_s=600s" in why and "--resume" in why
     assert failed_to_start(other, [timed_out]) is None
-    measured = timed_out.model_copy(update={"result": WorkerResult(
-        run_key=first.run_key, status="failed", passes=[simple_pass(0, 1.0)])})
+    measured = timed_out.model_copy(
+        update={
+            "result": WorkerResult(
+                run_key=first.run_key, status="failed", passes=[simple_pass(0, 1.0)]
+            )
+        }
+    )
     assert failed_to_start(again, [measured]) is None
 
 
@@ -199,9 +257,11 @@ def test_v1_proposer_code_under_v2_is_refused_at_plan_time(tmp_path: Path) -> No
     with pytest.raises(ScenarioError) as refused:
         expand_plan(load_scenario(path), scenario_file=path)
     line = str(refused.value)
-    assert line.startswith("variants.local-argmax.diff: cannot run: vllm/v1/spec_decode/"
-                           "llm_base_proposer.py: SpecDecodeBaseProposer._greedy_sample — "
-                           "Model Runner V1's code: the runner this launch gets is V2")
+    assert line.startswith(
+        "variants.local-argmax.diff: cannot run: vllm/v1/spec_decode/"
+        "llm_base_proposer.py: SpecDecodeBaseProposer._greedy_sample — "
+        "Model Runner V1's code: the runner this launch gets is V2"
+    )
     assert "model_runner: V1" in line and "python:" not in line
     path.write_text(yaml.safe_dump(data))
     assert expand_plan(load_scenario(path), scenario_file=path).design == "one-engine"

@@ -40,22 +40,34 @@ def test_minimal_is_valid(scenario_data: dict[str, Any]) -> None:
     ("mutate", "expected"),
     [
         (lambda d: d.update(modle="x"), "modle: Extra inputs are not permitted"),
-        (lambda d: d["variants"]["opt"].update(implementaton="x"),
-         "variants.opt.implementaton: Extra inputs are not permitted"),
+        (
+            lambda d: d["variants"]["opt"].update(implementaton="x"),
+            "variants.opt.implementaton: Extra inputs are not permitted",
+        ),
         (lambda d: d.update(batch_size="many"), "batch_size: Input should be a valid integer"),
         (lambda d: d.update(batch_size=0), "batch_size: Input should be greater than or equal"),
         (lambda d: d["workload"].pop("max_tokens"), "workload.max_tokens: Field required"),
         (lambda d: d["draft"].update(method=""), "draft.method: String should have at least"),
-        (lambda d: d["variants"]["opt"].update(baseline=True),
-         "variants: exactly one variant must have baseline: true (found 2"),
-        (lambda d: d["variants"]["base"].update(baseline=False),
-         "exactly one variant must have baseline: true (found 0)"),
-        (lambda d: d["variants"]["opt"].update(implementation="medusa-proposer:fast"),
-         "variants.opt.implementation: unknown choice 'fast'"),
-        (lambda d: d["variants"]["opt"].update(implementation="warp-drive:on"),
-         "unknown implementation 'warp-drive'"),
-        (lambda d: d["variants"]["opt"].update(implementation="tp-argmax-reduction:optimized"),
-         "variants.opt.implementation: tp-argmax-reduction applies to draft method eagle"),
+        (
+            lambda d: d["variants"]["opt"].update(baseline=True),
+            "variants: exactly one variant must have baseline: true (found 2",
+        ),
+        (
+            lambda d: d["variants"]["base"].update(baseline=False),
+            "exactly one variant must have baseline: true (found 0)",
+        ),
+        (
+            lambda d: d["variants"]["opt"].update(implementation="medusa-proposer:fast"),
+            "variants.opt.implementation: unknown choice 'fast'",
+        ),
+        (
+            lambda d: d["variants"]["opt"].update(implementation="warp-drive:on"),
+            "unknown implementation 'warp-drive'",
+        ),
+        (
+            lambda d: d["variants"]["opt"].update(implementation="tp-argmax-reduction:optimized"),
+            "variants.opt.implementation: tp-argmax-reduction applies to draft method eagle",
+        ),
         (lambda d: d["draft"].pop("model"), "draft: method 'medusa' needs"),
         (lambda d: d["workload"].update(kind="jsonl"), "workload: kind 'jsonl' needs"),
         (lambda d: d.update(tensor_parallel_size=-1), "tensor_parallel_size: Input should be"),
@@ -63,8 +75,9 @@ def test_minimal_is_valid(scenario_data: dict[str, Any]) -> None:
         (lambda d: d.update(name="bad name!"), "name: use letters"),
     ],
 )
-def test_bad_input_names_the_field(scenario_data: dict[str, Any], mutate: Any,
-                                   expected: str) -> None:
+def test_bad_input_names_the_field(
+    scenario_data: dict[str, Any], mutate: Any, expected: str
+) -> None:
     mutate(scenario_data)
     message = _error(scenario_data)
     assert message.startswith("s.yaml: ")
@@ -73,15 +86,23 @@ def test_bad_input_names_the_field(scenario_data: dict[str, Any], mutate: Any,
 
 
 def test_contradicting_override_is_refused(scenario_data: dict[str, Any]) -> None:
-    scenario_data["draft"] = {"method": "eagle", "model": "tiny-llama-eagle",
-                              "num_speculative_tokens": 3}
+    scenario_data["draft"] = {
+        "method": "eagle",
+        "model": "tiny-llama-eagle",
+        "num_speculative_tokens": 3,
+    }
     scenario_data["variants"] = {
-        "base": {"baseline": True, "implementation": "tp-argmax-reduction:baseline",
-                 "speculative_config": {"use_local_argmax_reduction": True}},
+        "base": {
+            "baseline": True,
+            "implementation": "tp-argmax-reduction:baseline",
+            "speculative_config": {"use_local_argmax_reduction": True},
+        },
         "opt": {"implementation": "tp-argmax-reduction:optimized"},
     }
-    assert "variants.base.speculative_config.use_local_argmax_reduction: True contradicts" \
+    assert (
+        "variants.base.speculative_config.use_local_argmax_reduction: True contradicts"
         in _error(scenario_data)
+    )
 
 
 def test_top_level_must_be_mapping() -> None:
@@ -104,21 +125,30 @@ def test_a_scenario_that_is_no_regular_file_is_named_for_what_it_is(tmp_path: Pa
     """A folder, a device or a FIFO is refused before it is opened (reading /dev/zero or a
     FIFO without a writer would never return)."""
     os.mkfifo(tmp_path / "fifo.yaml")
-    for path, what in ((tmp_path, "is a directory"), (Path("/dev/zero"),
-                       "is not a regular file (a character device)"),
-                       (tmp_path / "fifo.yaml", "is not a regular file (a FIFO)")):
+    for path, what in (
+        (tmp_path, "is a directory"),
+        (Path("/dev/zero"), "is not a regular file (a character device)"),
+        (tmp_path / "fifo.yaml", "is not a regular file (a FIFO)"),
+    ):
         with pytest.raises(ScenarioError) as info:
             load_scenario(path)
-        assert str(info.value) == f"{path}: cannot read it as a scenario: it {what} (a " \
+        assert (
+            str(info.value) == f"{path}: cannot read it as a scenario: it {what} (a "
             "scenario is a YAML file)"
+        )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a: 1\nb:\n  c: 2\n  c: 3\n", "s.yaml:4: key 'b.c' is written twice (lines 3 and 4)"),
-    ("sweep:\n  linked:\n  - model: [a]\n    model: [b]\n",
-     "s.yaml:4: key 'sweep.linked.0.model' is written twice (lines 3 and 4)"),
-    ("1: a\n0x1: b\n", "s.yaml:2: key '0x1' is written twice (lines 1 and 2)"),  # one int
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: 1\nb:\n  c: 2\n  c: 3\n", "s.yaml:4: key 'b.c' is written twice (lines 3 and 4)"),
+        (
+            "sweep:\n  linked:\n  - model: [a]\n    model: [b]\n",
+            "s.yaml:4: key 'sweep.linked.0.model' is written twice (lines 3 and 4)",
+        ),
+        ("1: a\n0x1: b\n", "s.yaml:2: key '0x1' is written twice (lines 1 and 2)"),  # one int
+    ],
+)
 def test_a_key_written_twice_names_both_lines(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(text)
@@ -131,7 +161,9 @@ def test_merge_keys_still_override(tmp_path: Path) -> None:
     """'<<' merges a mapping whose keys the mapping may then set again: YAML's own overriding,
     not a key written twice."""
     assert load_yaml("base: &b {x: 1, y: 2}\nmine:\n  <<: *b\n  x: 3\n", "s.yaml") == {
-        "base": {"x": 1, "y": 2}, "mine": {"x": 3, "y": 2}}
+        "base": {"x": 1, "y": 2},
+        "mine": {"x": 3, "y": 2},
+    }
 
 
 def test_hash_ignores_formatting(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
@@ -169,12 +201,19 @@ def test_schema_lists_descriptions() -> None:
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
 
 
-def test_cli_bad_scenario_is_one_line_no_traceback(tmp_path: Path,
-                                                   scenario_data: dict[str, Any]) -> None:
+def test_cli_bad_scenario_is_one_line_no_traceback(
+    tmp_path: Path, scenario_data: dict[str, Any]
+) -> None:
     scenario_data["variants"]["opt"]["implementation"] = "medusa-proposer:nope"
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario_data))
@@ -224,12 +263,20 @@ def test_cli_gpu_scenario_refused_here(tmp_path: Path, name: str) -> None:
 
 def test_cli_plan_and_schema_need_no_engine() -> None:
     # plan/schema/--help must not import torch or vllm (fast start, engine-free machines).
-    code = ("import sys; from harness.cli import main; "
-            f"main(['plan', '{SCENARIOS / 'cpu-medusa-proposer.yaml'}']); main(['schema']); "
-            "bad = [m for m in ('torch', 'vllm', 'pandas', 'scipy') if m in sys.modules]; "
-            "print('LOADED', bad)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, timeout=60, check=True)
+    code = (
+        "import sys; from harness.cli import main; "
+        f"main(['plan', '{SCENARIOS / 'cpu-medusa-proposer.yaml'}']); main(['schema']); "
+        "bad = [m for m in ('torch', 'vllm', 'pandas', 'scipy') if m in sys.modules]; "
+        "print('LOADED', bad)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
     assert "LOADED []" in result.stdout
 
 
@@ -244,30 +291,42 @@ def test_cli_missing_results_folder(tmp_path: Path) -> None:
     result = _cli("report", str(tmp_path / "none"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"specbench: error: {tmp_path / 'none'}: no specbench results here (no manifest.json)"]
+        f"specbench: error: {tmp_path / 'none'}: no specbench results here (no manifest.json)"
+    ]
 
 
-@pytest.mark.parametrize(("config", "error"), [
-    ({"rejection_sample_method": "synthetic"}, "exactly one of"),
-    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.6, 0.1]},
-     "non-increasing"),
-    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.4]},
-     "needs 3"),
-    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 5},
-     r"in \[1, 4\]"),
-    ({"synthetic_acceptance_length": 2}, "only with rejection_sample_method: synthetic"),
-])
-def test_synthetic_acceptance_is_checked_before_launch(scenario_data: dict[str, Any],
-                                                       config: dict[str, Any],
-                                                       error: str) -> None:
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"rejection_sample_method": "synthetic"}, "exactly one of"),
+        (
+            {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.6, 0.1]},
+            "non-increasing",
+        ),
+        (
+            {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.4]},
+            "needs 3",
+        ),
+        (
+            {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 5},
+            r"in \[1, 4\]",
+        ),
+        ({"synthetic_acceptance_length": 2}, "only with rejection_sample_method: synthetic"),
+    ],
+)
+def test_synthetic_acceptance_is_checked_before_launch(
+    scenario_data: dict[str, Any], config: dict[str, Any], error: str
+) -> None:
     scenario_data["draft"]["config"] = config
     with pytest.raises(ScenarioError, match=error):
         parse_scenario(scenario_data)
 
 
 def test_synthetic_acceptance_is_said_and_relaxes_parity(scenario_data: dict[str, Any]) -> None:
-    scenario_data["draft"]["config"] = {"rejection_sample_method": "synthetic",
-                                        "synthetic_acceptance_rates": [0.6, 0.4, 0.2]}
+    scenario_data["draft"]["config"] = {
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_rates": [0.6, 0.4, 0.2],
+    }
     scenario = parse_scenario(scenario_data)
     assert "acceptance SYNTHETIC (per-position rates 0.6, 0.4, 0.2)" in scenario.describe_setup()
     assert not scenario.expects_identical_outputs("opt")

@@ -39,8 +39,7 @@ def test_payload_is_explicit_about_sampling() -> None:
     assert p["temperature"] == 0.0  # the API would default to 1.0
     assert p["stream"] is True and p["return_token_ids"] is True
     assert p["stream_options"] == {"include_usage": True} and "seed" not in p
-    assert completion_payload("m", "x", 8, ignore_eos=False, temperature=0.7,
-                              seed=3)["seed"] == 3
+    assert completion_payload("m", "x", 8, ignore_eos=False, temperature=0.7, seed=3)["seed"] == 3
 
 
 METRICS_PAGE = """\
@@ -65,8 +64,12 @@ vllm:num_requests_running{engine="0",model_name="m"} 3.0
 
 def test_metrics_page_counters_sum_engines_and_skip_created() -> None:
     counters = parse_spec_counters(METRICS_PAGE)
-    assert counters == {"num_drafts": 80, "num_draft_tokens": 240, "num_accepted_tokens": 40,
-                        "accepted_per_pos": [25, 15]}
+    assert counters == {
+        "num_drafts": 80,
+        "num_draft_tokens": 240,
+        "num_accepted_tokens": 40,
+        "accepted_per_pos": [25, 15],
+    }
 
 
 def test_metrics_page_without_speculation() -> None:
@@ -74,14 +77,27 @@ def test_metrics_page_without_speculation() -> None:
 
 
 def test_engine_args_become_server_flags() -> None:
-    args = cli_args({
-        "model": "/m", "tensor_parallel_size": 2, "enforce_eager": True,
-        "enable_prefix_caching": False, "disable_log_stats": False, "max_model_len": None,
-        "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
-    })
-    assert args == ["--model", "/m", "--tensor-parallel-size", "2", "--enforce-eager",
-                    "--no-enable-prefix-caching",
-                    "--speculative-config", '{"method":"eagle","num_speculative_tokens":3}']
+    args = cli_args(
+        {
+            "model": "/m",
+            "tensor_parallel_size": 2,
+            "enforce_eager": True,
+            "enable_prefix_caching": False,
+            "disable_log_stats": False,
+            "max_model_len": None,
+            "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
+        }
+    )
+    assert args == [
+        "--model",
+        "/m",
+        "--tensor-parallel-size",
+        "2",
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+        "--speculative-config",
+        '{"method":"eagle","num_speculative_tokens":3}',
+    ]
     cmd = server_command({"model": "/m"}, 8123, "tiny-llama")
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "8123"
@@ -105,11 +121,15 @@ def test_serve_concurrency_defaults_to_batch_size(scenario_data: dict[str, Any])
     plan = expand_plan(parse_scenario(_serve(scenario_data)))
     assert {r.mode for r in plan.runs} == {"serve"}
     assert all(r.serve is not None and r.serve.concurrency == 4 for r in plan.runs)
-    plan = expand_plan(parse_scenario(_serve(scenario_data, concurrency=2, request_rate=5.0,
-                                             burstiness=0.5)))
+    plan = expand_plan(
+        parse_scenario(_serve(scenario_data, concurrency=2, request_rate=5.0, burstiness=0.5))
+    )
     load = plan.runs[0].serve
     assert load is not None and (load.concurrency, load.request_rate, load.burstiness) == (
-        2, 5.0, 0.5)
+        2,
+        5.0,
+        0.5,
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,8 +142,9 @@ def test_serve_concurrency_defaults_to_batch_size(scenario_data: dict[str, Any])
         ({"mode": "online"}, "mode: Input should be 'offline' or 'serve'"),
     ],
 )
-def test_serve_settings_errors_name_the_field(scenario_data: dict[str, Any],
-                                              change: dict[str, Any], message: str) -> None:
+def test_serve_settings_errors_name_the_field(
+    scenario_data: dict[str, Any], change: dict[str, Any], message: str
+) -> None:
     scenario_data.update(change)
     with pytest.raises(ScenarioError, match=message.replace("(", r"\(")):
         parse_scenario(scenario_data)
@@ -131,17 +152,33 @@ def test_serve_settings_errors_name_the_field(scenario_data: dict[str, Any],
 
 def _streamed(index: int, chunk_times: list[float], chunk_tokens: list[int]) -> RequestRecord:
     t = request_timings(chunk_times, sum(chunk_tokens))
-    return RequestRecord(index=index, prompt_tokens=4, output_tokens=sum(chunk_tokens),
-                         ttft_s=t.ttft_s, e2el_s=t.e2el_s, itl_s=t.itl_s,
-                         chunk_tokens=chunk_tokens, sent_s=0.0, finish_reason="length",
-                         output_token_ids=list(range(sum(chunk_tokens))))
+    return RequestRecord(
+        index=index,
+        prompt_tokens=4,
+        output_tokens=sum(chunk_tokens),
+        ttft_s=t.ttft_s,
+        e2el_s=t.e2el_s,
+        itl_s=t.itl_s,
+        chunk_tokens=chunk_tokens,
+        sent_s=0.0,
+        finish_reason="length",
+        output_token_ids=list(range(sum(chunk_tokens))),
+    )
 
 
 def test_pass_metrics_from_recorded_chunks() -> None:
-    reqs = [_streamed(0, [0.1, 0.2, 0.4], [1, 2, 3]),  # gaps 100, 200 ms; TPOT 60 ms
-            _streamed(1, [0.2, 0.5], [1, 1])]  # gap 300 ms; TPOT 300 ms
-    p = PassRecord(repeat=0, started_unix=0.0, duration_s=0.5, requests=reqs,
-                   spec_decode=None, workload_hash="w")
+    reqs = [
+        _streamed(0, [0.1, 0.2, 0.4], [1, 2, 3]),  # gaps 100, 200 ms; TPOT 60 ms
+        _streamed(1, [0.2, 0.5], [1, 1]),
+    ]  # gap 300 ms; TPOT 300 ms
+    p = PassRecord(
+        repeat=0,
+        started_unix=0.0,
+        duration_s=0.5,
+        requests=reqs,
+        spec_decode=None,
+        workload_hash="w",
+    )
     row = passes_frame([run("a", 0, 0, [p])]).iloc[0]
     assert row["output_throughput"] == pytest.approx(8 / 0.5)
     # Mean ITL pools every gap of the pass (as vllm bench serve does), not per-request means.

@@ -44,32 +44,39 @@ def _pinned() -> list[str]:
 def pipless(tmp_path: Path) -> Path:
     """A venv without pip (what `uv venv` makes) that holds vLLM and torch's metadata."""
     env = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120
+    )
     [site] = (env / "lib").glob("python3*/site-packages")
     for pin in _pinned():
         name, version = pin.split("==")
         info = site / f"{name.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\n"
-                                       f"Version: {version}\n")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     return env
 
 
 def _setup(env: Path, path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=False,
-                          env={**os.environ, "PYTHON": str(env / "bin" / "python"),
-                               "PATH": path})
+    return subprocess.run(
+        ["bash", str(SCRIPT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHON": str(env / "bin" / "python"), "PATH": path},
+    )
 
 
 def test_without_pip_the_install_goes_through_uv_aimed_at_the_environment(
-        pipless: Path, tmp_path: Path) -> None:
+    pipless: Path, tmp_path: Path
+) -> None:
     record, stubs = tmp_path / "uv-calls", tmp_path / "stubs"
     stubs.mkdir()
     [env_site] = (pipless / "lib").glob("python3*/site-packages")
-    (stubs / "uv").write_text(STUB_UV.format(record=record, env_site=env_site,
-                                             site=sysconfig.get_paths()["purelib"]))
+    (stubs / "uv").write_text(
+        STUB_UV.format(record=record, env_site=env_site, site=sysconfig.get_paths()["purelib"])
+    )
     (stubs / "uv").chmod(0o755)
     done = _setup(pipless, f"{stubs}:{SYSTEM_PATH}")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -90,8 +97,10 @@ def test_without_pip_or_uv_the_line_says_pip_is_missing_not_vllm(pipless: Path) 
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"setup-existing: {pipless} has vLLM (")
-    assert line.endswith(f"but no pip, and uv is not on PATH: put uv on PATH (a uv venv "
-                         f"installs with it), or add pip with {pipless}/bin/python -m ensurepip")
+    assert line.endswith(
+        f"but no pip, and uv is not on PATH: put uv on PATH (a uv venv "
+        f"installs with it), or add pip with {pipless}/bin/python -m ensurepip"
+    )
     assert "no vLLM" not in line
 
 
@@ -104,7 +113,9 @@ def test_a_build_without_pip_is_told_to_install_specbench_with_uv(pipless: Path)
     found = probe(python)
     assert found["pip"] is False and found["vllm"] is not None
     assert install_fix(python, found["pip"]).startswith(
-        f"install specbench there: uv pip install --python {python} -e {ROOT} --no-deps")
+        f"install specbench there: uv pip install --python {python} -e {ROOT} --no-deps"
+    )
     assert probe(sys.executable)["pip"] is True
-    assert install_fix(sys.executable, True).startswith(f"install specbench there: "
-                                                        f"{sys.executable} -m pip install -e ")
+    assert install_fix(sys.executable, True).startswith(
+        f"install specbench there: {sys.executable} -m pip install -e "
+    )

@@ -28,17 +28,23 @@ from testkit.processes import alive
 from tests.conftest import ROOT
 
 
-def _note(stage: str, passes: int, updated: float, since: float | None = 100.0,
-          expected: int = 6) -> dict[str, object]:
-    return {"stage": stage, "passes": passes, "expected": expected, "at_least": False,
-            "measuring_since_unix": since, "updated_unix": updated}
+def _note(
+    stage: str, passes: int, updated: float, since: float | None = 100.0, expected: int = 6
+) -> dict[str, object]:
+    return {
+        "stage": stage,
+        "passes": passes,
+        "expected": expected,
+        "at_least": False,
+        "measuring_since_unix": since,
+        "updated_unix": updated,
+    }
 
 
 def test_pass_bound_is_n_times_the_median_with_a_floor() -> None:
     assert pass_bound([]) == progress.PASS_STALL_FLOOR_S
     assert pass_bound([1.0, 2.0, 30.0]) == progress.PASS_STALL_FLOOR_S  # 10 × 2 s < 60 s
-    assert pass_bound([9.0, 10.0, 11.0, 500.0]) == pytest.approx(
-        progress.PASS_STALL_FACTOR * 10.5)
+    assert pass_bound([9.0, 10.0, 11.0, 500.0]) == pytest.approx(progress.PASS_STALL_FACTOR * 10.5)
 
 
 def test_each_phase_has_its_bound() -> None:
@@ -85,8 +91,13 @@ def _blocked(tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
     script = tmp_path / "blocked.py"
     script.write_text(BLOCKED)
     out = log.open("wb")
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while b"ready" not in log.read_bytes():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -114,19 +125,22 @@ def test_a_real_dump_is_read_and_the_busy_thread_named(tmp_path: Path) -> None:
     assert (top.func, top.where()) == ("blocked_in_here", "blocked.py:9")
     assert [f.func for f in thread.frames] == ["blocked_in_here", "<module>"]
     line = describe_stall(Stall("measured pass 2", 61.4, 60.0, 1), thread)
-    assert line.startswith(f"stalled: stuck for 61 s in `blocked_in_here` (blocked.py:9, "
-                           f"pid {proc.pid}) during measured pass 2 (bound 60 s)")
+    assert line.startswith(
+        f"stalled: stuck for 61 s in `blocked_in_here` (blocked.py:9, "
+        f"pid {proc.pid}) during measured pass 2 (bound 60 s)"
+    )
 
 
 def test_only_idle_threads_name_the_first_and_none_say_so() -> None:
-    dump = ('Thread 0x00007f0000000001 (most recent call first):\n'
-            '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
-            '  File "/x/vllm/engine.py", line 5 in run\n')
+    dump = (
+        "Thread 0x00007f0000000001 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
+        '  File "/x/vllm/engine.py", line 5 in run\n'
+    )
     [thread] = parse_dump(dump, 7)
     assert thread.idle and stuck_thread([thread]) is thread
     assert stuck_thread([]) is None
-    assert "no Python stack could be read" in describe_stall(Stall("the warm-up", 1, 1, 0),
-                                                             None)
+    assert "no Python stack could be read" in describe_stall(Stall("the warm-up", 1, 1, 0), None)
 
 
 WORKER = textwrap.dedent("""\
@@ -147,7 +161,8 @@ WORKER = textwrap.dedent("""\
 
 
 def test_a_stalled_launch_is_ended_naming_where_it_is_stuck(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A worker that finishes a pass, then blocks: ended at the pass floor, not the timeout,
     its stack in the log, the place named, nothing of its session left."""
     monkeypatch.setattr(progress, "PASS_STALL_FLOOR_S", 2.0)
@@ -155,11 +170,11 @@ def test_a_stalled_launch_is_ended_naming_where_it_is_stuck(
     script.write_text(WORKER)
     log = tmp_path / "w.log"
     watch = local.LaunchWatch(None, note, log, None)  # type: ignore[arg-type]
-    env = {**os.environ, "NOTE": str(note), "PIDS": str(pids),
-           "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "NOTE": str(note), "PIDS": str(pids), "PYTHONPATH": str(ROOT)}
     started: list[int] = []
-    code, wall, timed_out = local.launch([sys.executable, str(script)], env, log, 120,
-                                         started.append, watch=watch)
+    code, wall, timed_out = local.launch(
+        [sys.executable, str(script)], env, log, 120, started.append, watch=watch
+    )
     assert (code, timed_out) == (None, False) and wall < 30
     assert watch.error is not None and watch.error.startswith("stalled: stuck for ")
     assert "in `propose_forever` (worker.py:12, pid " in watch.error

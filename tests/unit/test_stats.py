@@ -42,18 +42,32 @@ class Runs:
     round_: np.ndarray
     block: np.ndarray
 
-    def estimate(self, i: int, passes: int | None = None,
-                 kind: DeltaKind = "relative") -> DeltaEstimate:
+    def estimate(
+        self, i: int, passes: int | None = None, kind: DeltaKind = "relative"
+    ) -> DeltaEstimate:
         s = slice(0, passes)
-        return arm_delta(self.values[i, s], self.candidate[i, s], self.launch[s],
-                         self.round_[s], self.block[s], kind, self.design)
+        return arm_delta(
+            self.values[i, s],
+            self.candidate[i, s],
+            self.launch[s],
+            self.round_[s],
+            self.block[s],
+            kind,
+            self.design,
+        )
 
     def estimates(self) -> list[DeltaEstimate]:
         return [self.estimate(i) for i in range(len(self.values))]
 
 
-def _launch_noise(rng: np.random.Generator, trials: int, launches: int, passes: int,
-                  sigma_l: float, sigma_p: float | np.ndarray) -> np.ndarray:
+def _launch_noise(
+    rng: np.random.Generator,
+    trials: int,
+    launches: int,
+    passes: int,
+    sigma_l: float,
+    sigma_p: float | np.ndarray,
+) -> np.ndarray:
     """Log noise of every pass, (trials, launches, passes): the launch's own offset, pass noise,
     AR(1), warm-up climb and linear drift."""
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float).reshape(-1, 1, 1), (trials, 1, 1))
@@ -66,28 +80,54 @@ def _launch_noise(rng: np.random.Generator, trials: int, launches: int, passes: 
     index = np.arange(passes)
     climb = rng.uniform(0.0, CLIMB, (trials, launches, 1)) * np.exp(-index / CLIMB_PASSES)
     drift = rng.uniform(-DRIFT, DRIFT, (trials, launches, 1)) * index / max(passes - 1, 1)
-    noise: np.ndarray = (rng.normal(0.0, sigma_l, (trials, launches, 1))
-                         + rng.normal(0.0, 1.0, shape) * sp + slow - climb + drift)
+    noise: np.ndarray = (
+        rng.normal(0.0, sigma_l, (trials, launches, 1))
+        + rng.normal(0.0, 1.0, shape) * sp
+        + slow
+        - climb
+        + drift
+    )
     return noise
 
 
-def launch_per_arm_runs(seed: int, rounds: int, passes: int, sigma_l: float, sigma_p: float,
-                        effect: float, trials: int = TRIALS) -> Runs:
+def launch_per_arm_runs(
+    seed: int,
+    rounds: int,
+    passes: int,
+    sigma_l: float,
+    sigma_p: float,
+    effect: float,
+    trials: int = TRIALS,
+) -> Runs:
     """Round r launches baseline then candidate (candidate first in odd rounds: ABBA)."""
     rng = np.random.default_rng(seed)
     y = _launch_noise(rng, trials, 2 * rounds, passes, sigma_l, sigma_p)
-    cand_launch = np.array([(r % 2 == 1) != second for r in range(rounds)
-                            for second in (False, True)])
+    cand_launch = np.array(
+        [(r % 2 == 1) != second for r in range(rounds) for second in (False, True)]
+    )
     y += math.log1p(effect) * cand_launch[None, :, None]
     launch = np.repeat(np.arange(2 * rounds), passes)
     cand = np.broadcast_to(np.repeat(cand_launch, passes), (trials, len(launch)))
-    return Runs("launch-per-arm", 1000 * np.exp(y.reshape(trials, -1)), cand, launch,
-                launch // 2, np.zeros_like(launch))
+    return Runs(
+        "launch-per-arm",
+        1000 * np.exp(y.reshape(trials, -1)),
+        cand,
+        launch,
+        launch // 2,
+        np.zeros_like(launch),
+    )
 
 
-def one_engine_runs(seed: int, launches: int, blocks: int, sigma_l: float,
-                    sigma_p: float | np.ndarray, effect: float, interaction: float = 0.0,
-                    trials: int = TRIALS) -> Runs:
+def one_engine_runs(
+    seed: int,
+    launches: int,
+    blocks: int,
+    sigma_l: float,
+    sigma_p: float | np.ndarray,
+    effect: float,
+    interaction: float = 0.0,
+    trials: int = TRIALS,
+) -> Runs:
     """Both arms in each launch, in ABBA or BAAB blocks (drawn per launch, kept for all its
     blocks so that the warm-up contrast never cancels between neighbouring blocks)."""
     rng = np.random.default_rng(seed)
@@ -99,8 +139,14 @@ def one_engine_runs(seed: int, launches: int, blocks: int, sigma_l: float,
     y += arm_effect * cand
     launch = np.repeat(np.arange(launches), 4 * blocks)
     block = np.tile(np.repeat(np.arange(blocks), 4), launches)
-    return Runs("one-engine", 1000 * np.exp(y.reshape(trials, -1)), cand.reshape(trials, -1),
-                launch, launch, block)
+    return Runs(
+        "one-engine",
+        1000 * np.exp(y.reshape(trials, -1)),
+        cand.reshape(trials, -1),
+        launch,
+        launch,
+        block,
+    )
 
 
 def false_positive_rate(ests: list[DeltaEstimate]) -> float:
@@ -108,8 +154,14 @@ def false_positive_rate(ests: list[DeltaEstimate]) -> float:
 
 
 def coverage(ests: list[DeltaEstimate], effect: float) -> float:
-    return float(np.mean([e.ci_low is not None and e.ci_high is not None
-                          and e.ci_low <= effect <= e.ci_high for e in ests]))
+    return float(
+        np.mean(
+            [
+                e.ci_low is not None and e.ci_high is not None and e.ci_low <= effect <= e.ci_high
+                for e in ests
+            ]
+        )
+    )
 
 
 # Shipped shapes. The t statistic is scale-free on the log scale, so only the ratios of the
@@ -120,28 +172,38 @@ def coverage(ests: list[DeltaEstimate], effect: float) -> float:
 # was run offline with the same simulator and stayed in band; below 1% pass noise a 5% warm-up
 # climb dominates one-engine blocks and A/A creeps up to ~7%.
 SHAPES = [
-    ("launch-per-arm", 2, 3, 0.03, 0.01), ("launch-per-arm", 2, 3, 0.0, 0.05),
-    ("launch-per-arm", 2, 3, 0.05, 0.0), ("launch-per-arm", 3, 3, 0.03, 0.01),
-    ("launch-per-arm", 3, 3, 0.0, 0.05), ("launch-per-arm", 4, 2, 0.03, 0.01),
-    ("launch-per-arm", 4, 2, 0.05, 0.0), ("launch-per-arm", 2, 5, 0.03, 0.01),
+    ("launch-per-arm", 2, 3, 0.03, 0.01),
+    ("launch-per-arm", 2, 3, 0.0, 0.05),
+    ("launch-per-arm", 2, 3, 0.05, 0.0),
+    ("launch-per-arm", 3, 3, 0.03, 0.01),
+    ("launch-per-arm", 3, 3, 0.0, 0.05),
+    ("launch-per-arm", 4, 2, 0.03, 0.01),
+    ("launch-per-arm", 4, 2, 0.05, 0.0),
+    ("launch-per-arm", 2, 5, 0.03, 0.01),
     ("launch-per-arm", 2, 5, 0.0, 0.05),
-    ("one-engine", 1, 12, 0.05, 0.01), ("one-engine", 1, 12, 0.05, 0.05),
-    ("one-engine", 1, 40, 0.05, 0.01), ("one-engine", 1, 60, 0.05, 0.03),
-    ("one-engine", 2, 30, 0.05, 0.01), ("one-engine", 2, 30, 0.05, 0.05),
-    ("one-engine", 3, 20, 0.05, 0.01), ("one-engine", 3, 20, 0.05, 0.03),
+    ("one-engine", 1, 12, 0.05, 0.01),
+    ("one-engine", 1, 12, 0.05, 0.05),
+    ("one-engine", 1, 40, 0.05, 0.01),
+    ("one-engine", 1, 60, 0.05, 0.03),
+    ("one-engine", 2, 30, 0.05, 0.01),
+    ("one-engine", 2, 30, 0.05, 0.05),
+    ("one-engine", 3, 20, 0.05, 0.01),
+    ("one-engine", 3, 20, 0.05, 0.03),
 ]
 
 
-def _runs(design: str, launches: int, size: int, sigma_l: float, sigma_p: float, effect: float,
-          seed: int) -> Runs:
+def _runs(
+    design: str, launches: int, size: int, sigma_l: float, sigma_p: float, effect: float, seed: int
+) -> Runs:
     if design == "launch-per-arm":
         return launch_per_arm_runs(seed, launches, size, sigma_l, sigma_p, effect)
     return one_engine_runs(seed, launches, size, sigma_l, sigma_p, effect)
 
 
 @pytest.mark.parametrize(("design", "launches", "size", "sigma_l", "sigma_p"), SHAPES)
-def test_aa_false_positives_and_coverage(design: str, launches: int, size: int, sigma_l: float,
-                                         sigma_p: float) -> None:
+def test_aa_false_positives_and_coverage(
+    design: str, launches: int, size: int, sigma_l: float, sigma_p: float
+) -> None:
     seed = launches * 1000 + size * 10 + int(sigma_p * 100)
     aa = _runs(design, launches, size, sigma_l, sigma_p, 0.0, seed).estimates()
     assert 0.03 <= false_positive_rate(aa) <= 0.07
@@ -149,8 +211,10 @@ def test_aa_false_positives_and_coverage(design: str, launches: int, size: int, 
     assert 0.93 <= coverage(ests, EFFECT) <= 0.97
     # Degrees of freedom come from the independent units, never from passes (one-engine, one
     # launch: fewer when a warm-up cut left leading blocks out, which this noise seldom asks).
-    expected_df = {"launch-per-arm": launches - 1, "one-engine": size - 1 if launches == 1
-                   else launches - 1}[design]
+    expected_df = {
+        "launch-per-arm": launches - 1,
+        "one-engine": size - 1 if launches == 1 else launches - 1,
+    }[design]
     dfs = [e.df for e in ests]
     assert max(d or 0 for d in dfs) == expected_df
     assert sum(d == expected_df for d in dfs) >= 0.97 * len(dfs)
@@ -162,8 +226,9 @@ def test_passes_as_units_was_the_bug() -> None:
     runs = launch_per_arm_runs(77, 2, 3, 0.03, 0.01, 0.0)
     y = np.log(runs.values).reshape(TRIALS, 2, 2, 3)  # trial, round, launch in round, pass
     cand_first = runs.candidate[0].reshape(2, 2, 3)[:, 0, 0]
-    diff = np.where(cand_first[None, :, None], y[:, :, 0] - y[:, :, 1],
-                    y[:, :, 1] - y[:, :, 0]).reshape(TRIALS, -1)
+    diff = np.where(
+        cand_first[None, :, None], y[:, :, 0] - y[:, :, 1], y[:, :, 1] - y[:, :, 0]
+    ).reshape(TRIALS, -1)
     t = diff.mean(1) / (diff.std(1, ddof=1) / math.sqrt(6))
     old_fp = float(np.mean(2 * sps.t.sf(np.abs(t), 5) < ALPHA))
     assert old_fp > 0.20
@@ -202,8 +267,9 @@ def test_blocks_needed_matches_the_mde_of_arm_delta() -> None:
         assert blocks_needed(sd, est.mde * (1 - 1e-3), "relative") == 31
     # Planned from the pilots' spread, fresh runs of that size reach the target about half the
     # time (each run's MDE comes from its own sample spread).
-    sd_pilot = float(np.median([e.components.unit_sd for e in runs.estimates()
-                                if e.components is not None]))
+    sd_pilot = float(
+        np.median([e.components.unit_sd for e in runs.estimates() if e.components is not None])
+    )
     n = blocks_needed(sd_pilot, 0.02, "relative")
     assert n is not None and 10 <= n <= 40
     planned = one_engine_runs(9, 1, n, 0.03, 0.02, 0.0, trials=400).estimates()
@@ -231,8 +297,9 @@ def test_relative_delta_and_interval_share_one_centre() -> None:
     assert abs(ratio_of_means - est.delta) > 1e-3  # not the old ratio of arithmetic means
 
 
-@pytest.mark.parametrize(("design", "diff"), [("one-engine", 0.0), ("one-engine", 0.02),
-                                              ("launch-per-arm", 0.0)])
+@pytest.mark.parametrize(
+    ("design", "diff"), [("one-engine", 0.0), ("one-engine", 0.02), ("launch-per-arm", 0.0)]
+)
 def test_zero_spread_gives_no_interval(design: Design, diff: float) -> None:
     """Acceptance identical in every pass: no p = 0 and no zero-width 'significant' interval."""
     if design == "one-engine":
@@ -261,8 +328,15 @@ def test_missing_launch_falls_back_to_welch_on_launches() -> None:
     runs = launch_per_arm_runs(4, 3, 3, 0.03, 0.01, 0.0, trials=1)
     values = runs.values[0].copy()
     values[runs.launch == 5] = np.nan  # round 2 lost a launch: rounds no longer pair up
-    est = arm_delta(values, runs.candidate[0], runs.launch, runs.round_, runs.block,
-                    "relative", "launch-per-arm")
+    est = arm_delta(
+        values,
+        runs.candidate[0],
+        runs.launch,
+        runs.round_,
+        runs.block,
+        "relative",
+        "launch-per-arm",
+    )
     assert est.test == "Welch t (launches)" and est.units == 5
     assert est.df is not None and 1 <= est.df <= 3  # launches, not the 15 passes
     assert est.n_baseline + est.n_candidate == 15
@@ -346,6 +420,5 @@ def test_a_discrete_metric_off_in_one_block_is_not_called_exact() -> None:
     assert not est.robust
     assert any("plain mean" in f for f in est.findings)
     # Equal in every pass, it stays known exactly.
-    same = arm_delta(np.full(arm.size, 53.0), arm, zeros, zeros, block, "relative",
-                     "one-engine")
+    same = arm_delta(np.full(arm.size, 53.0), arm, zeros, zeros, block, "relative", "one-engine")
     assert same.known_exactly and same.ci_low is None

@@ -22,16 +22,20 @@ EFFECT = math.log(1.01)
 
 
 def report(name: str, trials: int, found: tuple[float, float, float]) -> None:
-    print(f"\n{name} ({trials} trials): significant {100 * found[0]:.1f}%, coverage "
-          f"{100 * found[1]:.1f}%, median MDE {100 * found[2]:.2f}%")
+    print(
+        f"\n{name} ({trials} trials): significant {100 * found[0]:.1f}%, coverage "
+        f"{100 * found[1]:.1f}%, median MDE {100 * found[2]:.2f}%"
+    )
 
 
 def test_simulated_passes_are_what_validation_would_make() -> None:
     """The simulator builds its records without validation (for speed): each is the record
     validating its fields gives, so the shipped code reads the same thing."""
     launch = Launch(Noise(), np.random.default_rng(0))
-    for arm in (ArmSpec(variant="base", baseline=True, implementation=None),
-                ArmSpec(variant="opt", baseline=False, implementation=None)):
+    for arm in (
+        ArmSpec(variant="base", baseline=True, implementation=None),
+        ArmSpec(variant="opt", baseline=False, implementation=None),
+    ):
         record = launch.measure(3, arm, 1)
         again = PassRecord.model_validate(record.model_dump())
         assert again == record and type(again.requests[0]) is type(record.requests[0])
@@ -63,8 +67,9 @@ LIMITS = {(60, 1.0, 16): 0.30, (60, 1.0, 40): 0.16}
 
 @pytest.mark.parametrize("blocks", [16, 40, 120])
 @pytest.mark.parametrize(("length", "shape"), WARMUPS)
-def test_an_arm_that_warms_up_slowly_does_not_bias_the_delta(blocks: int, length: int,
-                                                             shape: float) -> None:
+def test_an_arm_that_warms_up_slowly_does_not_bias_the_delta(
+    blocks: int, length: int, shape: float
+) -> None:
     """The issue's case (10% slower over its first 40 passes) gave 36% / 19% / 11% A/A false
     positives at 16 / 40 / 120 blocks with one warm-up per arm; now each arm warms until the
     arms' difference has settled (schedule.warm_until_settled) and the analysis cuts what
@@ -79,8 +84,12 @@ def test_an_arm_that_warms_up_slowly_does_not_bias_the_delta(blocks: int, length
     plus = rates(simulate(plus_noise, blocks, trials, seed=blocks * 7 + length + 1), EFFECT)
     warm = [w.blocks for _, w, _ in results]
     capped = sum(w.capped for _, w, _ in results)
-    report(f"warm-up {length} passes shape {shape:g}, {blocks} blocks (warm-up blocks median "
-           f"{np.median(warm):.0f}, max {max(warm)}, capped {capped})", trials, aa)
+    report(
+        f"warm-up {length} passes shape {shape:g}, {blocks} blocks (warm-up blocks median "
+        f"{np.median(warm):.0f}, max {max(warm)}, capped {capped})",
+        trials,
+        aa,
+    )
     report("  ... +1%", trials, plus)
     limit = LIMITS.get((length, shape, blocks), 0.065)
     assert aa[0] <= limit and plus[1] >= 0.93 - (limit - 0.065)
@@ -90,8 +99,9 @@ def test_an_arm_that_warms_up_slowly_does_not_bias_the_delta(blocks: int, length
 def test_without_the_checked_warm_up_the_same_arm_biases_the_delta() -> None:
     """The stress is real: warmed once per arm (the old worker), a 16-block run measures the
     slow arm's climb, which no cut of its own blocks can remove."""
-    found = rates(simulate(Noise(warm_amp=0.10, warm_len=40), 16, 300, seed=3,
-                           checked_warmup=False), 0.0)
+    found = rates(
+        simulate(Noise(warm_amp=0.10, warm_len=40), 16, 300, seed=3, checked_warmup=False), 0.0
+    )
     report("warm-up 40 passes, unchecked, 16 blocks", 300, found)
     assert found[0] > 0.5
 
@@ -104,8 +114,9 @@ def test_stalls_keep_coverage_and_most_of_the_precision(blocks: int) -> None:
     stalls = Noise(stall_every=50)
     aa_results = simulate(stalls, blocks, trials, seed=blocks * 3)
     aa = rates(aa_results, 0.0)
-    plus = rates(simulate(Noise(stall_every=50, effect=EFFECT), blocks, trials,
-                          seed=blocks * 3 + 1), EFFECT)
+    plus = rates(
+        simulate(Noise(stall_every=50, effect=EFFECT), blocks, trials, seed=blocks * 3 + 1), EFFECT
+    )
     clean = rates(simulate(Noise(), blocks, trials, seed=blocks * 3 + 2), 0.0)
     report(f"stalls 1/50, {blocks} blocks", trials, aa)
     report("  ... +1%", trials, plus)
@@ -113,8 +124,9 @@ def test_stalls_keep_coverage_and_most_of_the_precision(blocks: int) -> None:
     assert 0.03 <= aa[0] <= 0.065 and plus[1] >= 0.93
     assert aa[2] <= 1.3 * clean[2]
     flagged = [e for e, _, _ in aa_results if sum(e.stalls)]
-    assert len(flagged) > 0.8 * trials and all(e.robust for e in flagged if
-                                               "one-arm excess" not in " ".join(e.findings))
+    assert len(flagged) > 0.8 * trials and all(
+        e.robust for e in flagged if "one-arm excess" not in " ".join(e.findings)
+    )
     assert all("stalled pass(es)" in " ".join(e.findings) for e in flagged)
 
 
@@ -166,8 +178,9 @@ def test_a_periodic_disturbance_stays_noise(period: float) -> None:
     # the benchmark relies on), checked on the first 100 draws, by count.
     few = 100
     aa_few = rates(simulate(noise, 12, few, seed=seed, precision=precision), 0.0)
-    plus = rates(simulate(replace(noise, effect=EFFECT), 12, few, seed=seed,
-                          precision=precision), EFFECT)
+    plus = rates(
+        simulate(replace(noise, effect=EFFECT), 12, few, seed=seed, precision=precision), EFFECT
+    )
     assert round(plus[1] * few) == few - round(aa_few[0] * few)
 
 
@@ -183,11 +196,13 @@ def test_a_slow_warm_up_stays_in_band_in_a_precision_run() -> None:
     noise = Noise(sigma_p=0.03, warm_amp=0.10, warm_len=60)
     results = simulate(noise, 12, trials, seed=5, precision=precision)
     aa = rates(results, 0.0)
-    plus = rates(simulate(replace(noise, effect=EFFECT), 12, trials, seed=5,
-                          precision=precision), EFFECT)
+    plus = rates(
+        simulate(replace(noise, effect=EFFECT), 12, trials, seed=5, precision=precision), EFFECT
+    )
     warm = [w.blocks for _, w, _ in results]
-    report(f"precision 2%, warm-up 60 passes (warm-up blocks median {np.median(warm):.0f})",
-           trials, aa)
+    report(
+        f"precision 2%, warm-up 60 passes (warm-up blocks median {np.median(warm):.0f})", trials, aa
+    )
     assert 0.03 <= aa[0] <= 0.065 and plus[1] >= 0.93
 
 
@@ -199,8 +214,9 @@ def test_stalls_alike_in_both_arms_stay_in_band_in_a_precision_run() -> None:
     freedom to reach the minimum look's (stats.precision_reached)."""
     trials = 500
     precision = Precision(mde=0.02, budget_s=10**6)
-    results = simulate(Noise(sigma_p=0.03, stall_every=20), 12, trials, seed=21,
-                       precision=precision)
+    results = simulate(
+        Noise(sigma_p=0.03, stall_every=20), 12, trials, seed=21, precision=precision
+    )
     aa = rates(results, 0.0)
     report("precision 2%, stalls 1/20 in either arm", trials, aa)
     robust = [e for e, _, _ in results if e.robust]
@@ -215,12 +231,21 @@ def test_precision_stops_early_without_losing_coverage(effect: float) -> None:
     after 12 blocks this gave 7.0% A/A false positives and 93.0% coverage; after 20, in
     band."""
     trials = 400
-    results = simulate(Noise(sigma_p=0.03, effect=effect), 12, trials, seed=11,
-                       precision=Precision(mde=0.02, budget_s=10**6))
+    results = simulate(
+        Noise(sigma_p=0.03, effect=effect),
+        12,
+        trials,
+        seed=11,
+        precision=Precision(mde=0.02, budget_s=10**6),
+    )
     found = rates(results, effect)
     stops = [b for _, _, b in results]
-    report(f"precision 2%, pass noise 3%, effect {100 * math.expm1(effect):+.0f}% (stops "
-           f"{min(stops)}-{max(stops)} blocks)", trials, found)
+    report(
+        f"precision 2%, pass noise 3%, effect {100 * math.expm1(effect):+.0f}% (stops "
+        f"{min(stops)}-{max(stops)} blocks)",
+        trials,
+        found,
+    )
     assert all(e.mde is not None and e.mde <= 0.02 for e, _, _ in results)
     if effect == 0.0:
         assert 0.03 <= found[0] <= 0.065

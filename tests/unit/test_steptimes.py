@@ -96,6 +96,7 @@ def _v2() -> tuple[type, type, type, type]:
     """Model Runner V2's shape (0.34): the forward inline in execute_model between the step
     timing collector's forward_start and the KV connector's finish_forward; the draft in
     sample_tokens through the speculator's prepare_propose and propose."""
+
     class Timing:
         def forward_start(self) -> None: ...
 
@@ -178,9 +179,14 @@ def test_parts_that_do_not_add_up_drop_the_timer_with_the_reason() -> None:
     from harness.wire.records import StepTimes
 
     def passes(*times: tuple[int, float, float, float]) -> list[Any]:
-        return [type("P", (), {"repeat": i, "step_times": StepTimes(
-            steps=n, step_s=s, forward_s=f, draft_s=d)})() for i, (n, s, f, d) in
-            enumerate(times)]
+        return [
+            type(
+                "P",
+                (),
+                {"repeat": i, "step_times": StepTimes(steps=n, step_s=s, forward_s=f, draft_s=d)},
+            )()
+            for i, (n, s, f, d) in enumerate(times)
+        ]
 
     good = (10, 0.010, 0.004, 0.003)
     assert check_parts(passes(good, good), speculative=True) is None

@@ -28,61 +28,100 @@ def _sweep(data: dict[str, Any], **sweep: Any) -> dict[str, Any]:
 
 
 def test_grid_product_and_linked(scenario_data: dict[str, Any]) -> None:
-    data = _sweep(scenario_data, axes={"batch_size": [1, 4], "engine.enforce_eager": [True]},
-                  linked=[{"draft.num_speculative_tokens": [1, 2, 3],
-                           "workload.max_tokens": [8, 16, 16]}])
+    data = _sweep(
+        scenario_data,
+        axes={"batch_size": [1, 4], "engine.enforce_eager": [True]},
+        linked=[{"draft.num_speculative_tokens": [1, 2, 3], "workload.max_tokens": [8, 16, 16]}],
+    )
     cells = sweep_cells(parse_scenario(data))
     assert [c.id for c in cells] == [f"c{i:02d}" for i in range(6)]
-    assert cells[0].values == {"batch_size": 1, "engine.enforce_eager": True,
-                               "draft.num_speculative_tokens": 1, "workload.max_tokens": 8}
-    assert cells[5].label == ("batch_size=4, engine.enforce_eager=true, "
-                              "draft.num_speculative_tokens=3, workload.max_tokens=16")
+    assert cells[0].values == {
+        "batch_size": 1,
+        "engine.enforce_eager": True,
+        "draft.num_speculative_tokens": 1,
+        "workload.max_tokens": 8,
+    }
+    assert cells[5].label == (
+        "batch_size=4, engine.enforce_eager=true, "
+        "draft.num_speculative_tokens=3, workload.max_tokens=16"
+    )
     last = cells[5].scenario
-    assert (last.batch_size, last.engine, last.draft and last.draft.num_speculative_tokens,
-            last.workload.max_tokens, last.sweep) == (4, {"enforce_eager": True}, 3, 16, None)
+    assert (
+        last.batch_size,
+        last.engine,
+        last.draft and last.draft.num_speculative_tokens,
+        last.workload.max_tokens,
+        last.sweep,
+    ) == (4, {"enforce_eager": True}, 3, 16, None)
     # A scenario without a sweep is its own single cell.
     assert [c.id for c in sweep_cells(parse_scenario(scenario_data))] == ["c00"]
 
 
-@pytest.mark.parametrize(("sweep", "fragment"), [
-    ({}, "sweep: axes: a sweep needs at least one axis"),
-    ({"axes": {"batch_size": []}}, "sweep: batch_size: no values"),
-    ({"axes": {"batch_size": [2, 2]}}, "batch_size: 2 is listed twice"),
-    ({"linked": [{"model": ["a", "b"], "draft.model": ["c"]}]},
-     "linked.0: linked lists differ in length (model: 2, draft.model: 1)"),
-    ({"linked": [{"batch_size": [1, 1], "workload.max_tokens": [8, 8]}]},
-     "linked.0: {'batch_size': 1, 'workload.max_tokens': 8} is listed twice"),
-    ({"axes": {"name": ["x"]}}, "axes.name: a sweep cannot vary this field"),
-    ({"axes": {"variants.opt.baseline": [True]}}, "a sweep cannot vary this field"),
-    ({"axes": {"batch_size": [1]}, "linked": [{"batch_size": [2]}]}, "batch_size: swept twice"),
-    ({"axes": {"batch_size": [1, 2]}, "break_even": {"axis": "tensor_parallel_size"}},
-     "break_even.axis: 'tensor_parallel_size' is not swept (swept: batch_size)"),
-    ({"axes": {"model": ["tiny-llama"]}, "break_even": {"axis": "model"}},
-     "break_even.axis: model takes values that are not all numbers"),
-    ({"axes": {"batch_size": [4]}, "break_even": {"axis": "batch_size"}},
-     "needs at least 2 values"),
-    ({"axes": {"batch_size": [1, 2]}, "break_even": {"axis": "batch_size", "candidate": "zz"}},
-     "sweep.break_even.candidate: 'zz' is not a candidate (candidates: opt)"),
-    # Each cell is validated as a scenario of its own, named by its values.
-    ({"axes": {"batch_size": [4, 0]}},
-     "sweep cell batch_size=0: batch_size: Input should be greater than or equal to 1"),
-    ({"axes": {"workload.foo": [1]}},
-     "sweep cell workload.foo=1: workload.foo: Extra inputs are not permitted"),
-    ({"axes": {"batch_size.x": [1]}}, "sweep cell batch_size.x=1: batch_size: not a mapping"),
-    ({"axes": {"variants.opt.engine": [{}, {"enforce_eager": True}]}},
-     "sweep: cells differ in design (launch-per-arm at variants.opt.engine="
-     "{\"enforce_eager\": true}; one-engine at variants.opt.engine={}); set design: "
-     "launch-per-arm"),
-])
-def test_bad_sweeps_are_one_line(tmp_path: Path, scenario_data: dict[str, Any],
-                                 sweep: dict[str, Any], fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("sweep", "fragment"),
+    [
+        ({}, "sweep: axes: a sweep needs at least one axis"),
+        ({"axes": {"batch_size": []}}, "sweep: batch_size: no values"),
+        ({"axes": {"batch_size": [2, 2]}}, "batch_size: 2 is listed twice"),
+        (
+            {"linked": [{"model": ["a", "b"], "draft.model": ["c"]}]},
+            "linked.0: linked lists differ in length (model: 2, draft.model: 1)",
+        ),
+        (
+            {"linked": [{"batch_size": [1, 1], "workload.max_tokens": [8, 8]}]},
+            "linked.0: {'batch_size': 1, 'workload.max_tokens': 8} is listed twice",
+        ),
+        ({"axes": {"name": ["x"]}}, "axes.name: a sweep cannot vary this field"),
+        ({"axes": {"variants.opt.baseline": [True]}}, "a sweep cannot vary this field"),
+        ({"axes": {"batch_size": [1]}, "linked": [{"batch_size": [2]}]}, "batch_size: swept twice"),
+        (
+            {"axes": {"batch_size": [1, 2]}, "break_even": {"axis": "tensor_parallel_size"}},
+            "break_even.axis: 'tensor_parallel_size' is not swept (swept: batch_size)",
+        ),
+        (
+            {"axes": {"model": ["tiny-llama"]}, "break_even": {"axis": "model"}},
+            "break_even.axis: model takes values that are not all numbers",
+        ),
+        (
+            {"axes": {"batch_size": [4]}, "break_even": {"axis": "batch_size"}},
+            "needs at least 2 values",
+        ),
+        (
+            {
+                "axes": {"batch_size": [1, 2]},
+                "break_even": {"axis": "batch_size", "candidate": "zz"},
+            },
+            "sweep.break_even.candidate: 'zz' is not a candidate (candidates: opt)",
+        ),
+        # Each cell is validated as a scenario of its own, named by its values.
+        (
+            {"axes": {"batch_size": [4, 0]}},
+            "sweep cell batch_size=0: batch_size: Input should be greater than or equal to 1",
+        ),
+        (
+            {"axes": {"workload.foo": [1]}},
+            "sweep cell workload.foo=1: workload.foo: Extra inputs are not permitted",
+        ),
+        ({"axes": {"batch_size.x": [1]}}, "sweep cell batch_size.x=1: batch_size: not a mapping"),
+        (
+            {"axes": {"variants.opt.engine": [{}, {"enforce_eager": True}]}},
+            "sweep: cells differ in design (launch-per-arm at variants.opt.engine="
+            '{"enforce_eager": true}; one-engine at variants.opt.engine={}); set design: '
+            "launch-per-arm",
+        ),
+    ],
+)
+def test_bad_sweeps_are_one_line(
+    tmp_path: Path, scenario_data: dict[str, Any], sweep: dict[str, Any], fragment: str
+) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario(_sweep(scenario_data, **sweep), "s.yaml")
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
-def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path,
-                                                     scenario_data: dict[str, Any]) -> None:
+def test_a_huge_grid_is_refused_before_it_is_expanded(
+    tmp_path: Path, scenario_data: dict[str, Any]
+) -> None:
     """1000 x 1000 values: validating the long axes costs their length, not its square; the
     cells are counted, not expanded, and refused in one line naming the product and each axis,
     within 2 s through the library and through `plan` and `run`."""
@@ -92,9 +131,11 @@ def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path,
     assert time.perf_counter() - started < 2
     assert sweep.cell_count == 1_000_000
     data = _sweep(scenario_data, axes=axes)
-    fragment = ("sweep: 1000000 cells (workload.seed 1000 x workload.num_prompts 1000) is more "
-                "than the limit of 1000 cells; make the grid smaller, or raise the limit on "
-                "purpose (--max-cells N)")
+    fragment = (
+        "sweep: 1000000 cells (workload.seed 1000 x workload.num_prompts 1000) is more "
+        "than the limit of 1000 cells; make the grid smaller, or raise the limit on "
+        "purpose (--max-cells N)"
+    )
     started = time.perf_counter()
     with pytest.raises(ScenarioError) as err:
         parse_scenario(data, "s.yaml")
@@ -110,15 +151,19 @@ def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path: Path,
         assert took < 20, f"{command} took {took:.1f} s"
 
 
-def test_max_cells_raises_the_limit_on_purpose(tmp_path: Path,
-                                               scenario_data: dict[str, Any]) -> None:
+def test_max_cells_raises_the_limit_on_purpose(
+    tmp_path: Path, scenario_data: dict[str, Any]
+) -> None:
     small = _sweep(scenario_data, axes={"batch_size": [1, 2, 4], "workload.seed": [0, 1]})
     for command in ("plan", "run"):
-        _refused(_run(tmp_path, small, "--max-cells", "5", command=command),
-                 "sweep: 6 cells (batch_size 3 x workload.seed 2) is more than the limit of 5 "
-                 "cells", tmp_path)
-    big = _sweep(scenario_data, axes={"batch_size": list(range(1, 41)),
-                                      "workload.seed": list(range(40))})
+        _refused(
+            _run(tmp_path, small, "--max-cells", "5", command=command),
+            "sweep: 6 cells (batch_size 3 x workload.seed 2) is more than the limit of 5 cells",
+            tmp_path,
+        )
+    big = _sweep(
+        scenario_data, axes={"batch_size": list(range(1, 41)), "workload.seed": list(range(40))}
+    )
     planned = _run(tmp_path, big, "--max-cells", "1600", command="plan")
     assert planned.returncode == 0, planned.stderr
     assert "sweep: 1600 cells over batch_size, workload.seed" in planned.stdout
@@ -131,8 +176,10 @@ def test_max_cells_raises_the_limit_on_purpose(tmp_path: Path,
 def test_draft_paths_need_a_draft(scenario_data: dict[str, Any]) -> None:
     del scenario_data["draft"]
     scenario_data["variants"] = {"base": {"baseline": True}, "other": {"env": {"X": "1"}}}
-    with pytest.raises(ScenarioError, match="sweep cell draft.num_speculative_tokens=2: "
-                       "draft: the scenario has no draft to vary"):
+    with pytest.raises(
+        ScenarioError,
+        match="sweep cell draft.num_speculative_tokens=2: draft: the scenario has no draft to vary",
+    ):
         parse_scenario(_sweep(scenario_data, axes={"draft.num_speculative_tokens": [2]}))
 
 
@@ -140,8 +187,12 @@ def test_plan_resolves_every_cell_and_spreads_drift(scenario_data: dict[str, Any
     scenario_data["rounds"] = 3
     data = _sweep(scenario_data, axes={"batch_size": [1, 2, 4, 8]})
     plan = expand_plan(parse_scenario(data))
-    assert plan.design == "one-engine" and [c.id for c in plan.cells] == ["c00", "c01", "c02",
-                                                                           "c03"]
+    assert plan.design == "one-engine" and [c.id for c in plan.cells] == [
+        "c00",
+        "c01",
+        "c02",
+        "c03",
+    ]
     assert len(plan.runs) == 4 * 3 and [r.order for r in plan.runs] == list(range(12))
     for run in plan.runs:
         assert run.run_key == f"{run.cell}.base+opt.r{run.round}"
@@ -152,8 +203,9 @@ def test_plan_resolves_every_cell_and_spreads_drift(scenario_data: dict[str, Any
     assert all(sorted(cells) == ["c00", "c01", "c02", "c03"] for cells in rounds)
     # Drawn anew each round (seeded: the same plan every time), not grid order every round.
     assert len({tuple(cells) for cells in rounds}) > 1
-    assert [r.run_key for r in expand_plan(parse_scenario(data)).runs] == \
-        [r.run_key for r in plan.runs]
+    assert [r.run_key for r in expand_plan(parse_scenario(data)).runs] == [
+        r.run_key for r in plan.runs
+    ]
 
 
 def test_launch_per_arm_cells_keep_their_arms_together(scenario_data: dict[str, Any]) -> None:
@@ -166,40 +218,61 @@ def test_launch_per_arm_cells_keep_their_arms_together(scenario_data: dict[str, 
         assert {plan.runs[i].variant, plan.runs[i + 1].variant} == {"base", "opt"}
 
 
-@pytest.mark.parametrize(("sweep", "fragment"), [
-    ({"axes": {"engine.enforce_eagr": [True]}},
-     "sweep cell engine.enforce_eagr=true: engine.enforce_eagr: not an argument of vLLM"),
-    ({"axes": {"model": ["tiny-llama", "no-such-model"]}},
-     "model (sweep cell model=no-such-model): 'no-such-model' is neither a built-in model"),
-    ({"axes": {"workload.max_tokens": [8, 4000]}},
-     "(max_model_len unset) (sweep cell workload.max_tokens=4000): vLLM would stop"),
-])
-def test_cells_are_checked_before_anything_runs(tmp_path: Path, scenario_data: dict[str, Any],
-                                                sweep: dict[str, Any], fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("sweep", "fragment"),
+    [
+        (
+            {"axes": {"engine.enforce_eagr": [True]}},
+            "sweep cell engine.enforce_eagr=true: engine.enforce_eagr: not an argument of vLLM",
+        ),
+        (
+            {"axes": {"model": ["tiny-llama", "no-such-model"]}},
+            "model (sweep cell model=no-such-model): 'no-such-model' is neither a built-in model",
+        ),
+        (
+            {"axes": {"workload.max_tokens": [8, 4000]}},
+            "(max_model_len unset) (sweep cell workload.max_tokens=4000): vLLM would stop",
+        ),
+    ],
+)
+def test_cells_are_checked_before_anything_runs(
+    tmp_path: Path, scenario_data: dict[str, Any], sweep: dict[str, Any], fragment: str
+) -> None:
     for command in ("run", "plan"):
-        _refused(_run(tmp_path, _sweep(scenario_data, **sweep), command=command), fragment,
-                 tmp_path)
+        _refused(
+            _run(tmp_path, _sweep(scenario_data, **sweep), command=command), fragment, tmp_path
+        )
 
 
-def test_sweeps_refused_where_one_ab_is_meant(tmp_path: Path,
-                                              scenario_data: dict[str, Any]) -> None:
+def test_sweeps_refused_where_one_ab_is_meant(
+    tmp_path: Path, scenario_data: dict[str, Any]
+) -> None:
     data = _sweep(scenario_data, axes={"batch_size": [1, 2]})
-    _refused(_run(tmp_path, data, "--gate"), "--gate judges one A/B; this scenario is a sweep",
-             tmp_path)
+    _refused(
+        _run(tmp_path, data, "--gate"), "--gate judges one A/B; this scenario is a sweep", tmp_path
+    )
     _refused(_run(tmp_path, data, command="calibrate"), "calibrate runs one A/A", tmp_path)
 
 
 def test_shipped_sweep_scenario_plans(tmp_path: Path) -> None:
     from tests.unit.test_preflight import _cli
 
-    result = _cli(tmp_path, "plan", str(SCENARIOS / "cpu-eagle-tp2-argmax-sweep.yaml"),
-                  "--results-dir", str(tmp_path / "none"))
+    result = _cli(
+        tmp_path,
+        "plan",
+        str(SCENARIOS / "cpu-eagle-tp2-argmax-sweep.yaml"),
+        "--results-dir",
+        str(tmp_path / "none"),
+    )
     assert result.returncode == 0, result.stderr
-    assert "sweep: 12 cells over batch_size, workload.num_prompts, model, draft.model" in \
-        result.stdout
+    assert (
+        "sweep: 12 cells over batch_size, workload.num_prompts, model, draft.model" in result.stdout
+    )
     assert "c11: batch_size=32, workload.num_prompts=64, model=tiny-llama-32k" in result.stdout
-    assert "wall time: at most 22.0 min: 12 launches, each ended by its 110 s precision " \
+    assert (
+        "wall time: at most 22.0 min: 12 launches, each ended by its 110 s precision "
         "budget" in result.stdout
+    )
     assert "no estimate: no complete run of the same model and settings in" in result.stdout
 
 
@@ -254,19 +327,27 @@ def test_resume_refuses_changes_and_finished_runs(tmp_path: Path) -> None:
     changed = copy.deepcopy(manifest["scenario"])
     changed["repeats"] = 7
     check, args = _resume(run, changed)
-    with pytest.raises(ScenarioError, match="the scenario changed since that run started "
-                       r"\(repeats differ\)"):
+    with pytest.raises(
+        ScenarioError,
+        match="the scenario changed since that run started "
+        r"\(repeats differ\)",
+    ):
         check(*args)
 
     manifest["fingerprint"] = {**here, "cpu_count": 64}
     (run / "manifest.json").write_text(json.dumps(manifest))
     check, args = _resume(run)
-    with pytest.raises(ScenarioError, match="the environment changed since that run started: "
-                       r"cpu_count \(64 -> "):
+    with pytest.raises(
+        ScenarioError,
+        match="the environment changed since that run started: "
+        r"cpu_count \(64 -> ",
+    ):
         check(*args)
 
-    for status, fragment in (("complete", "that run is complete; nothing to resume"),
-                             ("running", "that run is still running")):
+    for status, fragment in (
+        ("complete", "that run is complete; nothing to resume"),
+        ("running", "that run is still running"),
+    ):
         manifest.update(fingerprint=here, status=status, runner_pid=1)
         (run / "manifest.json").write_text(json.dumps(manifest))
         check, args = _resume(run)
@@ -278,10 +359,19 @@ def test_resume_cli_refusals(tmp_path: Path) -> None:
     from tests.unit.test_preflight import _cli
 
     run = _stored(tmp_path, status="complete")
-    result = _cli(tmp_path, "run", "--resume", str(run), "--results-dir",
-                  str(tmp_path / "results"), "--mde", "0.01")
-    assert result.returncode == 2 and "--resume continues a run as it was planned" in \
-        result.stderr, result.stderr
+    result = _cli(
+        tmp_path,
+        "run",
+        "--resume",
+        str(run),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--mde",
+        "0.01",
+    )
+    assert (
+        result.returncode == 2 and "--resume continues a run as it was planned" in result.stderr
+    ), result.stderr
     result = _cli(tmp_path, "run", "--results-dir", str(tmp_path / "results"))
     assert result.returncode == 2 and "missing SCENARIO" in result.stderr
 
@@ -312,7 +402,7 @@ def test_a_build_spelled_another_way_is_the_same_build(tmp_path: Path) -> None:
     real.write_text("")
     (tmp_path / "python").symlink_to(real)
     base = {"vllm": "0.32.0", "git": None}
-    assert _same_build({**base, "python": str(tmp_path / "python")},
-                       {**base, "python": str(real)})
-    assert not _same_build({**base, "python": str(real)},
-                           {**base, "python": str(real), "vllm": "0.33.0"})
+    assert _same_build({**base, "python": str(tmp_path / "python")}, {**base, "python": str(real)})
+    assert not _same_build(
+        {**base, "python": str(real)}, {**base, "python": str(real), "vllm": "0.33.0"}
+    )

@@ -30,13 +30,19 @@ def _vllm_keys() -> set[str]:
     assert text is not None
     tree = ast.parse(text)
     keys: set[str] = set()
-    literal = [n for n in ast.walk(tree) if isinstance(n, ast.Dict)
-               and any(isinstance(k, ast.Constant) and k.value == "output_throughput"
-                       for k in n.keys)]
+    literal = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Dict)
+        and any(isinstance(k, ast.Constant) and k.value == "output_throughput" for k in n.keys)
+    ]
     assert len(literal) == 1
     keys |= {k.value for k in literal[0].keys if isinstance(k, ast.Constant)}
-    main = next(n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef)
-                and n.name == "main_async")
+    main = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef) and n.name == "main_async"
+    )
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0]
@@ -47,16 +53,21 @@ def _vllm_keys() -> set[str]:
     for node in main.body:  # unconditional header assignments only
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0]
-            if isinstance(target.value, ast.Name) and target.value.id == "result_json" and \
-                    isinstance(target.slice, ast.Constant):
+            if (
+                isinstance(target.value, ast.Name)
+                and target.value.id == "result_json"
+                and isinstance(target.slice, ast.Constant)
+            ):
                 keys.add(target.slice.value)
-    patterns = {"".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
-                for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)}
+    patterns = {
+        "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.JoinedStr)
+    }
     for stat in ("mean_{}_ms", "median_{}_ms", "std_{}_ms", "p{}_{}_ms"):
         assert stat in patterns, stat
     for metric in ("ttft", "tpot", "itl"):
-        keys |= {f"mean_{metric}_ms", f"median_{metric}_ms", f"std_{metric}_ms",
-                 f"p99_{metric}_ms"}
+        keys |= {f"mean_{metric}_ms", f"median_{metric}_ms", f"std_{metric}_ms", f"p99_{metric}_ms"}
     return keys
 
 
@@ -71,21 +82,28 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_arm_has_every_key_vllm_bench_saves(reported: Path) -> None:
-    files = sorted(f for f in (reported / "vllm-bench").glob("*.json")
-                   if not f.name.endswith(".pytorch.json"))
+    files = sorted(
+        f for f in (reported / "vllm-bench").glob("*.json") if not f.name.endswith(".pytorch.json")
+    )
     run = load_run(reported)
     assert [f.stem for f in files] == sorted([run.scenario.baseline, *run.scenario.candidates])
     expected = _vllm_keys()
-    assert {"duration", "output_throughput", "itls", "spec_decode_acceptance_rate",
-            "date", "model_id", "max_concurrency"} <= expected
+    assert {
+        "duration",
+        "output_throughput",
+        "itls",
+        "spec_decode_acceptance_rate",
+        "date",
+        "model_id",
+        "max_concurrency",
+    } <= expected
     for path in files:
         data = json.loads(path.read_text())
         assert expected <= set(data), (path.name, sorted(expected - set(data)))
         assert data["specbench"]["arm"] == path.stem
 
 
-def test_vllms_own_reader_reads_it_and_the_figures_agree_with_the_table(
-        reported: Path) -> None:
+def test_vllms_own_reader_reads_it_and_the_figures_agree_with_the_table(reported: Path) -> None:
     from vllm.benchmarks.sweep.plot import _convert_inf_nan_strings, _get_metric
 
     run = load_run(reported)
@@ -96,10 +114,12 @@ def test_vllms_own_reader_reads_it_and_the_figures_agree_with_the_table(
         throughput = next(r for r in cand.rows if r.key == "output_throughput")
         # The table's value is the mean of per-pass rates; vllm-bench's, tokens over time.
         assert _get_metric(record, "output_throughput") == pytest.approx(
-            throughput.candidate, rel=0.05)
+            throughput.candidate, rel=0.05
+        )
         rate = next(r for r in cand.rows if r.key == "acceptance_rate")
         assert _get_metric(record, "spec_decode_acceptance_rate") == pytest.approx(
-            rate.candidate, rel=1e-9)
+            rate.candidate, rel=1e-9
+        )
         rows = data["specbench"]["against_baseline"]
         mine = next(r for r in rows if r["metric"] == "output_throughput")
         assert mine["delta"] == throughput.estimate.delta
@@ -109,7 +129,8 @@ def test_vllms_own_reader_reads_it_and_the_figures_agree_with_the_table(
 
 
 def test_pytorch_format_is_what_vllms_own_converter_writes(
-        reported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each arm's <arm>.pytorch.json equals what vLLM's save_to_pytorch_benchmark_format
     writes for the same result and arguments (specbench states an eager engine's compilation
     mode in extra_info, where vLLM's extract_field looks first), so vLLM's dashboard reads it;
@@ -127,26 +148,42 @@ def test_pytorch_format_is_what_vllms_own_converter_writes(
         mine = json.loads((reported / "vllm-bench" / f"{arm}.pytorch.json").read_text())
         args = bench_args(run, arm)
         assert args["model"] == run.scenario.model and "enforce_eager" not in args
-        save_to_pytorch_benchmark_format(argparse.Namespace(**args), data,
-                                         str(tmp_path / f"{arm}.json"))
+        save_to_pytorch_benchmark_format(
+            argparse.Namespace(**args), data, str(tmp_path / f"{arm}.json")
+        )
         theirs = json.loads((tmp_path / f"{arm}.pytorch.json").read_text())
         assert mine == theirs
         # The same arm run eagerly: use_compile false, as vLLM reads the mode.
         eager = pytorch_records({**args, "enforce_eager": True}, data)
         save_to_pytorch_benchmark_format(
             argparse.Namespace(**args, enforce_eager=True),
-            {**data, "compilation_config.mode": "0"}, str(tmp_path / "eager.json"))
+            {**data, "compilation_config.mode": "0"},
+            str(tmp_path / "eager.json"),
+        )
         assert json.loads(json.dumps(eager)) == json.loads(
-            (tmp_path / "eager.pytorch.json").read_text())
+            (tmp_path / "eager.pytorch.json").read_text()
+        )
         assert eager[0]["benchmark"]["extra_info"]["use_compile"] is False
         assert [r["metric"]["name"] for r in mine] == [
-            k for k in ("median_ttft_ms", "mean_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
-                        "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
-                        "median_itl_ms", "mean_itl_ms", "std_itl_ms", "p99_itl_ms")
-            if k in data]
+            k
+            for k in (
+                "median_ttft_ms",
+                "mean_ttft_ms",
+                "std_ttft_ms",
+                "p99_ttft_ms",
+                "mean_tpot_ms",
+                "median_tpot_ms",
+                "std_tpot_ms",
+                "p99_tpot_ms",
+                "median_itl_ms",
+                "mean_itl_ms",
+                "std_itl_ms",
+                "p99_itl_ms",
+            )
+            if k in data
+        ]
         assert len(mine) >= 8
-        assert all(r["metric"]["benchmark_values"] == [data[r["metric"]["name"]]]
-                   for r in mine)
+        assert all(r["metric"]["benchmark_values"] == [data[r["metric"]["name"]]] for r in mine)
         assert mine[0]["benchmark"]["extra_info"]["use_compile"] is True
         assert "itls" not in mine[0]["metric"]["extra_info"]
 
@@ -156,16 +193,30 @@ def test_statistics_are_vllms_definitions() -> None:
     from harness.wire.records import PassRecord, RequestRecord
 
     def req(i: int, ttft: float, e2el: float, out: int, itl: list[float]) -> RequestRecord:
-        return RequestRecord(index=i, prompt_tokens=4, output_tokens=out, ttft_s=ttft,
-                             e2el_s=e2el, itl_s=itl, finish_reason="length",
-                             output_token_ids=[])
+        return RequestRecord(
+            index=i,
+            prompt_tokens=4,
+            output_tokens=out,
+            ttft_s=ttft,
+            e2el_s=e2el,
+            itl_s=itl,
+            finish_reason="length",
+            output_token_ids=[],
+        )
 
-    p = PassRecord(repeat=0, started_unix=0.0, duration_s=2.0, workload_hash="w", spec_decode=None,
-                   requests=[req(0, 0.1, 1.1, 11, [0.1] * 10), req(1, 0.3, 0.7, 5, [0.1] * 4)])
+    p = PassRecord(
+        repeat=0,
+        started_unix=0.0,
+        duration_s=2.0,
+        workload_hash="w",
+        spec_decode=None,
+        requests=[req(0, 0.1, 1.1, 11, [0.1] * 10), req(1, 0.3, 0.7, 5, [0.1] * 4)],
+    )
     got = arm_result([p], percentiles=(50.0, 99.9), metrics=PERCENTILE_METRICS)
     assert got["output_throughput"] == 8.0 and got["completed"] == 2
     assert got["mean_tpot_ms"] == pytest.approx(100.0)
-    assert got["mean_ttft_ms"] == pytest.approx(200.0) and got["std_ttft_ms"] == \
-        pytest.approx(100.0)
+    assert got["mean_ttft_ms"] == pytest.approx(200.0) and got["std_ttft_ms"] == pytest.approx(
+        100.0
+    )
     assert got["p50_itl_ms"] == pytest.approx(100.0) and "p99.9_e2el_ms" in got
     assert "spec_decode_acceptance_rate" not in got  # no counters: vLLM leaves them out too

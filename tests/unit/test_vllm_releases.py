@@ -47,9 +47,23 @@ def release(version: str) -> Source:
     with FileLock(str(folder / f"vllm-{version}.lock")):
         found = sorted(folder.glob(f"vllm-{version}-*.whl"))
         if not found:
-            out = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                                  "-d", str(folder), f"vllm=={version}"],
-                                 capture_output=True, text=True, timeout=600, check=False)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "-q",
+                    "-d",
+                    str(folder),
+                    f"vllm=={version}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             assert out.returncode == 0, out.stderr[-2000:]
             found = sorted(folder.glob(f"vllm-{version}-*.whl"))
     assert found, f"pip download left no vllm {version} wheel in {folder}"
@@ -74,8 +88,11 @@ def test_the_matrix_on_each_release(source: Source) -> None:
     else:
         for row in v1_rows:
             assert failures[row] and all("is gone" in why for why in failures[row]), row
-    shared = {r: w for r, w in failures.items() if "(" not in r and "Medusa" not in r
-              and "medusa" not in r and w}
+    shared = {
+        r: w
+        for r, w in failures.items()
+        if "(" not in r and "Medusa" not in r and "medusa" not in r and w
+    }
     assert shared == {}
 
 
@@ -112,7 +129,8 @@ def test_the_v2_step_timers_wrap_points_mean_what_it_says(source: Source) -> Non
     assert "self.speculator.propose" in sample
     if source.version == "0.34.0":
         assert sample.index("self.speculator.prepare_propose") < sample.index(
-            "self.speculator.propose")
+            "self.speculator.propose"
+        )
 
 
 def test_seed_002s_flag_is_read_per_call_on_v2(source: Source) -> None:
@@ -131,8 +149,9 @@ def test_the_runner_each_release_builds_is_known_before_the_engine(source: Sourc
     facts = runner_facts(source)
     path = SCENARIOS / "cpu-eagle-tp2-argmax.yaml"
     run = expand_plan(load_scenario(path), scenario_file=path).runs[0]
-    cuda = run.model_copy(update={"device": "cuda", "engine_args": {
-        **run.engine_args, "enforce_eager": True}})
+    cuda = run.model_copy(
+        update={"device": "cuda", "engine_args": {**run.engine_args, "enforce_eager": True}}
+    )
     forced = cuda.model_copy(update={"model_runner": "V1"})
     if source.version == "0.34.0":
         assert not facts.has_v1 and facts.has_v2
@@ -142,8 +161,9 @@ def test_the_runner_each_release_builds_is_known_before_the_engine(source: Sourc
         assert facts.has_v1 and "suffix" in facts.v2_unsupported_methods
         check_runner(forced, facts)
     check_runner(cuda, facts)  # eager: the swap switches on V2 (no FULL graph captures it)
-    graphed = cuda.model_copy(update={"engine_args": {
-        k: v for k, v in cuda.engine_args.items() if k != "enforce_eager"}})
+    graphed = cuda.model_copy(
+        update={"engine_args": {k: v for k, v in cuda.engine_args.items() if k != "enforce_eager"}}
+    )
     with pytest.raises(ScenarioError, match="platform refused before the engine starts"):
         check_runner(graphed, facts)
 
@@ -157,9 +177,19 @@ def test_support_scenario_reads_the_runner_the_release_builds(source: Source) ->
     assert "step timer" not in failures and "swap tp-argmax-reduction" not in failures
 
 
-KNOBS = frozenset({"enforce_eager", "parallel_drafting", "suffix_decoding_max_spec_factor",
-                   "suffix_decoding_min_token_prob", "suffix_decoding_max_tree_depth",
-                   "method", "num_speculative_tokens", "model", "use_local_argmax_reduction"})
+KNOBS = frozenset(
+    {
+        "enforce_eager",
+        "parallel_drafting",
+        "suffix_decoding_max_spec_factor",
+        "suffix_decoding_min_token_prob",
+        "suffix_decoding_max_tree_depth",
+        "method",
+        "num_speculative_tokens",
+        "model",
+        "use_local_argmax_reduction",
+    }
+)
 
 
 def test_knobs_that_change_nothing_are_read_from_each_releases_source(source: Source) -> None:
@@ -169,17 +199,27 @@ def test_knobs_that_change_nothing_are_read_from_each_releases_source(source: So
     0.33 still reads them, and 0.32's too (below): the same reader finds no inert knob there."""
     found = inert_knobs(source, KNOBS)
     if source.version == "0.34.0":
-        assert set(found) == {"enforce_eager", "parallel_drafting",
-                              "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"}
-        assert "says so ('parallel_drafting is deprecated and has no effect')" in found[
-            "parallel_drafting"]
+        assert set(found) == {
+            "enforce_eager",
+            "parallel_drafting",
+            "suffix_decoding_max_spec_factor",
+            "suffix_decoding_min_token_prob",
+        }
+        assert (
+            "says so ('parallel_drafting is deprecated and has no effect')"
+            in found["parallel_drafting"]
+        )
         path = SCENARIOS / "cpu-v2-eagle-argmax.yaml"
         run = expand_plan(load_scenario(path), scenario_file=path).runs[0]
         spec = {**run.engine_args["speculative_config"], "enforce_eager": True}
-        run = run.model_copy(update={"engine_args": {**run.engine_args,
-                                                     "speculative_config": spec}})
-        with pytest.raises(ScenarioError, match=r"^speculative_config\.enforce_eager: nothing "
-                           r"in vLLM 0\.34\.0 reads it .*remove it"):
+        run = run.model_copy(
+            update={"engine_args": {**run.engine_args, "speculative_config": spec}}
+        )
+        with pytest.raises(
+            ScenarioError,
+            match=r"^speculative_config\.enforce_eager: nothing "
+            r"in vLLM 0\.34\.0 reads it .*remove it",
+        ):
             check_knobs(run, source)
     else:
         assert "enforce_eager" not in found and "suffix_decoding_max_spec_factor" not in found
@@ -211,4 +251,8 @@ def test_the_readmes_matrix_is_what_the_source_says() -> None:
             ok = not support.failures[label]
             evidence = "✓ T" if column == 0 else "✓ S"
             assert row[column] == evidence if ok else row[column].startswith("✗"), (
-                support.version, label, row[column], support.failures[label])
+                support.version,
+                label,
+                row[column],
+                support.failures[label],
+            )

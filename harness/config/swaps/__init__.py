@@ -60,7 +60,6 @@ def describe_registry() -> list[str]:
         lines.append(f"{name}  (methods: {', '.join(swap.methods)}; vLLM {swap.vllm})")
         for choice, text in swap.choices.items():
             forced = swap.forces.get(choice)
-            extra = (f" [sets {', '.join(f'{k}={v}' for k, v in forced.items())}]"
-                     if forced else "")
+            extra = f" [sets {', '.join(f'{k}={v}' for k, v in forced.items())}]" if forced else ""
             lines.append(f"  {name}:{choice:<10} {text}{extra}")
     return lines

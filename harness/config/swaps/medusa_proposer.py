@@ -27,12 +27,19 @@ SWAP = Swap(
     proves={"baseline": frozenset({PATH_TOLIST}), "optimized": frozenset({PATH_TENSOR})},
     # The proposer's Python runs between the graphs V1 captures (after the target's forward),
     # so any graph mode is fine under V1.
-    unsupported=(Unsupported(runner="V2", why="it patches V1's MedusaProposer; Model Runner "
-                             "V2 has no Medusa (vLLM falls back to V1 for it)"),),
+    unsupported=(
+        Unsupported(
+            runner="V2",
+            why="it patches V1's MedusaProposer; Model Runner "
+            "V2 has no Medusa (vLLM falls back to V1 for it)",
+        ),
+    ),
     part="draft",  # the proposer, timed as the drafter's work (propose_draft_token_ids)
     # V1's GPUModelRunner.take_draft_token_ids, called by the engine core after the step,
     # synchronises on the copy event of the tensor's drafts (_get_draft_token_ids_cpu).
-    part_leaves_out=("the on-device proposer still waits for its drafts once per step, in "
-                     "take_draft_token_ids after the step, outside the timed draft: the row "
-                     "overstates the change; the throughput and latency rows include the wait"),
+    part_leaves_out=(
+        "the on-device proposer still waits for its drafts once per step, in "
+        "take_draft_token_ids after the step, outside the timed draft: the row "
+        "overstates the change; the throughput and latency rows include the wait"
+    ),
 )

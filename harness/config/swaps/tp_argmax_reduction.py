@@ -20,8 +20,7 @@ PATH_UNOBSERVED = "eagle.unobserved"  # drafting ran but neither primitive was s
 SWAP = Swap(
     name="tp-argmax-reduction",
     choices={
-        "baseline": "EAGLE draft argmax after an all-gather of full-vocab logits across TP "
-        "ranks",
+        "baseline": "EAGLE draft argmax after an all-gather of full-vocab logits across TP ranks",
         "optimized": "speculative_config.use_local_argmax_reduction: local argmax per rank, "
         "gather (max, index) pairs only",
     },
@@ -31,20 +30,30 @@ SWAP = Swap(
     # (checked against the source: harness.config.vllm_internals, runner V2); run here on 0.32.
     vllm=">=0.32,<0.35",
     # At TP 1 the baseline has no all-gather to do, so its full-logits path counts too.
-    proves={"baseline": frozenset({PATH_ALLGATHER, PATH_FULL_TP1}),
-            "optimized": frozenset({PATH_LOCAL_ARGMAX})},
-    forces={"baseline": {"use_local_argmax_reduction": False},
-            "optimized": {"use_local_argmax_reduction": True}},
+    proves={
+        "baseline": frozenset({PATH_ALLGATHER, PATH_FULL_TP1}),
+        "optimized": frozenset({PATH_LOCAL_ARGMAX}),
+    },
+    forces={
+        "baseline": {"use_local_argmax_reduction": False},
+        "optimized": {"use_local_argmax_reduction": True},
+    },
     # V1 samples the draft in Python after the draft model's (possibly captured) forward
     # (SpecDecodeBaseProposer.propose -> _sample_draft_tokens), so any graph mode is fine
     # there. V2 samples it inside the FULL graph it captures for draft decode (PIECEWISE is
     # not used for draft decodes: TargetDependentARSpeculator.init_cudagraph_manager), so under
     # a FULL mode each engine captures its own arm's path at start-up (launch-per-arm is fine)
     # and a switch between passes is not; eager and PIECEWISE run sample_draft every call.
-    unsupported=(Unsupported(runner="V2", graphs=FULL_GRAPHS, switching=True,
-                             why="Model Runner V2 samples the draft "
-                             "(DraftModelSpeculator.sample_draft) inside the FULL CUDA graph "
-                             "it captures for draft decode: a switch between passes cannot "
-                             "change what the graph replays"),),
+    unsupported=(
+        Unsupported(
+            runner="V2",
+            graphs=FULL_GRAPHS,
+            switching=True,
+            why="Model Runner V2 samples the draft "
+            "(DraftModelSpeculator.sample_draft) inside the FULL CUDA graph "
+            "it captures for draft decode: a switch between passes cannot "
+            "change what the graph replays",
+        ),
+    ),
     part="draft",  # sampling the draft tokens, inside the drafter's propose
 )

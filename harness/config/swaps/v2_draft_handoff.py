@@ -25,13 +25,17 @@ SWAP = Swap(
         "gets placeholders (no copy, no sync)",
     },
     # The methods V2 drafts for through DraftTokensHandler (every V2 speculator).
-    methods=("eagle", "eagle3", "mtp", "draft_model", "ngram", "ngram_gpu", "dflash",
-             "dspark"),
+    methods=("eagle", "eagle3", "mtp", "draft_model", "ngram", "ngram_gpu", "dflash", "dspark"),
     # Written against 0.32's handler (req_ids, num_draft_tokens, draft_tokens_np), unchanged
     # in 0.33; 0.34 rewrote it (drafts per request, _draft_tokens_by_req).
     vllm=">=0.32,<0.34",
     proves={"baseline": frozenset({PATH_HOST}), "optimized": frozenset({PATH_DEVICE})},
-    unsupported=(Unsupported(runner="V1", why="it patches Model Runner V2's "
-                             "DraftTokensHandler; V1 hands drafts over in its own runner"),),
+    unsupported=(
+        Unsupported(
+            runner="V1",
+            why="it patches Model Runner V2's "
+            "DraftTokensHandler; V1 hands drafts over in its own runner",
+        ),
+    ),
     part="rest",  # set_draft_tokens runs in sample_tokens, after the drafter returns
 )

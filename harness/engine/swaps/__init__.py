@@ -27,8 +27,9 @@ class SwapContext(Protocol):
         """The choice the current pass runs (switched between passes, one-engine design)."""
         ...
 
-    def hit(self, path: str,
-            details: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> None:
+    def hit(
+        self, path: str, details: dict[str, Any] | Callable[[], dict[str, Any]] | None = None
+    ) -> None:
         """Report that a code path ran (what proves the choice), with what it observed: a
         mapping, or a callable giving it, called only for a path's first call in an epoch (so
         that describing a call costs the arms nothing on the others)."""

@@ -67,6 +67,9 @@ def install(ctx: SwapContext) -> bool:
 
     ctx.mark(propose)
     setattr(MedusaProposer, "propose", propose)  # noqa: B010 (mypy refuses method assignment)
-    ctx.logger.info("specbench: MedusaProposer.propose switchable (baseline: %s, optimized: %s)",
-                    PATH_TOLIST, PATH_TENSOR)
+    ctx.logger.info(
+        "specbench: MedusaProposer.propose switchable (baseline: %s, optimized: %s)",
+        PATH_TOLIST,
+        PATH_TENSOR,
+    )
     return True

@@ -48,8 +48,9 @@ def _current_probe() -> _Probe | None:
     return probe if isinstance(probe, _Probe) else None
 
 
-def _drafting_scope(original: Callable[..., Any], ctx: SwapContext,
-                    runner: str) -> Callable[..., Any]:
+def _drafting_scope(
+    original: Callable[..., Any], ctx: SwapContext, runner: str
+) -> Callable[..., Any]:
     """Wrap a draft-sampling method so the primitives it calls are attributed to drafting,
     and apply the active choice to the flag vLLM reads on this call."""
 
@@ -64,11 +65,14 @@ def _drafting_scope(original: Callable[..., Any], ctx: SwapContext,
             out = original(self, *args, **kwargs)
         finally:
             _scope.probe = outer
-        ctx.hit(probe.path(), {
-            "runner": runner,
-            "tp_size": probe.tp_size,
-            "use_local_argmax_reduction": getattr(self, "use_local_argmax_reduction", None),
-        })
+        ctx.hit(
+            probe.path(),
+            {
+                "runner": runner,
+                "tp_size": probe.tp_size,
+                "use_local_argmax_reduction": getattr(self, "use_local_argmax_reduction", None),
+            },
+        )
         return out
 
     return wrapper
@@ -95,8 +99,10 @@ def install(ctx: SwapContext) -> bool:
         v2 = speculator.DraftModelSpeculator
     first = (v1, "_sample_draft_tokens") if v1 is not None else (v2, "sample_draft")
     if first[0] is None:
-        raise RuntimeError("neither V1's SpecDecodeBaseProposer nor V2's DraftModelSpeculator "
-                           "imports in this process")
+        raise RuntimeError(
+            "neither V1's SpecDecodeBaseProposer nor V2's DraftModelSpeculator "
+            "imports in this process"
+        )
     if not ctx.claim(f"{first[0].__name__}.{first[1]}", getattr(*first)):
         return False
     orig_top = LogitsProcessor.get_top_tokens
@@ -126,8 +132,11 @@ def install(ctx: SwapContext) -> bool:
             probe.full_gather = True
         return orig_gather(self, *args, **kwargs)
 
-    for attr, fn in (("get_top_tokens", get_top_tokens), ("_get_logits", _get_logits),
-                     ("_gather_logits", _gather_logits)):
+    for attr, fn in (
+        ("get_top_tokens", get_top_tokens),
+        ("_get_logits", _get_logits),
+        ("_gather_logits", _gather_logits),
+    ):
         ctx.mark(fn)
         setattr(LogitsProcessor, attr, fn)
 

@@ -39,6 +39,9 @@ def install(ctx: SwapContext) -> bool:
 
     ctx.mark(set_draft_tokens)
     setattr(DraftTokensHandler, "set_draft_tokens", set_draft_tokens)  # noqa: B010
-    ctx.logger.info("specbench: DraftTokensHandler.set_draft_tokens switchable (baseline: %s, "
-                    "optimized: %s)", PATH_HOST, PATH_DEVICE)
+    ctx.logger.info(
+        "specbench: DraftTokensHandler.set_draft_tokens switchable (baseline: %s, optimized: %s)",
+        PATH_HOST,
+        PATH_DEVICE,
+    )
     return True

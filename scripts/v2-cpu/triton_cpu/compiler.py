@@ -17,8 +17,10 @@ class InterpreterOnlyBackend(BaseBackend):
         return options
 
     def add_stages(self, stages: dict, options: object, language: object) -> None:
-        raise RuntimeError("specbench's stand-in cpu backend compiles nothing: run with "
-                           "TRITON_INTERPRET=1 (Triton's interpreter)")
+        raise RuntimeError(
+            "specbench's stand-in cpu backend compiles nothing: run with "
+            "TRITON_INTERPRET=1 (Triton's interpreter)"
+        )
 
     def load_dialects(self, context: object) -> None:
         return None
