@@ -40,6 +40,7 @@ from harness.env import COMPAT_FIELDS, fingerprint_differences
 from harness.errors import IncomparableError, ProofRefused, ResultsError
 from harness.results.metrics import (
     METRICS,
+    MetricDef,
     chosen_percentiles,
     passes_frame,
     position_metric,
@@ -208,6 +209,101 @@ class Arms:
         )
 
 
+def _proven_passes(
+    runs: list[RunRecord], arms: Arms, passes: pd.DataFrame | None
+) -> tuple[pd.DataFrame, dict[str, int], list[str]]:
+    """The passes whose vLLM processes proved their arm's implementation, how many were
+    discarded per arm, and the lines naming the unproven ones."""
+    unproven: list[str] = []
+    bad: dict[tuple[str, int], str] = {}
+    for variant in [arms.baseline, *arms.candidates]:
+        found, lines = unproven_passes(
+            runs, variant, arms.implementations.get(variant), arms.tp_sizes.get(variant, 1)
+        )
+        bad.update(found)
+        unproven += lines
+    unproven += [f"{r.run_key}: {r.error}" for r in runs if ProofRefused.refused(r.error)]
+    if passes is None:
+        passes = passes_frame(runs)
+    discarded: dict[str, int] = {}
+    if bad and not passes.empty:
+        unproven_rows = [k in bad for k in zip(passes["run_key"], passes["repeat"], strict=True)]
+        dropped = passes[unproven_rows]
+        discarded = {str(k): int(v) for k, v in dropped.groupby("variant").size().items()}
+        passes = passes[[not u for u in unproven_rows]]
+    return passes, discarded, unproven
+
+
+def _metrics_of(passes: pd.DataFrame, only: Collection[str] | None) -> list[MetricDef]:
+    """The metrics to estimate: the seed rows, the scenario's chosen latency percentiles after
+    them, the per-position rows; only those matching `only` where given."""
+    metrics = list(METRICS)
+    after = next(i for i, m in enumerate(metrics) if m.key == "p99_e2el_ms") + 1
+    metrics[after:after] = chosen_percentiles(passes.columns)
+    metrics += [
+        position_metric(col) for col in (position_metrics(passes) if not passes.empty else [])
+    ]
+    if only is not None:
+        metrics = [m for m in metrics if any(fnmatchcase(m.key, p) for p in only)]
+    return metrics
+
+
+def _fill_candidate(
+    cand: CandidateResult,
+    runs: list[RunRecord],
+    passes: pd.DataFrame,
+    arms: Arms,
+    metrics: list[MetricDef],
+    warnings: list[str],
+) -> None:
+    """A candidate that ran, and whose baseline ran: its rows, family marks and (greedy) output
+    parity; a parity that must hold and does not adds a warning."""
+    baseline, name = arms.baseline, cand.name
+    for metric in metrics:
+        row = compare_metric(
+            metric,
+            passes,
+            baseline,
+            name,
+            arms.design,
+            one_side_may_lack=arms.no_speculation in (baseline, name),
+        )
+        if row is not None:
+            cand.rows.append(row)
+    mark_family(cand.rows, arms.primary_metric)
+    if arms.greedy:
+        cand.parity = output_parity(
+            runs, baseline, name, arms.expect_identical.get(name, False), arms.exact_parity
+        )
+        if cand.parity is not None and cand.parity.violated:
+            warnings.append(
+                f"{name}: greedy outputs differ from {baseline}'s where they must not "
+                f"({cand.parity.identical}/{cand.parity.compared} identical, first "
+                f"divergence at token {cand.parity.first_divergence})"
+            )
+
+
+def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[str], list[str]]:
+    """Per launch, in run order: why its measuring stopped early, and how long it warmed up."""
+    ordered = sorted(runs, key=lambda r: r.order)
+    stopped = [
+        f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r)) else "")
+        for r in ordered
+        if r.result is not None and r.result.stopped
+    ]
+    warmups = [
+        f"{r.run_key}: {r.result.warmup_blocks} block(s) "
+        + (
+            "and hit its cap still settling"
+            if r.result.warmup_capped
+            else "until the arms' difference settled"
+        )
+        for r in ordered
+        if r.result is not None and r.result.warmup_blocks
+    ]
+    return stopped, warmups
+
+
 def compare_records(
     runs: list[RunRecord],
     arms: Arms,
@@ -228,25 +324,9 @@ def compare_records(
     `arms.primary_metric`: the row tested alone at 5%; the others are secondary
     (mark_family)."""
     baseline, candidates, design = arms.baseline, arms.candidates, arms.design
-    implementations, tp_sizes = arms.implementations, arms.tp_sizes
+    implementations = arms.implementations
     no_speculation, primary_metric = arms.no_speculation, arms.primary_metric
-    unproven: list[str] = []
-    bad: dict[tuple[str, int], str] = {}
-    for variant in [baseline, *candidates]:
-        found, lines = unproven_passes(
-            runs, variant, implementations.get(variant), tp_sizes.get(variant, 1)
-        )
-        bad.update(found)
-        unproven += lines
-    unproven += [f"{r.run_key}: {r.error}" for r in runs if ProofRefused.refused(r.error)]
-    if passes is None:
-        passes = passes_frame(runs)
-    discarded: dict[str, int] = {}
-    if bad and not passes.empty:
-        unproven_rows = [k in bad for k in zip(passes["run_key"], passes["repeat"], strict=True)]
-        dropped = passes[unproven_rows]
-        discarded = {str(k): int(v) for k, v in dropped.groupby("variant").size().items()}
-        passes = passes[[not u for u in unproven_rows]]
+    passes, discarded, unproven = _proven_passes(runs, arms, passes)
     warnings: list[str] = []
     if not passes.empty and passes["workload_hash"].nunique() > 1:
         warnings.append(
@@ -258,16 +338,7 @@ def compare_records(
         has_ok = not passes.empty and (passes["variant"] == variant).any()
         return "ok" if has_ok else "failed"
 
-    metrics = list(METRICS)
-    # The scenario's chosen latency percentiles (columns of the frame), after the seed rows'.
-    after = next(i for i, m in enumerate(metrics) if m.key == "p99_e2el_ms") + 1
-    metrics[after:after] = chosen_percentiles(passes.columns)
-    metrics += [
-        position_metric(col) for col in (position_metrics(passes) if not passes.empty else [])
-    ]
-    if only is not None:
-        metrics = [m for m in metrics if any(fnmatchcase(m.key, p) for p in only)]
-
+    metrics = _metrics_of(passes, only)
     results = []
     for name in candidates:
         cand = CandidateResult(
@@ -278,45 +349,10 @@ def compare_records(
             failures=_failures(runs, name),
         )
         if cand.status == "ok" and status(baseline) == "ok":
-            for metric in metrics:
-                row = compare_metric(
-                    metric,
-                    passes,
-                    baseline,
-                    name,
-                    design,
-                    one_side_may_lack=no_speculation in (baseline, name),
-                )
-                if row is not None:
-                    cand.rows.append(row)
-            mark_family(cand.rows, primary_metric)
-            if arms.greedy:
-                cand.parity = output_parity(
-                    runs, baseline, name, arms.expect_identical.get(name, False), arms.exact_parity
-                )
-                if cand.parity is not None and cand.parity.violated:
-                    warnings.append(
-                        f"{name}: greedy outputs differ from {baseline}'s where they must not "
-                        f"({cand.parity.identical}/{cand.parity.compared} identical, first "
-                        f"divergence at token {cand.parity.first_divergence})"
-                    )
+            _fill_candidate(cand, runs, passes, arms, metrics, warnings)
         results.append(cand)
     per_arm = passes.groupby("variant").size().to_dict() if not passes.empty else {}
-    stopped = [
-        f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r)) else "")
-        for r in sorted(runs, key=lambda r: r.order)
-        if r.result is not None and r.result.stopped
-    ]
-    warmups = [
-        f"{r.run_key}: {r.result.warmup_blocks} block(s) "
-        + (
-            "and hit its cap still settling"
-            if r.result.warmup_capped
-            else "until the arms' difference settled"
-        )
-        for r in sorted(runs, key=lambda r: r.order)
-        if r.result is not None and r.result.warmup_blocks
-    ]
+    stopped, warmups = _stops_and_warmups(runs)
     comparison = Comparison(
         run_id=run_id,
         scenario=scenario,
