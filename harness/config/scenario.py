@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -800,98 +801,13 @@ class Scenario(StrictModel):
     @model_validator(mode="after")
     def _draft_overrides_need_a_draft(self) -> Scenario:
         for name, variant in self.variants.items():
-            if variant.speculative_config and self.draft is None:
-                raise ValueError(f"variants.{name}.speculative_config given but no 'draft'")
-            if not variant.speculation and self.draft is None:
-                raise ValueError(
-                    f"variants.{name}.speculation: false, but no arm speculates: "
-                    "the scenario has no 'draft'"
-                )
-            if variant.implementation is None:
-                continue
-            impl = parse_implementation(variant.implementation)
-            methods = IMPLEMENTATION_METHODS[impl[0]]
-            if self.draft is None or self.draft.method not in methods:
-                found = self.draft.method if self.draft else "no draft"
-                raise ValueError(
-                    f"variants.{name}.implementation: {impl[0]} applies to draft method "
-                    f"{' or '.join(methods)}, the scenario has {found}"
-                )
-            for key, forced in IMPLEMENTATION_CONFIG.get(impl, {}).items():
-                given = variant.speculative_config.get(key, forced)
-                if given != forced:
-                    raise ValueError(
-                        f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
-                        f"implementation {variant.implementation} (which sets {forced!r})"
-                    )
-        chosen = self.metrics.keys()
-        if self.primary_metric not in PRIMARY_METRICS and self.primary_metric not in chosen:
-            raise ValueError(
-                f"primary_metric: unknown metric {self.primary_metric!r} (known: "
-                f"{', '.join(PRIMARY_METRICS)}, and the latency percentiles "
-                "chosen under metrics:)"
-            )
-        for key in self.gates.metrics:
-            pct = parse_percentile_key(key)
-            if pct is not None and key not in GATEABLE_METRICS and key not in chosen:
-                raise ValueError(
-                    f"gates.metrics.{key}: not reported; add {pct[1]:g} to "
-                    f"metrics.percentiles and {pct[0]} to metrics.percentile_metrics"
-                )
-        if self.primary_metric in ("goodput", "slo_attainment") and self.slo is None:
-            raise ValueError(f"primary_metric: {self.primary_metric} needs an slo")
-        parts = [k for k in self.gates.metrics if k in STEP_PART_METRICS]
-        if self.precision is not None and self.precision.metric in STEP_PART_METRICS:
-            parts.insert(0, f"precision.metric {self.precision.metric}")
-        if parts and not self.times_steps:
-            raise ValueError(
-                f"step_times: {', '.join(parts)} is read from the step timer; set "
-                "step_times: true (offline mode)"
-            )
-        if self.profile is not None and self.mode == "serve":
-            raise ValueError(
-                "profile: offline mode only (the server's own /start_profile is not driven per arm)"
-            )
-        if self.step_times and self.mode == "serve":
-            raise ValueError("step_times: offline mode only (the server has no step timer)")
-        if (
-            self.step_times is False
-            and self.mode == "offline"
-            and self.no_speculation_arm is not None
-        ):
-            raise ValueError(
-                "step_times: false, but the no-speculation arm's speedup "
-                "decomposition needs the step times"
-            )
-        off = [n for n, v in self.variants.items() if not v.speculation]
-        if len(off) > 1:
-            raise ValueError(
-                f"variants.{off[1]}.speculation: false: {off[0]} already runs "
-                "without speculation; one such arm is the reference"
-            )
-        # (compared with the defaults: stored manifests spell every field out)
-        if self.mode != "serve" and self.serve != ServeSettings():
-            raise ValueError("serve: applies to mode: serve only (this scenario is offline)")
-        if "max_num_seqs" in self.engine:
-            raise ValueError("engine.max_num_seqs: set batch_size instead")
-        blocker = self.one_engine_blocker()
-        if self.design == "one-engine" and blocker is not None:
-            raise ValueError(f"design: one-engine is not possible: {blocker}")
-        be = self.sweep.break_even if self.sweep else None
-        if be is not None and be.candidate is not None and be.candidate not in self.candidates:
-            raise ValueError(
-                f"sweep.break_even.candidate: {be.candidate!r} is not a candidate "
-                f"(candidates: {', '.join(self.candidates)})"
-            )
-        if self.precision is not None:
-            if self.resolved_design != "one-engine":
-                raise ValueError(
-                    "precision: needs the one-engine design ("
-                    + (blocker or "design: launch-per-arm was chosen")
-                    + ")"
-                )
-            if self.rounds != 1:
-                raise ValueError("precision: runs one engine and adds blocks to it; set rounds: 1")
+            refusal = _variant_refusal(self, name, variant)
+            if refusal is not None:
+                raise ValueError(refusal)
+        for finding, sentence in _REFUSALS:
+            found = finding(self)
+            if found:
+                raise ValueError(sentence(self, found))
         return self
 
     def one_engine_blocker(self) -> str | None:
@@ -1089,6 +1005,159 @@ class Scenario(StrictModel):
     @property
     def candidates(self) -> list[str]:
         return [name for name, variant in self.variants.items() if not variant.baseline]
+
+
+def _variant_refusal(scenario: Scenario, name: str, variant: Variant) -> str | None:
+    """Why one variant's draft settings cannot hold in `scenario` (None: they can)."""
+    draft = scenario.draft
+    if variant.speculative_config and draft is None:
+        return f"variants.{name}.speculative_config given but no 'draft'"
+    if not variant.speculation and draft is None:
+        return (
+            f"variants.{name}.speculation: false, but no arm speculates: "
+            "the scenario has no 'draft'"
+        )
+    if variant.implementation is None:
+        return None
+    impl = parse_implementation(variant.implementation)
+    methods = IMPLEMENTATION_METHODS[impl[0]]
+    if draft is None or draft.method not in methods:
+        found = draft.method if draft else "no draft"
+        return (
+            f"variants.{name}.implementation: {impl[0]} applies to draft method "
+            f"{' or '.join(methods)}, the scenario has {found}"
+        )
+    for key, forced in IMPLEMENTATION_CONFIG.get(impl, {}).items():
+        given = variant.speculative_config.get(key, forced)
+        if given != forced:
+            return (
+                f"variants.{name}.speculative_config.{key}: {given!r} contradicts "
+                f"implementation {variant.implementation} (which sets {forced!r})"
+            )
+    return None
+
+
+def _unreported_gate(s: Scenario) -> tuple[str, tuple[str, float]] | None:
+    """The first gated latency percentile the scenario does not report, with its parts."""
+    for key in s.gates.metrics:
+        pct = parse_percentile_key(key)
+        if pct is not None and key not in GATEABLE_METRICS and key not in s.metrics.keys():
+            return key, pct
+    return None
+
+
+def _timed_parts(s: Scenario) -> list[str]:
+    """What reads the step timer although the scenario does not time steps."""
+    parts = [k for k in s.gates.metrics if k in STEP_PART_METRICS]
+    if s.precision is not None and s.precision.metric in STEP_PART_METRICS:
+        parts.insert(0, f"precision.metric {s.precision.metric}")
+    return parts if not s.times_steps else []
+
+
+def _second_reference(s: Scenario) -> list[str] | None:
+    """The first two arms without speculation, when there is more than one."""
+    off = [n for n, v in s.variants.items() if not v.speculation]
+    return off if len(off) > 1 else None
+
+
+def _foreign_break_even(s: Scenario) -> str | None:
+    """sweep.break_even.candidate when it names no candidate."""
+    be = s.sweep.break_even if s.sweep else None
+    if be is not None and be.candidate is not None and be.candidate not in s.candidates:
+        return be.candidate
+    return None
+
+
+# The scenario-wide refusals, in the order they are checked: (finding, sentence). A finding
+# that is truthy refuses the scenario, and the sentence, given it, says why.
+_REFUSALS: tuple[tuple[Callable[[Scenario], Any], Callable[[Scenario, Any], str]], ...] = (
+    (
+        lambda s: (
+            s.primary_metric not in PRIMARY_METRICS and s.primary_metric not in s.metrics.keys()
+        ),
+        lambda s, _: (
+            f"primary_metric: unknown metric {s.primary_metric!r} (known: "
+            f"{', '.join(PRIMARY_METRICS)}, and the latency percentiles "
+            "chosen under metrics:)"
+        ),
+    ),
+    (
+        _unreported_gate,
+        lambda s, found: (
+            f"gates.metrics.{found[0]}: not reported; add {found[1][1]:g} to "
+            f"metrics.percentiles and {found[1][0]} to metrics.percentile_metrics"
+        ),
+    ),
+    (
+        lambda s: s.primary_metric in ("goodput", "slo_attainment") and s.slo is None,
+        lambda s, _: f"primary_metric: {s.primary_metric} needs an slo",
+    ),
+    (
+        _timed_parts,
+        lambda s, parts: (
+            f"step_times: {', '.join(parts)} is read from the step timer; set "
+            "step_times: true (offline mode)"
+        ),
+    ),
+    (
+        lambda s: s.profile is not None and s.mode == "serve",
+        lambda s, _: (
+            "profile: offline mode only (the server's own /start_profile is not driven per arm)"
+        ),
+    ),
+    (
+        lambda s: s.step_times and s.mode == "serve",
+        lambda s, _: "step_times: offline mode only (the server has no step timer)",
+    ),
+    (
+        lambda s: (
+            s.step_times is False and s.mode == "offline" and s.no_speculation_arm is not None
+        ),
+        lambda s, _: (
+            "step_times: false, but the no-speculation arm's speedup "
+            "decomposition needs the step times"
+        ),
+    ),
+    (
+        _second_reference,
+        lambda s, off: (
+            f"variants.{off[1]}.speculation: false: {off[0]} already runs "
+            "without speculation; one such arm is the reference"
+        ),
+    ),
+    # (compared with the defaults: stored manifests spell every field out)
+    (
+        lambda s: s.mode != "serve" and s.serve != ServeSettings(),
+        lambda s, _: "serve: applies to mode: serve only (this scenario is offline)",
+    ),
+    (
+        lambda s: "max_num_seqs" in s.engine,
+        lambda s, _: "engine.max_num_seqs: set batch_size instead",
+    ),
+    (
+        lambda s: s.one_engine_blocker() if s.design == "one-engine" else None,
+        lambda s, blocker: f"design: one-engine is not possible: {blocker}",
+    ),
+    (
+        _foreign_break_even,
+        lambda s, candidate: (
+            f"sweep.break_even.candidate: {candidate!r} is not a candidate "
+            f"(candidates: {', '.join(s.candidates)})"
+        ),
+    ),
+    (
+        lambda s: s.precision is not None and s.resolved_design != "one-engine",
+        lambda s, _: (
+            "precision: needs the one-engine design ("
+            + (s.one_engine_blocker() or "design: launch-per-arm was chosen")
+            + ")"
+        ),
+    ),
+    (
+        lambda s: s.precision is not None and s.rounds != 1,
+        lambda s, _: "precision: runs one engine and adds blocks to it; set rounds: 1",
+    ),
+)
 
 
 # Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
