@@ -111,7 +111,16 @@ def load_run(path: str | Path, scenario: Scenario | None = None) -> Run:
     where = run_dir / MANIFEST
     if scenario is None or manifest.scenario_hash != scenario_hash(scenario):
         scenario = parse_scenario(manifest.scenario, str(where), max_cells=None)
-    return Run(path=run_dir, manifest=manifest, runs=read_records(run_dir), scenario=scenario)
+    records = read_records(run_dir)
+    have = {r.run_key for r in records}
+    missing = [e.run_key for e in manifest.runs if e.run_key not in have]
+    if missing:
+        # A report without them would overwrite summary.json with one that lost its estimate.
+        raise ResultsError(
+            f"{run_dir / 'runs'}: no raw record of launch(es) {', '.join(missing)}, which "
+            f"its {MANIFEST} lists as finished: the run folder is damaged"
+        )
+    return Run(path=run_dir, manifest=manifest, runs=records, scenario=scenario)
 
 
 def stored_manifests(
