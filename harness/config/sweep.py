@@ -48,6 +48,44 @@ class BreakEven(StrictModel):
     )
 
 
+def _check_paths(where: str, group: dict[str, list[Any]], seen: set[str]) -> None:
+    """Each path of one group names a field a sweep may vary, once in the whole sweep, with
+    values; `seen` gathers the paths across groups."""
+    for path, values in group.items():
+        at = path if where == "axes" else f"{where}.{path}"
+        parts = path.split(".")
+        if not path or any(not part for part in parts):
+            raise ValueError(f"{where}: {path!r} is not a field path")
+        if (
+            parts[0] in SWEEP_FIXED
+            or parts == ["variants"]
+            or (
+                parts[0] == "variants"
+                and (len(parts) < 3 or parts[2] in ("baseline", "diff", "source"))
+            )
+        ):
+            raise ValueError(f"{where}.{path}: a sweep cannot vary this field")
+        if path in seen:
+            raise ValueError(f"{at}: swept twice")
+        seen.add(path)
+        if not values:
+            raise ValueError(f"{at}: no values")
+
+
+def _check_steps_differ(where: str, group: dict[str, list[Any]]) -> None:
+    """Every step of an axis (a tuple, in a linked group) differs from the others (one pass
+    over the steps: a long axis costs its length, not its square)."""
+    listed: set[str] = set()
+    for step in zip(*group.values(), strict=True):
+        key = _canonical(step)
+        if key in listed:
+            shown = step[0] if len(step) == 1 else dict(zip(group, step, strict=True))
+            raise ValueError(
+                f"{where if where != 'axes' else next(iter(group))}: {shown!r} is listed twice"
+            )
+        listed.add(key)
+
+
 class Sweep(StrictModel):
     """A grid of cells, each a full A/B of the variants: every combination of `axes`, each
     combined with every step of each `linked` group."""
@@ -88,53 +126,26 @@ class Sweep(StrictModel):
                     f"{where}: linked lists differ in length "
                     f"({', '.join(f'{k}: {len(v)}' for k, v in group.items())})"
                 )
-            for path, values in group.items():
-                at = path if where == "axes" else f"{where}.{path}"
-                parts = path.split(".")
-                if not path or any(not part for part in parts):
-                    raise ValueError(f"{where}: {path!r} is not a field path")
-                if (
-                    parts[0] in SWEEP_FIXED
-                    or parts == ["variants"]
-                    or (
-                        parts[0] == "variants"
-                        and (len(parts) < 3 or parts[2] in ("baseline", "diff", "source"))
-                    )
-                ):
-                    raise ValueError(f"{where}.{path}: a sweep cannot vary this field")
-                if path in seen:
-                    raise ValueError(f"{at}: swept twice")
-                seen.add(path)
-                if not values:
-                    raise ValueError(f"{at}: no values")
-            # Every step of an axis (a tuple, in a linked group) must differ from the others
-            # (one pass over the steps: a long axis costs its length, not its square).
-            listed: set[str] = set()
-            for step in zip(*group.values(), strict=True):
-                key = _canonical(step)
-                if key in listed:
-                    shown = step[0] if len(step) == 1 else dict(zip(group, step, strict=True))
-                    raise ValueError(
-                        f"{where if where != 'axes' else next(iter(group))}: "
-                        f"{shown!r} is listed twice"
-                    )
-                listed.add(key)
-        be = self.break_even
-        if be is not None:
-            axis = self.values_of(be.axis)
-            if axis is None:
-                raise ValueError(
-                    f"break_even.axis: {be.axis!r} is not swept (swept: {', '.join(self.paths)})"
-                )
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in axis):
-                raise ValueError(
-                    f"break_even.axis: {be.axis} takes values that are not all numbers"
-                )
-            if len(axis) < 2:
-                raise ValueError(f"break_even.axis: {be.axis} needs at least 2 values")
-            if be.scale == "log" and min(axis) <= 0:
-                raise ValueError("break_even.scale: log needs positive values")
+            _check_paths(where, group, seen)
+            _check_steps_differ(where, group)
+        self._check_break_even()
         return self
+
+    def _check_break_even(self) -> None:
+        be = self.break_even
+        if be is None:
+            return
+        axis = self.values_of(be.axis)
+        if axis is None:
+            raise ValueError(
+                f"break_even.axis: {be.axis!r} is not swept (swept: {', '.join(self.paths)})"
+            )
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in axis):
+            raise ValueError(f"break_even.axis: {be.axis} takes values that are not all numbers")
+        if len(axis) < 2:
+            raise ValueError(f"break_even.axis: {be.axis} needs at least 2 values")
+        if be.scale == "log" and min(axis) <= 0:
+            raise ValueError("break_even.scale: log needs positive values")
 
     @property
     def paths(self) -> list[str]:
