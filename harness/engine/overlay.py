@@ -124,66 +124,89 @@ def _rebind(original: Any, dispatcher: Any) -> list[str]:
     modules of the changed package, values of module-level dicts, lists and sets, a module-level
     `functools.partial(f, ...)`, default arguments of functions and methods (`def g(x=f)`), and
     class bodies (`class B: m = f`, a method copied by value into another class)."""
-    plain = _function(dispatcher)
-    package = (getattr(plain, "__module__", "") or "").split(".")[0]
-    rebound: list[str] = []
+    rebinder = _Rebinder(original, dispatcher)
+    for mod_name, mod in list(sys.modules.items()):
+        namespace = getattr(mod, "__dict__", None)
+        if isinstance(namespace, dict):
+            rebinder.module(mod_name, namespace)
+    return rebinder.rebound
 
-    def swap(value: Any) -> Any:
+
+class _Rebinder:
+    """One _rebind: `original`, the plain function that replaces it, the package whose modules
+    are searched deep, and what has been rebound so far."""
+
+    def __init__(self, original: Any, dispatcher: Any) -> None:
+        self.original = original
+        self.plain = _function(dispatcher)
+        self.package = (getattr(self.plain, "__module__", "") or "").split(".")[0]
+        self.rebound: list[str] = []
+
+    def module(self, mod_name: str, namespace: dict[str, Any]) -> None:
+        """Every global of one module: rebound when it is `original`; searched inside when
+        the module is the changed package's."""
+        package = self.package
+        deep = bool(package) and (mod_name == package or mod_name.startswith(package + "."))
+        for attr, value in list(namespace.items()):
+            where = f"{mod_name}.{attr}"
+            if value is self.original:
+                namespace[attr] = self.plain
+                self.rebound.append(where)
+            elif deep:
+                self.inside(namespace, attr, value, mod_name, where)
+
+    def inside(
+        self, namespace: dict[str, Any], attr: str, value: Any, mod_name: str, where: str
+    ) -> None:
+        """References held inside one global of the changed package's module."""
+        original, plain = self.original, self.plain
+        if isinstance(value, dict) and any(v is original for v in value.values()):
+            for k in [k for k, v in value.items() if v is original]:
+                value[k] = plain
+            self.rebound.append(f"{where} (dict)")
+        elif isinstance(value, list) and any(v is original for v in value):
+            value[:] = [plain if v is original else v for v in value]
+            self.rebound.append(f"{where} (list)")
+        elif isinstance(value, set) and original in value:
+            value.discard(original)
+            value.add(plain)
+            self.rebound.append(f"{where} (set)")
+        elif isinstance(value, functools.partial) and value.func is original:
+            namespace[attr] = functools.partial(plain, *value.args, **value.keywords)
+            self.rebound.append(f"{where} (partial)")
+        elif isinstance(value, type) and value.__module__ == mod_name:
+            self.class_body(value, where)
+        elif callable(value) and getattr(value, "__module__", None) == mod_name:
+            self.defaults(value, where)
+
+    def class_body(self, cls: type, where: str) -> None:
+        for name, member in list(vars(cls).items()):
+            replaced = self.swap(member)
+            if replaced is not None:
+                setattr(cls, name, replaced)
+                self.rebound.append(f"{where}.{name} (class body)")
+            elif callable(_function(member)):
+                self.defaults(member, f"{where}.{name}")
+
+    def swap(self, value: Any) -> Any:
         """`value` with `original` replaced, or None when it is no reference to it."""
-        if value is original:
-            return plain
-        if isinstance(value, staticmethod | classmethod) and value.__func__ is original:
-            return type(value)(plain)
+        if value is self.original:
+            return self.plain
+        if isinstance(value, staticmethod | classmethod) and value.__func__ is self.original:
+            return type(value)(self.plain)
         return None
 
-    def defaults(fn: Any, where: str) -> None:
+    def defaults(self, fn: Any, where: str) -> None:
+        original, plain = self.original, self.plain
         fn = _function(fn)
         found = getattr(fn, "__defaults__", None)
         if found and any(d is original for d in found):
             fn.__defaults__ = tuple(plain if d is original else d for d in found)
-            rebound.append(f"{where} (default argument)")
+            self.rebound.append(f"{where} (default argument)")
         kw = getattr(fn, "__kwdefaults__", None)
         if kw and any(v is original for v in kw.values()):
             fn.__kwdefaults__ = {k: plain if v is original else v for k, v in kw.items()}
-            rebound.append(f"{where} (default argument)")
-
-    for mod_name, mod in list(sys.modules.items()):
-        namespace = getattr(mod, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        deep = bool(package) and (mod_name == package or mod_name.startswith(package + "."))
-        for attr, value in list(namespace.items()):
-            where = f"{mod_name}.{attr}"
-            if value is original:
-                namespace[attr] = plain
-                rebound.append(where)
-            elif not deep:
-                continue
-            elif isinstance(value, dict) and any(v is original for v in value.values()):
-                for k in [k for k, v in value.items() if v is original]:
-                    value[k] = plain
-                rebound.append(f"{where} (dict)")
-            elif isinstance(value, list) and any(v is original for v in value):
-                value[:] = [plain if v is original else v for v in value]
-                rebound.append(f"{where} (list)")
-            elif isinstance(value, set) and original in value:
-                value.discard(original)
-                value.add(plain)
-                rebound.append(f"{where} (set)")
-            elif isinstance(value, functools.partial) and value.func is original:
-                namespace[attr] = functools.partial(plain, *value.args, **value.keywords)
-                rebound.append(f"{where} (partial)")
-            elif isinstance(value, type) and value.__module__ == mod_name:
-                for name, member in list(vars(value).items()):
-                    replaced = swap(member)
-                    if replaced is not None:
-                        setattr(value, name, replaced)
-                        rebound.append(f"{where}.{name} (class body)")
-                    elif callable(_function(member)):
-                        defaults(member, f"{where}.{name}")
-            elif callable(value) and getattr(value, "__module__", None) == mod_name:
-                defaults(value, where)
-    return rebound
+            self.rebound.append(f"{where} (default argument)")
 
 
 Hit = Callable[[str, dict[str, Any]], None]
