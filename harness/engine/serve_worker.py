@@ -22,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +279,169 @@ def server_env(run: RunSpec) -> dict[str, str]:
     return env
 
 
+class _Server:
+    """One launch's vLLM server and what is asked of it: started (on a fresh port where the
+    chosen one was taken), warmed up, measured pass by pass, switched between arms. Every
+    call that finds it dead raises ServerFailed saying so."""
+
+    def __init__(
+        self,
+        run: RunSpec,
+        name: str,
+        prompts: list[Prompt],
+        categories: list[str | None],
+        timings: Timings,
+        info: ServerInfo,
+    ) -> None:
+        assert run.serve is not None and run.serve.concurrency is not None
+        self.run, self.name, self.prompts, self.categories = run, name, prompts, categories
+        self.load, self.concurrency = run.serve, run.serve.concurrency
+        self.timings, self.info = timings, info
+        self.server: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+        self.speculative = False
+        self.measured: list[dict[str, Any]] = []
+        # The launch's own processes (the server inherits this worker's session).
+        self.session, self.own = contention.own_session(), frozenset({os.getppid()})
+        self.whash = workload_hash(prompts)
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/v1/completions"
+
+    def payloads(self, items: list[Prompt], offset: int) -> list[dict[str, Any]]:
+        w = self.run.workload
+        return [
+            completion_payload(
+                self.name,
+                p,
+                w.max_tokens,
+                ignore_eos=w.ignore_eos,
+                temperature=w.temperature,
+                seed=None if w.temperature == 0 else w.seed + offset + i,
+            )
+            for i, p in enumerate(items)
+        ]
+
+    def start(self, engine_args: dict[str, Any], server_log: Path) -> None:
+        """Start the server and wait until it is healthy; `self.server` holds it as soon as
+        it is started, so that the caller stops it whatever happens next."""
+        info = self.info
+        for attempt in range(1, PORT_TRIES + 1):
+            # The port is free when chosen; another process may bind it before the server
+            # does. That is retried on a new port, not reported as a server failure.
+            port = free_port()
+            base_url = f"http://127.0.0.1:{port}"
+            cmd = server_command(engine_args, port, self.name)
+            info.url, info.command = base_url, cmd
+            self.base_url = base_url
+            offset = server_log.stat().st_size if attempt > 1 else 0
+            with server_log.open("ab" if attempt > 1 else "wb") as log:
+                # Same process group as this worker: the runner's group kill reaches it too.
+                self.server = server = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=server_env(self.run),
+                )
+            info.pid = server.pid
+            try:
+                info.healthy_after_s = wait_healthy(server, base_url, self.load.startup_timeout_s)
+                break
+            except ServerFailed:
+                if attempt == PORT_TRIES or not port_was_taken(server, server_log, offset):
+                    raise
+                info.port_retries += 1
+                with server_log.open("ab") as log:
+                    log.write(
+                        f"--- specbench: port {port} was taken before the server bound "
+                        "it; starting again on another ---\n".encode()
+                    )
+
+    def check_alive(self, stage: str, streamed: list[StreamedRequest]) -> None:
+        running = self.server
+        assert running is not None
+        if any(s.error is not None for s in streamed):
+            # A dying server closes its sockets a moment before it exits: let it finish
+            # dying, so the failure is told as a death, not only as request errors.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                running.wait(timeout=1.0)
+        if running.poll() is not None:
+            self.info.died, self.info.exit_code = True, running.returncode
+            failed = sum(r.error is not None for r in streamed)
+            raise ServerFailed(
+                f"vLLM server died during {stage} (exit code "
+                f"{running.returncode}); {failed} of {len(streamed)} "
+                "requests failed"
+            )
+
+    def counters(self) -> dict[str, Any]:
+        try:
+            return parse_spec_counters(asyncio.run(fetch_text(self.base_url + "/metrics")))
+        except (OSError, aiohttp.ClientError, TimeoutError) as exc:
+            self.check_alive("a /metrics scrape", [])
+            raise ServerFailed(
+                f"could not read {self.base_url}/metrics: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def warm_up_with(self, warm: list[Prompt]) -> Callable[[], None]:
+        def warm_up() -> None:
+            streamed, _ = asyncio.run(
+                run_requests(
+                    self.url,
+                    self.payloads(warm, 1_000_000),
+                    self.concurrency,
+                    timeout_s=self.run.timeout_s,
+                )
+            )
+            self.check_alive("the warm-up", streamed)
+
+        return warm_up
+
+    def measure(self, repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
+        load, prompts, categories = self.load, self.prompts, self.categories
+        before = self.counters() if self.speculative else None
+        arrivals = (
+            vllm_arrivals(len(self.measured), load, self.run.workload.seed + repeat)
+            if load.request_rate is not None
+            else None
+        )
+        started = time.time()
+        c0 = contention.sample(self.session, self.own)
+        streamed, duration = asyncio.run(
+            run_requests(
+                self.url, self.measured, self.concurrency, arrivals, timeout_s=self.run.timeout_s
+            )
+        )
+        c1 = contention.sample(self.session, self.own)
+        self.timings.measure_s += duration
+        self.check_alive(f"pass {repeat}", streamed)
+        after = self.counters() if self.speculative else None
+        return PassRecord(
+            repeat=repeat,
+            started_unix=started,
+            duration_s=duration,
+            requests=[request_record(s, prompts[s.index], categories[s.index]) for s in streamed],
+            spec_decode=counter_delta(before, after) if before and after else None,
+            workload_hash=self.whash,
+            arm=arm,
+            block=block,
+            foreign_cpu=contention.foreign_share(c0, c1),
+            load1=contention.load_average(),
+        )
+
+    def switch(self, choice: str | None) -> list[list[dict[str, Any]]]:
+        try:
+            return switch_over_http(self.base_url, choice)
+        except (OSError, ValueError) as exc:
+            self.check_alive("a switch between arms", [])
+            raise ServerFailed(
+                f"switching arms through {self.base_url}/collective_rpc "
+                f"failed: {type(exc).__name__}: {exc}"
+            ) from None
+
+
 def run_serve_worker(
     run: RunSpec,
     base_dir: Path,
@@ -315,150 +478,27 @@ def run_serve_worker(
 
     info = ServerInfo(url="", command=[])
     result.server = info
-    w = run.workload
-
-    def payloads(items: list[Prompt], offset: int) -> list[dict[str, Any]]:
-        return [
-            completion_payload(
-                name,
-                p,
-                w.max_tokens,
-                ignore_eos=w.ignore_eos,
-                temperature=w.temperature,
-                seed=None if w.temperature == 0 else w.seed + offset + i,
-            )
-            for i, p in enumerate(items)
-        ]
+    serving = _Server(run, name, prompts, categories, timings, info)
 
     server_log.parent.mkdir(parents=True, exist_ok=True)
     platform.clear(report_dir)
     t = time.perf_counter()
-    server: subprocess.Popen[bytes] | None = None
     server_problem = None
     try:
-        for attempt in range(1, PORT_TRIES + 1):
-            # The port is free when chosen; another process may bind it before the server
-            # does. That is retried on a new port, not reported as a server failure.
-            port = free_port()
-            base_url = f"http://127.0.0.1:{port}"
-            cmd = server_command(engine_args, port, name)
-            info.url, info.command = base_url, cmd
-            offset = server_log.stat().st_size if attempt > 1 else 0
-            with server_log.open("ab" if attempt > 1 else "wb") as log:
-                # Same process group as this worker: the runner's group kill reaches it too.
-                server = subprocess.Popen(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=server_env(run),
-                )
-            info.pid = server.pid
-            try:
-                info.healthy_after_s = wait_healthy(server, base_url, load.startup_timeout_s)
-                break
-            except ServerFailed:
-                if attempt == PORT_TRIES or not port_was_taken(server, server_log, offset):
-                    raise
-                info.port_retries += 1
-                with server_log.open("ab") as log:
-                    log.write(
-                        f"--- specbench: port {port} was taken before the server bound "
-                        "it; starting again on another ---\n".encode()
-                    )
-        url = base_url + "/v1/completions"
-        assert server is not None  # the loop broke out with a healthy server
-        running = server
+        serving.start(engine_args, server_log)
         timings.engine_start_s = time.perf_counter() - t
         # What the server's engine runs on; refused before any pass where a feature of this
         # launch does not work there.
         result.platform, refused = platform.check_launch(run, report_dir)
         if refused:
             raise ServerFailed(refused)
-        timeout = run.timeout_s
-        speculative = "speculative_config" in engine_args
-
-        def check_alive(stage: str, streamed: list[StreamedRequest]) -> None:
-            if any(s.error is not None for s in streamed):
-                # A dying server closes its sockets a moment before it exits: let it finish
-                # dying, so the failure is told as a death, not only as request errors.
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    running.wait(timeout=1.0)
-            if running.poll() is not None:
-                info.died, info.exit_code = True, running.returncode
-                failed = sum(r.error is not None for r in streamed)
-                raise ServerFailed(
-                    f"vLLM server died during {stage} (exit code "
-                    f"{running.returncode}); {failed} of {len(streamed)} "
-                    "requests failed"
-                )
-
-        def counters() -> dict[str, Any]:
-            try:
-                return parse_spec_counters(asyncio.run(fetch_text(base_url + "/metrics")))
-            except (OSError, aiohttp.ClientError, TimeoutError) as exc:
-                check_alive("a /metrics scrape", [])
-                raise ServerFailed(
-                    f"could not read {base_url}/metrics: {type(exc).__name__}: {exc}"
-                ) from None
-
-        def warm_up() -> None:
-            streamed, _ = asyncio.run(
-                run_requests(url, payloads(warm, 1_000_000), concurrency, timeout_s=timeout)
-            )
-            check_alive("the warm-up", streamed)
-
-        measured = payloads(prompts, 0)
-        # The launch's own processes (the server inherits this worker's session).
-        session, own = contention.own_session(), frozenset({os.getppid()})
-        whash = workload_hash(prompts)
-
-        def measure(repeat: int, arm: str | None = None, block: int | None = None) -> PassRecord:
-            before = counters() if speculative else None
-            arrivals = (
-                vllm_arrivals(len(measured), load, w.seed + repeat)
-                if load.request_rate is not None
-                else None
-            )
-            started = time.time()
-            c0 = contention.sample(session, own)
-            streamed, duration = asyncio.run(
-                run_requests(url, measured, concurrency, arrivals, timeout_s=timeout)
-            )
-            c1 = contention.sample(session, own)
-            timings.measure_s += duration
-            check_alive(f"pass {repeat}", streamed)
-            after = counters() if speculative else None
-            return PassRecord(
-                repeat=repeat,
-                started_unix=started,
-                duration_s=duration,
-                requests=[
-                    request_record(s, prompts[s.index], categories[s.index]) for s in streamed
-                ],
-                spec_decode=counter_delta(before, after) if before and after else None,
-                workload_hash=whash,
-                arm=arm,
-                block=block,
-                foreign_cpu=contention.foreign_share(c0, c1),
-                load1=contention.load_average(),
-            )
-
-        def switch(choice: str | None) -> list[list[dict[str, Any]]]:
-            try:
-                return switch_over_http(base_url, choice)
-            except (OSError, ValueError) as exc:
-                check_alive("a switch between arms", [])
-                raise ServerFailed(
-                    f"switching arms through {base_url}/collective_rpc "
-                    f"failed: {type(exc).__name__}: {exc}"
-                ) from None
-
+        serving.speculative = "speculative_config" in engine_args
+        serving.measured = serving.payloads(prompts, 0)
         result.stopped, timings.warmup_s = measure_launch(
             run,
-            measure,
-            warm_up if warm else None,
-            switch,
+            serving.measure,
+            serving.warm_up_with(warm) if warm else None,
+            serving.switch,
             deadline_unix,
             int(engine_args.get("tensor_parallel_size", 1)),
             os.getpid(),
@@ -469,6 +509,7 @@ def run_serve_worker(
         server_problem = str(exc)
     finally:
         t = time.perf_counter()
+        server = serving.server
         assert server is not None  # Popen either started one or raised
         died_before_stop = server.poll() is not None
         info.exit_code = stop_server(server)
