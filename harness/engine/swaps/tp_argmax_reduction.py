@@ -78,11 +78,9 @@ def _drafting_scope(
     return wrapper
 
 
-def install(ctx: SwapContext) -> bool:
-    from vllm.model_executor.layers.logits_processor import LogitsProcessor
-
-    # V1's proposer (0.32, 0.33) and V2's speculator (0.32 on): each where this vLLM has it
-    # and it imports (V2 needs Triton); the runner vLLM builds calls one of them.
+def _draft_samplers(ctx: SwapContext) -> tuple[Any, Any]:
+    """V1's proposer (0.32, 0.33) and V2's speculator (0.32 on): each where this vLLM has it
+    and it imports (V2 needs Triton), else None; the runner vLLM builds calls one of them."""
     v1: Any = None
     v2: Any = None
     try:
@@ -97,6 +95,13 @@ def install(ctx: SwapContext) -> bool:
         ctx.logger.debug("specbench: model runner V2 speculator not importable: %s", exc)
     else:
         v2 = speculator.DraftModelSpeculator
+    return v1, v2
+
+
+def install(ctx: SwapContext) -> bool:
+    from vllm.model_executor.layers.logits_processor import LogitsProcessor
+
+    v1, v2 = _draft_samplers(ctx)
     first = (v1, "_sample_draft_tokens") if v1 is not None else (v2, "sample_draft")
     if first[0] is None:
         raise RuntimeError(
