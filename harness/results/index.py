@@ -411,21 +411,65 @@ def _connect(results_root: Path, attempts: int = 3) -> Iterator[duckdb.DuckDBPyC
     import duckdb
 
     results_root.mkdir(parents=True, exist_ok=True)
+    path = index_path(results_root)
     con = None
     for attempt in range(attempts):
         try:
-            con = duckdb.connect(str(index_path(results_root)))
+            con = _open(path)
             break
-        except duckdb.IOException as exc:  # the lock another process holds
-            if attempt == attempts - 1:
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            if attempt == attempts - 1:  # the lock another process holds
                 raise IndexLocked(str(exc).splitlines()[0]) from None
             time.sleep(0.2 * (attempt + 1))
     assert con is not None
     try:
-        _create(con)
         yield con
     finally:
         con.close()
+
+
+def _open(path: Path) -> duckdb.DuckDBPyConnection:
+    """The index file, its tables created and every table read once. A damaged file (not a
+    DuckDB file, cut short, a block whose checksum fails) is derived data: it is moved aside
+    to `index.duckdb.damaged`, named in one line on the log, and a new one built from the
+    run folders. A lock another process holds is raised (duckdb.IOException)."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise
+        return _set_aside(path, exc)
+    except duckdb.Error as exc:
+        return _set_aside(path, exc)
+    try:
+        _create(con)
+        for table in [*TABLES, "skipped"]:
+            con.execute(f"SELECT * FROM {table}").fetchall()
+    except duckdb.Error as exc:
+        con.close()
+        return _set_aside(path, exc)
+    return con
+
+
+def _set_aside(path: Path, exc: Exception) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    damaged = path.with_name(path.name + ".damaged")
+    path.replace(damaged)
+    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+    logger.warning(
+        "specbench: %s was damaged (%s): moved to %s, rebuilt from the run folders",
+        path,
+        str(exc).splitlines()[0],
+        damaged.name,
+    )
+    con = duckdb.connect(str(path))
+    _create(con)
+    return con
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rows: dict[str, list[dict[str, Any]]]) -> None:
