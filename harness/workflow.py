@@ -15,7 +15,7 @@ from harness.analysis.compare import compare_run
 from harness.analysis.comparison import Comparison
 from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
-from harness.analysis.repeats import combined, repeat_note
+from harness.analysis.repeats import across_note, combined, repeat_note
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
 from harness.config.interpreter import NOT_PERFORMANCE, interpreted
 from harness.config.scenario import (
@@ -50,9 +50,10 @@ def analyze(run: Run, force: bool = False) -> Analysis:
     if run.is_sweep:
         return compare_sweep(run, force)
     comparison = compare_run(run, force)
-    note = repeat_note(earlier_runs(run))
-    if note:
-        comparison.warnings.append(note)
+    earlier = earlier_runs(run)
+    for note in (repeat_note(earlier), across_note(run, earlier, force)):
+        if note:
+            comparison.warnings.append(note)
     comparison.machine = machine_note(run.manifest.machine)
     return comparison
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from harness.analysis.compare import compare_run, mark_family
 from harness.analysis.comparison import Comparison
-from harness.analysis.stats import across_runs, runs_phrase
-from harness.errors import ResultsError
-from harness.results.run import Run
+from harness.analysis.stats import DeltaEstimate, across_runs, runs_phrase
+from harness.errors import ResultsError, SpecbenchError
+from harness.results.run import Run, load_run
 from harness.wire.records import RunRecord
 
 
@@ -75,3 +75,43 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
         f"each a launch; interval {runs_phrase(len(runs))}"
     )
     return comparison, len(runs)
+
+
+def across_note(results: Run, earlier: list[Path], force: bool = False) -> str | None:
+    """Under the table of a run whose comparison was run before (`earlier`: those runs'
+    folders): its primary metric over all the runs combined as `gate --combine` combines
+    them, with its interval anytime-valid across re-runs and the looks it allows for; the
+    table's own rows stay this run's fixed-sample intervals (one look)."""
+    if not earlier:
+        return None
+    try:
+        comparison, k = combined(results, [load_run(p, results.scenario) for p in earlier], force)
+    except SpecbenchError as exc:
+        return f"across runs: the earlier runs could not be combined ({exc})"
+    key = results.scenario.primary_metric
+    shown = [
+        f"{cand.name} {row.label} {_delta(row.estimate)}"
+        for cand in comparison.candidates
+        for row in cand.rows
+        if row.key == key
+    ]
+    if not shown:
+        return None
+    return (
+        f"across all {k} runs of this comparison, each a launch: {'; '.join(shown)}; "
+        f"interval {runs_phrase(k)}. The rows above are this run alone: fixed-sample 95% "
+        "intervals (one run, one look)"
+    )
+
+
+def _delta(est: DeltaEstimate) -> str:
+    """A combined delta with its interval, in its own unit, starred where significant."""
+    scale, unit = (1.0, "pp") if est.kind == "points" else (100.0, "%")
+    if est.ci_low is None or est.ci_high is None:
+        why = "known exactly" if est.known_exactly else (est.note or "no interval")
+        return f"{scale * est.delta:+.2f}{unit} ({why})"
+    star = " *" if est.significant else ""
+    return (
+        f"{scale * est.delta:+.2f}{unit} [{scale * est.ci_low:+.2f}, "
+        f"{scale * est.ci_high:+.2f}]{star}"
+    )
