@@ -520,6 +520,8 @@ def _sync(
         for folder in stray_folders(results_root):
             key = str(folder.resolve())
             present.add(key)
+            if key in known:  # its manifest went after it was indexed: its rows go too
+                _forget(con, key)
             if key not in known_skipped:
                 con.execute(
                     "INSERT INTO skipped VALUES (?, ?, ?)",
