@@ -31,7 +31,7 @@ from scipy import stats as sps
 from harness.analysis.changepoints import ChangePoint, change_points, detectable_step, drifts
 from harness.analysis.comparison import Comparison, MetricRow
 from harness.analysis.gate import Decision, GateResult, judge_metric
-from harness.analysis.stats import DeltaEstimate, same_exact
+from harness.analysis.stats import DeltaEstimate, runs_estimate, same_exact
 from harness.config.scenario import GateSpec
 from harness.results.metrics import MetricDef, metric_def
 
@@ -141,6 +141,11 @@ class Series:
     value_detectable: float | None = None  # smallest step the value series can show
     delta_drifts: list[TrendRun] = field(default_factory=list)
     value_drifts: list[TrendRun] = field(default_factory=list)
+    # The latest run's comparison (same scenario hash, vLLM, commit; the series' machine):
+    # how many of the last runs are runs of it, and their deltas combined with an interval
+    # anytime-valid across re-runs (stats.runs_estimate), None for one run or exact metrics.
+    repeats: int = 0
+    across: DeltaEstimate | None = None
 
     @property
     def name(self) -> str:
@@ -304,8 +309,37 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
             series.value_detectable = (
                 (math.expm1(step) if log else step) if math.isfinite(step) else None
             )
+        repeated = repeated_comparison(group)
+        series.repeats = len(repeated)
+        if not exact and kind in ("relative", "points"):
+            series.across = runs_estimate(
+                [float(d) for d in _finite(repeated["delta"])],
+                "relative" if kind == "relative" else "points",
+            )
         out.append(series)
     return out
+
+
+# What makes two runs of a series the same comparison, beside the series' own key (scenario,
+# machine, cell, candidate, metric): the scenario's hash (its overlays included), the vLLM
+# build and the commit under test.
+SAME_COMPARISON = ("scenario_hash", "vllm", "commit")
+
+
+def repeated_comparison(group: pd.DataFrame) -> pd.DataFrame:
+    """The last rows of a series (oldest first) that are runs of the latest run's comparison,
+    back to the first run of another: the runs a re-run adds to, never chosen by their values
+    (a change point's segment would be)."""
+    columns = [c for c in SAME_COMPARISON if c in group]
+
+    def same(value: Any) -> Any:  # missing (None or NaN) is one value
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+    keys = [tuple(same(v) for v in row) for row in zip(*(group[c] for c in columns), strict=True)]
+    start = len(keys)
+    while start > 0 and (not columns or keys[start - 1] == keys[-1]):
+        start -= 1
+    return group.iloc[start:]
 
 
 def latest_segment(values: np.ndarray, steps: list[Step]) -> np.ndarray:

@@ -245,6 +245,53 @@ def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
     )
 
 
+def runs_estimate(deltas: list[float], kind: DeltaKind) -> DeltaEstimate | None:
+    """The runs of one comparison combined from their stored deltas, each run one unit (a t
+    over runs, df = runs - 1, so the interaction between runs and arms is in the error term;
+    relative deltas on the log scale), its interval anytime-valid across re-runs (across_runs
+    at runs_alpha(runs)): what `history` prints for a comparison run several times. None with
+    fewer than 2 finite deltas (one run keeps its own fixed-sample interval) or no spread."""
+    relative = kind == "relative"
+    finite = [d for d in deltas if math.isfinite(d) and (d > -1 or not relative)]
+    x = np.log1p(np.asarray(finite, dtype=float)) if relative else np.asarray(finite, dtype=float)
+    n = len(x)
+    if n < 2:
+        return None
+    centre, sd = float(x.mean()), _sd(x)
+    if not sd > 1e-12 * max(1.0, float(np.max(np.abs(x)))):
+        return None
+    se, df = sd / math.sqrt(n), n - 1.0
+    t_crit = _t(df, 1 - ALPHA / 2)
+    low, high = centre - t_crit * se, centre + t_crit * se
+    p = float(2 * spsp.stdtr(df, -abs(centre / se)))
+    mde = _mde_scale(df) * se
+    if relative:
+        low, high, mde = math.expm1(low), math.expm1(high), math.expm1(mde)
+    est = DeltaEstimate(
+        kind,
+        math.expm1(centre) if relative else centre,
+        low,
+        high,
+        p,
+        "t (runs)",
+        _significant(p, low, high),
+        mde,
+        None,
+        None,
+        False,
+        0,
+        0,
+        design="runs",
+        units=n,
+        df=df,
+        se=se,
+        error_unit="run",
+        error_sd=sd,
+        error_n=n,
+    )
+    return across_runs(est, n)
+
+
 def runs_phrase(runs: int) -> str:
     """What a combined interval is, for the output: which interval, how many looks."""
     if runs <= 1:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.history import Series, Step
+from harness.analysis.stats import runs_phrase
 from harness.present.figures import _figure
 
 
@@ -86,7 +87,24 @@ def render_series(series: Series) -> list[str]:
         )
     lines.extend(busy)
     lines.extend(_step_lines(series))
+    lines.extend(_across_lines(series))
     return lines
+
+
+def _across_lines(series: Series) -> list[str]:
+    """The runs of the latest run's comparison combined, when there are several: which
+    interval that is and how many looks it allows for (a re-run is one more look)."""
+    est = series.across
+    if est is None or est.ci_low is None or est.ci_high is None:
+        return []
+    scale = 1.0 if series.kind == "points" else 100.0
+    star = " *" if est.significant else ""
+    return [
+        f"  across the last {est.runs} runs of this comparison (same scenario, build and "
+        f"commit; each run one unit): {_pct(series.kind, est.delta)} "
+        f"[{scale * est.ci_low:+.2f}, {scale * est.ci_high:+.2f}]{star}, "
+        f"{runs_phrase(est.runs)}; each row's interval is its own run's, fixed-sample 95%"
+    ]
 
 
 def _loaded(series: Series, step: Step) -> str:
