@@ -413,6 +413,21 @@ def _imports_numba(mod: Module) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Changed:
+    """One changed file as _Classifier.compare reads it: the installed and the changed module,
+    the changed text, its __future__ imports, and why its import-time code is out of the
+    switch's reach (None: it is within it)."""
+
+    path: str
+    module: str
+    old: Module
+    new: Module
+    new_text: str
+    future: list[str]
+    reach: str | None
+
+
 class _Classifier:
     """Compares the installed and the changed version of each file of a change."""
 
@@ -537,7 +552,14 @@ class _Classifier:
                     f"module-level statement at line {stmt.lineno} ({_first_line(new_text, stmt)})",
                     "runs once at import, with side effects no switch can undo",
                 )
-        # Imports.
+        changed = _Changed(path, module, old, new, new_text, future, reach)
+        self.imports(changed)
+        self.constants(changed)
+        self.functions(path, module, None, old.functions, new.functions, old, new, future, reach)
+        self.classes(changed)
+
+    def imports(self, c: _Changed) -> None:
+        old, new, path = c.old, c.new, c.path
         for name, stmt in new.imports.items():
             before = old.imports.get(name)
             if before is not None and _dump(before) == _dump(stmt):
@@ -554,17 +576,19 @@ class _Classifier:
                     "the installed module already binds "
                     "that name; both arms share the module's globals",
                 )
-            elif reach is None:
-                self.add_statement(module, path, name, new_text, stmt, future, "new import")
+            elif c.reach is None:
+                self.add_statement(c.module, path, name, c.new_text, stmt, c.future, "new import")
             else:  # it runs at import where the switch never reaches, and nothing uses it there
-                self.no(path, f"new import {name}", reach)
-        # Module constants.
+                self.no(path, f"new import {name}", c.reach)
+
+    def constants(self, c: _Changed) -> None:
+        old, new, path = c.old, c.new, c.path
         for name, stmt in new.assigns.items():
             before = old.assigns.get(name)
             if before is not None and _dump(before) == _dump(stmt):
                 continue
             if before is not None or name in old.functions or name in old.classes:
-                users = self.installed.importers(module, name, path)
+                users = self.installed.importers(c.module, name, path)
                 also = (
                     f"; {len(users)} module(s) import it by value ({', '.join(users[:3])})"
                     if users
@@ -576,7 +600,7 @@ class _Classifier:
                     "both arms read the same module global, so its value cannot differ "
                     f"by arm{also}",
                 )
-            elif reach is None:
+            elif c.reach is None:
                 missing = _undefined_names(stmt, new)
                 if missing:
                     self.no(
@@ -588,18 +612,18 @@ class _Classifier:
                     )
                     continue
                 self.add_statement(
-                    module, path, name, new_text, stmt, future, "new module constant"
+                    c.module, path, name, c.new_text, stmt, c.future, "new module constant"
                 )
             else:
-                self.no(path, f"new module constant {name}", reach)
-        # Functions.
-        self.functions(path, module, None, old.functions, new.functions, old, new, future, reach)
-        # Classes.
+                self.no(path, f"new module constant {name}", c.reach)
+
+    def classes(self, c: _Changed) -> None:
+        old, new, path = c.old, c.new, c.path
         for name, cls in new.classes.items():
             before = old.classes.get(name)
             if before is None:
-                if reach is not None:
-                    self.no(path, f"new class {name}", reach)
+                if c.reach is not None:
+                    self.no(path, f"new class {name}", c.reach)
                 elif cls.decorator_list:
                     self.no(
                         path,
@@ -610,14 +634,14 @@ class _Classifier:
                     )
                 else:
                     self.add_statement(
-                        module, path, name, new_text, cls, future, "new helper class"
+                        c.module, path, name, c.new_text, cls, c.future, "new helper class"
                     )
                 continue
             if _dump(before) == _dump(cls):
                 continue
-            self.klass(path, module, before, cls, old, new, future, reach)
+            self.klass(path, c.module, before, cls, old, new, c.future, c.reach)
         for name in old.classes.keys() - new.classes.keys():
-            self.deleted(path, module, name, new, "class")
+            self.deleted(path, c.module, name, new, "class")
 
     def klass(
         self,
@@ -1299,9 +1323,22 @@ def _captures(
     `partial(f)`, `def g(x=f)`, a class body's `m = f` or `m = A.meth` (for a method: `owner`),
     `register(f)`, `(f, g)`. `installed`: the dumps of the installed file's statements (a
     statement not among them is new); None: every statement is installed."""
-    found: list[_Capture] = []
+    scan = _CaptureScan(mod, name, owner, installed)
+    scan.body(mod.tree.body, True, False)
+    return scan.found
 
-    def is_ref(node: ast.AST, in_owner: bool) -> TypeGuard[ast.Name | ast.Attribute]:
+
+class _CaptureScan:
+    """One _captures search: the function looked for, and the copies found so far."""
+
+    def __init__(
+        self, mod: Module, name: str, owner: str | None, installed: set[str] | None
+    ) -> None:
+        self.mod, self.name, self.owner, self.installed = mod, name, owner, installed
+        self.found: list[_Capture] = []
+
+    def is_ref(self, node: ast.AST, in_owner: bool) -> TypeGuard[ast.Name | ast.Attribute]:
+        name, owner = self.name, self.owner
         if owner is None or in_owner:
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
                 return True
@@ -1313,61 +1350,64 @@ def _captures(
             and node.value.id == owner
         )
 
-    def add(stmt: ast.stmt, top: ast.expr, containers: bool, in_owner: bool) -> None:
-        for ref in [n for n in ast.walk(top) if is_ref(n, in_owner)]:
+    def add(self, stmt: ast.stmt, top: ast.expr, containers: bool, in_owner: bool) -> None:
+        for ref in [n for n in ast.walk(top) if self.is_ref(n, in_owner)]:
             holder = _holder(top, ref, containers)
             if holder is not None:
-                new = installed is not None and _dump(stmt) not in installed
-                found.append(
+                new = self.installed is not None and _dump(stmt) not in self.installed
+                self.found.append(
                     _Capture(
                         ref.lineno,
-                        mod.text.splitlines()[ref.lineno - 1].strip(),
+                        self.mod.text.splitlines()[ref.lineno - 1].strip(),
                         holder or None,
                         new,
                     )
                 )
 
-    def scan(body: list[ast.stmt], module_level: bool, in_owner: bool) -> None:
+    def body(self, body: list[ast.stmt], module_level: bool, in_owner: bool) -> None:
         for stmt in body:
             if is_type_checking(stmt) or isinstance(stmt, ast.Import | ast.ImportFrom):
                 continue
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                for d in stmt.decorator_list:
-                    if is_ref(d, in_owner):  # @f: called at import, its result kept
-                        found.append(
-                            _Capture(
-                                d.lineno,
-                                _first_line(mod.text, stmt),
-                                "a decorator application",
-                                False,
-                            )
-                        )
-                    else:
-                        add(stmt, d, False, in_owner)
+                self.decorators(stmt, in_owner)
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 args = stmt.args
                 for default in [*args.defaults, *(d for d in args.kw_defaults if d)]:
-                    add(stmt, default, False, in_owner)
+                    self.add(stmt, default, False, in_owner)
             elif isinstance(stmt, ast.ClassDef):
                 for base in [*stmt.bases, *(k.value for k in stmt.keywords)]:
-                    add(stmt, base, False, in_owner)
-                scan(stmt.body, False, stmt.name == owner)
+                    self.add(stmt, base, False, in_owner)
+                self.body(stmt.body, False, stmt.name == self.owner)
             elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-                add(stmt, stmt.value, module_level, in_owner)
-            else:  # calls, blocks: their expressions run at import, their bodies are scanned
-                for child in ast.iter_child_nodes(stmt):
-                    if isinstance(child, ast.expr):
-                        add(stmt, child, False, in_owner)
-                scan(
-                    [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt)],
-                    module_level,
-                    in_owner,
-                )
-                for handler in getattr(stmt, "handlers", []):
-                    scan(handler.body, module_level, in_owner)
+                self.add(stmt, stmt.value, module_level, in_owner)
+            else:
+                self.block(stmt, module_level, in_owner)
 
-    scan(mod.tree.body, True, False)
-    return found
+    def decorators(
+        self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, in_owner: bool
+    ) -> None:
+        for d in stmt.decorator_list:
+            if self.is_ref(d, in_owner):  # @f: called at import, its result kept
+                self.found.append(
+                    _Capture(
+                        d.lineno, _first_line(self.mod.text, stmt), "a decorator application", False
+                    )
+                )
+            else:
+                self.add(stmt, d, False, in_owner)
+
+    def block(self, stmt: ast.stmt, module_level: bool, in_owner: bool) -> None:
+        """Calls, blocks: their expressions run at import, their bodies are scanned."""
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.add(stmt, child, False, in_owner)
+        self.body(
+            [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt)],
+            module_level,
+            in_owner,
+        )
+        for handler in getattr(stmt, "handlers", []):
+            self.body(handler.body, module_level, in_owner)
 
 
 def _statement_dumps(tree: ast.AST) -> set[str]:
