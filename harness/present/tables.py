@@ -638,18 +638,7 @@ def footnotes(comparison: Comparison) -> list[str]:
             + ", ".join(f"{k}={v}" for k, v in sorted(comparison.discarded.items()))
         )
     notes.extend(f"UNPROVEN {line}" for line in comparison.unproven)
-    if comparison.baseline_implementation or comparison.baseline_ran:
-        ran = "; ".join(comparison.baseline_ran) or "nothing reported"
-        notes.append(
-            f"{comparison.baseline}: implementation "
-            f"{comparison.baseline_implementation or '-'}; workers ran: {ran}"
-        )
-    for cand in comparison.candidates:
-        if cand.implementation or cand.ran:
-            ran = "; ".join(cand.ran) or "nothing reported"
-            notes.append(
-                f"{cand.name}: implementation {cand.implementation or '-'}; workers ran: {ran}"
-            )
+    notes.extend(_ran_lines(comparison))
     for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
         (c.name, c.failures) for c in comparison.candidates
     ]:
@@ -657,33 +646,61 @@ def footnotes(comparison: Comparison) -> list[str]:
             notes.append(f"FAILED {name}: {failure}")
     notes.extend(f"warning: {w}" for w in comparison.warnings)
     for cand in comparison.candidates:
-        throughput = next((r for r in cand.rows if r.key == "output_throughput"), None)
-        if throughput is not None and throughput.estimate.mde is not None:
-            notes.append(
-                f"{cand.name}: smallest output-throughput change these passes can "
-                f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%"
+        notes.extend(_throughput_notes(cand))
+    return notes
+
+
+def _ran_lines(comparison: Comparison) -> list[str]:
+    """Each arm's implementation and what its workers reported running, where either is
+    known."""
+    lines = []
+    if comparison.baseline_implementation or comparison.baseline_ran:
+        ran = "; ".join(comparison.baseline_ran) or "nothing reported"
+        lines.append(
+            f"{comparison.baseline}: implementation "
+            f"{comparison.baseline_implementation or '-'}; workers ran: {ran}"
+        )
+    for cand in comparison.candidates:
+        if cand.implementation or cand.ran:
+            ran = "; ".join(cand.ran) or "nothing reported"
+            lines.append(
+                f"{cand.name}: implementation {cand.implementation or '-'}; workers ran: {ran}"
             )
-        if throughput is not None and throughput.estimate.note:
-            notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
-        for finding in throughput.estimate.findings if throughput is not None else ():
-            notes.append(f"{cand.name}: output throughput: {finding}")
-        comp = throughput.estimate.components if throughput is not None else None
-        if comp is not None:
-            parts = [
-                (label, value)
-                for label, value in (
-                    ("between launches", comp.between_launches),
-                    ("between passes", comp.between_passes),
-                    ("per unit difference", comp.unit_sd),
-                    ("launch x arm", comp.launch_x_arm),
-                )
-                if value is not None
-            ]
-            if parts:
-                notes.append(
-                    f"{cand.name}: output-throughput noise (sd): "
-                    + ", ".join(f"{label} {100 * value:.1f}%" for label, value in parts)
-                )
+    return lines
+
+
+def _throughput_notes(cand: CandidateResult) -> list[str]:
+    """What a candidate's output-throughput row adds below the table: its smallest detectable
+    change, its estimate's note and findings, and its noise components."""
+    notes: list[str] = []
+    throughput = next((r for r in cand.rows if r.key == "output_throughput"), None)
+    if throughput is None:
+        return notes
+    if throughput.estimate.mde is not None:
+        notes.append(
+            f"{cand.name}: smallest output-throughput change these passes can "
+            f"detect (80% power): ±{100 * throughput.estimate.mde:.1f}%"
+        )
+    if throughput.estimate.note:
+        notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
+    notes.extend(f"{cand.name}: output throughput: {f}" for f in throughput.estimate.findings)
+    comp = throughput.estimate.components
+    if comp is not None:
+        parts = [
+            (label, value)
+            for label, value in (
+                ("between launches", comp.between_launches),
+                ("between passes", comp.between_passes),
+                ("per unit difference", comp.unit_sd),
+                ("launch x arm", comp.launch_x_arm),
+            )
+            if value is not None
+        ]
+        if parts:
+            notes.append(
+                f"{cand.name}: output-throughput noise (sd): "
+                + ", ".join(f"{label} {100 * value:.1f}%" for label, value in parts)
+            )
     return notes
 
 
