@@ -6,6 +6,7 @@ in 20 stalling three times slower in either arm alike (item 2). Coverage of +1% 
 rate of the same draws (see benchmarks/periodic_disturbance.py for why).
 
     .venv/bin/python benchmarks/precision_stress.py [--trials 2000] [--seed 101] [--mde 0.02 0.01]
+                                                    [--stress clean warm-up stalls]
 
 Prints one markdown row per cell: the A/A rate with its trial count, the coverage, the median
 blocks run and the median warm-up blocks. About 0.15 s a trial at a 1% target on this CPU.
@@ -30,6 +31,13 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=101)
     parser.add_argument("--mde", type=float, nargs="+", default=[0.02, 0.01])
+    parser.add_argument(
+        "--stress",
+        nargs="+",
+        choices=["clean", "warm-up", "stalls"],
+        default=["clean", "warm-up", "stalls"],
+        help="the cells to run (default: all three)",
+    )
     args = parser.parse_args()
     print(
         "| target MDE | stress | A/A significant | coverage of +1% | median blocks | "
@@ -41,6 +49,8 @@ def main() -> int:
             ("warm-up: 10% slower over 60 passes", Noise(sigma_p=0.03, warm_amp=0.10, warm_len=60)),
             ("stalls: 1 pass in 20 in either arm", Noise(sigma_p=0.03, stall_every=20)),
         ):
+            if label.split(":")[0] not in args.stress:
+                continue
             results = simulate(
                 noise, 12, args.trials, seed=args.seed, precision=Precision(mde=mde, budget_s=10**6)
             )
