@@ -210,11 +210,12 @@ def runs_alpha(runs: int) -> float:
     return RUNS_ALPHA / (runs * (runs - 1))
 
 
-def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
+def across_runs(est: DeltaEstimate, runs: int, alpha: float | None = None) -> DeltaEstimate:
     """`est` (an estimate over `runs` combined runs) with its interval, test and MDE at
     runs_alpha(runs): anytime-valid across re-runs. The p-value is adjusted to the ALPHA
     scale (raw p * ALPHA / runs_alpha, at most 1), so every downstream 5% rule (stars, Holm,
-    the gate's one-sided 2.5%) applies unchanged. One run, or no interval: unchanged."""
+    the gate's one-sided 2.5%) applies unchanged. One run, or no interval: unchanged.
+    `alpha`: another error rate for this look (benchmarks compare spending rules with it)."""
     if (
         runs <= 1
         or est.se is None
@@ -224,7 +225,7 @@ def across_runs(est: DeltaEstimate, runs: int) -> DeltaEstimate:
         or not est.se > 0
     ):
         return est
-    alpha = runs_alpha(runs)
+    alpha = runs_alpha(runs) if alpha is None else alpha
     relative = est.kind == "relative"
     centre = math.log1p(est.delta) if relative else est.delta
     t_crit = _t(est.df, 1 - alpha / 2)
