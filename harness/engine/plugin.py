@@ -13,6 +13,7 @@ from typing import Any
 from harness.config.catalog import parse_implementation
 from harness.lifeline import dump_stacks_on_signal
 from harness.wire.protocol import (
+    HEARTBEAT_ENV,
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
     OVERLAY_ENV,
@@ -38,6 +39,7 @@ def register() -> None:
     _install_interpreter_fixes()
     if os.environ.get(IMPL_REPORT_DIR_ENV, "").strip():  # a process of a specbench launch
         dump_stacks_on_signal()  # the stall watchdog asks for its stacks (harness.lifeline)
+    _install_heartbeat()
     patch = os.environ.get(PATCH_ENV, "").strip()
     if patch:
         _install_patch(patch)
@@ -103,6 +105,20 @@ def _install_step_times() -> None:
         steptimes.install()
     except Exception:
         logger.exception("specbench: could not install the step timer")
+
+
+def _install_heartbeat() -> None:
+    """The engine's heartbeat for the stall watchdog (harness.engine.steptimes), in every
+    process of a launch that names its file, whether or not steps are timed. A failure is
+    logged: the watchdog then bounds the launch by its passes alone."""
+    if not os.environ.get(HEARTBEAT_ENV, "").strip():
+        return
+    try:
+        from harness.engine import steptimes
+
+        steptimes.install_heartbeat()
+    except Exception:
+        logger.exception("specbench: could not install the heartbeat")
 
 
 def _install_platform() -> None:

@@ -23,6 +23,7 @@ from harness.analysis.stats import (
     warmup_still_settling,
 )
 from harness.errors import ProofRefused
+from harness.wire.progress import FINISHING, keep_pass, write_progress
 from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
 
@@ -51,6 +52,8 @@ MeasureFn = Callable[[int, ArmSpec, int], PassRecord]
 # "name:choice" to activate, or None to keep the active one -> reports of the epoch just ended,
 # one list per vLLM worker process
 SwitchFn = Callable[[str | None], list[list[dict[str, Any]]]]
+# Told of each pass as soon as it is whole (its reports in): PassLog's
+PassDone = Callable[[PassRecord], None]
 
 
 def reports_of(raw: list[list[dict[str, Any]]]) -> list[ImplReport]:
@@ -239,8 +242,10 @@ def _blocks(
     index: int,
     seed: int,
     stream: int,
+    done: PassDone | None = None,
 ) -> list[PassRecord]:
-    """One balanced block: the arm switched before each pass, its reports collected after."""
+    """One balanced block: the arm switched before each pass, its reports collected after;
+    `done` gets each pass once it is whole."""
     out: list[PassRecord] = []
     for name in block_arms(run.block_order, block, seed, stream):
         arm = arms[name]
@@ -251,6 +256,8 @@ def _blocks(
         if switch is not None:
             record.impl_reports = reports_of(switch(None))
         out.append(record)
+        if done is not None:
+            done(record)
     return out
 
 
@@ -262,11 +269,13 @@ def warm_until_settled(
     warmup: WarmUp,
     log: Callable[[str], None] = print,
     block_seed: int = 0,
+    done: PassDone | None = None,
 ) -> None:
     """Warm-up checked, not assumed: balanced blocks, measured but never counted, until the
     arms' difference has stopped settling (at least warmup_minimum blocks; at most
     WARMUP_MAX_BLOCKS, named when hit), so an arm that warms slowly (compiles, allocates or
-    captures on its first calls) does not bias the delta. `block_seed`: block_arms's."""
+    captures on its first calls) does not bias the delta. `block_seed`: block_arms's; `done`
+    gets each warm-up pass once it is whole."""
     arms = {a.variant: a for a in run.arms}
     typical: list[float] = []
     logs: dict[int, tuple[PassRecord, float | None]] = {}
@@ -290,7 +299,15 @@ def warm_until_settled(
             break
         t = time.perf_counter()
         warmup.passes += _blocks(
-            run, arms, measure, switch, warmup.blocks, len(warmup.passes), block_seed, stream=1
+            run,
+            arms,
+            measure,
+            switch,
+            warmup.blocks,
+            len(warmup.passes),
+            block_seed,
+            stream=1,
+            done=done,
         )
         typical.append(time.perf_counter() - t)
         warmup.blocks += 1
@@ -309,6 +326,7 @@ def drive_shared_launch(
     passes: list[PassRecord] | None = None,
     warmup: WarmUp | None = None,
     block_seed: int = 0,
+    done: PassDone | None = None,
 ) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
@@ -317,7 +335,8 @@ def drive_shared_launch(
 
     `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
     `block_seed` draws each block's orientation (block_arms): a launch draws its own
-    (new_block_seed) and records it; simulations pass theirs.
+    (new_block_seed) and records it; simulations pass theirs. `done` gets each measured pass
+    once it is whole (its reports in), before the rest of its block runs.
     """
     passes = [] if passes is None else passes
     arms = {a.variant: a for a in run.arms}
@@ -357,7 +376,9 @@ def drive_shared_launch(
                 stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
                 break
         t = time.perf_counter()
-        for record in _blocks(run, arms, measure, switch, block, len(passes), block_seed, stream=0):
+        for record in _blocks(
+            run, arms, measure, switch, block, len(passes), block_seed, stream=0, done=done
+        ):
             passes.append(record)
         block_seconds.append(time.perf_counter() - t)
         block += 1
@@ -443,6 +464,54 @@ def check_warmup_proof(
             )
 
 
+class PassLog:
+    """A launch's passes told as each one ends: kept on disk at once (wire.progress.keep_pass,
+    so a launch that never writes its result still keeps them) and counted in the progress
+    note the parent shows and its stall watchdog bounds (wire.progress.write_progress)."""
+
+    def __init__(self, run: RunSpec) -> None:
+        self.expected, self.at_least = run.expected_passes, run.precision is not None
+        self.measured: list[PassRecord] = []
+        self.warm = 0
+        self.warm_since: float | None = None
+        self.measuring_since: float | None = None
+
+    def warming(self) -> None:
+        """The warm-up starts, or its checked passes do (one-engine)."""
+        self.warm_since = time.time()
+        self._note("warming up")
+
+    def warm_pass(self, record: PassRecord) -> None:
+        keep_pass(record, warmup=True)
+        self.warm += 1
+        self._note("warming up")
+
+    def measuring(self) -> None:
+        """A measured pass starts (the first one's start is the measuring's)."""
+        self.measuring_since = self.measuring_since or time.time()
+
+    def measured_pass(self, record: PassRecord) -> None:
+        keep_pass(record)
+        self.measured.append(record)
+        self._note("measuring")
+
+    def finished(self) -> None:
+        """Every pass is measured: what is left (profiled passes, the engine's shutdown) runs
+        no pass the stall watchdog bounds as one."""
+        self._note(FINISHING)
+
+    def _note(self, stage: str) -> None:
+        write_progress(
+            stage,
+            self.measured,
+            self.expected,
+            self.at_least,
+            self.measuring_since,
+            self.warm,
+            self.warm_since,
+        )
+
+
 def measure_launch(
     run: RunSpec,
     measure: Callable[[int, str | None, int | None], PassRecord],
@@ -460,28 +529,24 @@ def measure_launch(
     A one-engine overlay is first checked on where its functions ran during the engine's
     start and the warm-up (every process's report files: `impl_files`), and refused before
     the first measured block when they cannot be measured per arm."""
-    from harness.wire.progress import write_progress
-
     passes = result.passes
-    expected, at_least = run.expected_passes, run.precision is not None
-    write_progress("warming up", passes, expected, at_least, None)
+    told = PassLog(run)
+    told.warming()
     t = time.perf_counter()
-    since: float | None = None
 
     def timed(repeat: int, variant: str | None, block: int | None) -> PassRecord:
-        """A pass, then the note the parent shows (the caller appends the pass)."""
-        nonlocal since
-        since = since or time.time()
-        record = measure(repeat, variant, block)
-        write_progress("measuring", [*passes, record], expected, at_least, since)
-        return record
+        told.measuring()
+        return measure(repeat, variant, block)
 
     if run.design != "one-engine":
         if warm_up is not None:
             warm_up()
         warm_s = time.perf_counter() - t
         for repeat in range(run.repeats):
-            passes.append(timed(repeat, None, None))
+            record = timed(repeat, None, None)
+            passes.append(record)
+            told.measured_pass(record)
+        told.finished()
         return None, warm_s
     swap: SwitchFn | None = switch if any(a.switch_to for a in run.arms) else None
     recorded = _Recorded(switch) if swap is not None and run.overlay is not None else None
@@ -491,6 +556,7 @@ def measure_launch(
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     warm = WarmUp(passes=result.warmup_passes)
     seed = result.block_seed = new_block_seed()
+    told.warming()  # the checked warm-up's passes start: each is bounded like a measured one
     warm_until_settled(
         run,
         lambda i, arm, block: measure(i, arm.variant, block),
@@ -499,6 +565,7 @@ def measure_launch(
         warm,
         log,
         seed,
+        done=told.warm_pass,
     )
     if recorded is not None:
         check_overlay_evidence(run, recorded, impl_files, harness_pid)
@@ -516,5 +583,7 @@ def measure_launch(
         log=log,
         passes=passes,
         block_seed=seed,
+        done=told.measured_pass,
     )
+    told.finished()
     return stopped, warm_s

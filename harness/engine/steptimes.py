@@ -1,4 +1,5 @@
-"""Where a model-runner step's time goes, timed inside vLLM's worker processes.
+"""Where a model-runner step's time goes, timed inside vLLM's worker processes; and the
+engine's heartbeat (install_heartbeat, at the end), the stall watchdog's sign of life.
 
 Installed by the plugin when SPECBENCH_STEP_TIMES=1: it wraps the model runner's methods and
 adds up, in this process, since it started:
@@ -30,7 +31,9 @@ captures a CUDA graph (a capture run is not a step, and an event there would be 
 
 from __future__ import annotations
 
+import collections
 import functools
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -303,3 +306,72 @@ def install() -> None:
 
     setattr(WorkerWrapperBase, STEP_TIMES_RPC, step_times)
     _installed = True
+
+
+# --- the heartbeat: the stall watchdog's sign of life from inside the engine ------------------
+# Installed by the plugin in every process of a launch (whether or not its steps are timed):
+# vLLM's worker wrapper's execute_model, the one entry of every engine step on either runner,
+# rewrites the heartbeat file (harness.wire.progress.write_heartbeat) when a step starts for
+# the first time in this process and then, at most every HEARTBEAT_EVERY_S, as steps end. A
+# step that never ends (a hang in the forward, the drafter, a collective) stops it, in any
+# phase; the parent reads it each tick (harness.execute.progress.StallWatch).
+HEARTBEAT_STEPS_KEPT = 64  # the last steps whose median the heartbeat carries
+
+
+class Heartbeat:
+    """This process's engine steps, told to the parent at most every `every_s`."""
+
+    def __init__(
+        self,
+        write: Callable[[int, float | None], None],
+        every_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.write, self.every_s, self.clock = write, every_s, clock
+        self.steps = 0
+        self.durations: collections.deque[float] = collections.deque(maxlen=HEARTBEAT_STEPS_KEPT)
+        self._last: float | None = None
+
+    def started(self) -> float:
+        """A step starts: the first one of this process says that it runs the engine."""
+        now = self.clock()
+        if self._last is None:
+            self._last = now
+            self.write(0, None)
+        return now
+
+    def ended(self, started: float) -> None:
+        now = self.clock()
+        self.steps += 1
+        self.durations.append(now - started)
+        if self._last is None or now - self._last >= self.every_s:
+            self._last = now
+            self.write(self.steps, statistics.median(self.durations))
+
+
+def beating(fn: Callable[..., Any], heart: Heartbeat) -> Callable[..., Any]:
+    """`fn` (an engine step's entry) telling `heart` when it starts and ends."""
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        started = heart.started()
+        result = fn(*args, **kwargs)
+        heart.ended(started)  # a step that raised did not end well: no sign of life
+        return result
+
+    step.__specbench_heartbeat__ = True  # type: ignore[attr-defined]
+    return step
+
+
+def install_heartbeat() -> None:
+    """Wrap vLLM's worker wrapper's execute_model with the heartbeat (once per process)."""
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    from harness.wire.progress import write_heartbeat
+    from harness.wire.protocol import HEARTBEAT_EVERY_S
+
+    fn = WorkerWrapperBase.execute_model
+    if getattr(fn, "__specbench_heartbeat__", False):
+        return
+    heart = Heartbeat(write_heartbeat, HEARTBEAT_EVERY_S)
+    setattr(WorkerWrapperBase, "execute_model", beating(fn, heart))  # noqa: B010

@@ -37,14 +37,16 @@ from harness.execute.progress import (
     stuck_thread,
 )
 from harness.lifeline import DUMP_SIGNAL, catches, die_with_parent, group_alive, session_processes
-from harness.wire.progress import read_progress
+from harness.wire.progress import read_heartbeat, read_kept_passes, read_progress
 from harness.wire.protocol import (
+    HEARTBEAT_ENV,
     IMPL_ENV,
     IMPL_REPORT_DIR_ENV,
     KILL_GRACE_S,
     LOG_FILE_ENV,
     MODELS_BUILD_TIMEOUT_S,
     OVERLAY_ENV,
+    PASSES_ENV,
     PATCH_ENV,
     PROFILE_DIR_ENV,
     PROFILES_DIR,
@@ -305,11 +307,20 @@ def _size(path: Path) -> int:
 
 class LaunchWatch:
     """Every tick of one launch: show its progress note and apply the stall rule
-    (harness.execute.progress.StallWatch); on a stall, dump the stacks of every process of
-    the launch into its log and keep the line that says where it is stuck (`error`)."""
+    (harness.execute.progress.StallWatch) to it and the engine's heartbeat; on a stall, dump
+    the stacks of every process of the launch into its log and keep the line that says where
+    it is stuck (`error`)."""
 
-    def __init__(self, run: RunSpec, progress: Path, log_path: Path, show: Status | None) -> None:
+    def __init__(
+        self,
+        run: RunSpec,
+        progress: Path,
+        log_path: Path,
+        show: Status | None,
+        heartbeat: Path | None = None,
+    ) -> None:
         self.run, self.progress, self.log_path, self.show = run, progress, log_path, show
+        self.heartbeat = heartbeat
         self.started_unix = time.time()
         self.rule = StallWatch(self.started_unix)
         self.error: str | None = None
@@ -319,17 +330,47 @@ class LaunchWatch:
         if self.show is not None:
             with contextlib.suppress(Exception):  # a display never ends a run
                 self.show(self.run, elapsed, note)
-        stall = self.rule.check(note, time.time())
+        beat = read_heartbeat(self.heartbeat) if self.heartbeat is not None else None
+        stall = self.rule.check(note, time.time(), beat)
         if stall is None:
             return False
         thread = stuck_thread(dump_stacks(pid, self.started_unix, self.log_path))
         self.error = describe_stall(stall, thread)
-        if stall.passes:
-            self.error += (
-                f"; {stall.passes} measured pass{'es' if stall.passes > 1 else ''}"
-                " before it lost (the worker writes its passes only at its end)"
-            )
         return True
+
+
+def with_kept_passes(
+    run: RunSpec, result: WorkerResult | None, kept: Path
+) -> tuple[WorkerResult | None, str]:
+    """A launch that did not end well, with the passes its worker kept as each ended
+    (wire.progress.keep_pass) where its result lacks them (no result at all: a stall, a
+    kill, a crash; or one written without them): (the result, a few words on what was kept
+    for its error line, '' if nothing). They stay raw data of a failed launch: analysis
+    reads the passes of launches with status ok only."""
+    measured, warm, bad = read_kept_passes(kept)
+    have = result.passes if result is not None else []
+    have_warm = result.warmup_passes if result is not None else []
+    if len(measured) <= len(have) and len(warm) <= len(have_warm):
+        return result, ""
+    if result is None:
+        result = WorkerResult(
+            run_key=run.run_key,
+            status="failed",
+            error="the worker wrote no result: its passes as kept when each ended",
+        )
+    result = result.model_copy(
+        update={
+            "passes": measured if len(measured) > len(have) else have,
+            "warmup_passes": warm if len(warm) > len(have_warm) else have_warm,
+        }
+    )
+    words = f"{len(measured)} measured pass{'' if len(measured) == 1 else 'es'}"
+    if warm:
+        words += f" and {len(warm)} warm-up pass{'' if len(warm) == 1 else 'es'}"
+    words += " before it kept in its record (in no interval: the launch failed)"
+    if bad:
+        words += f"; {bad} kept line{'' if bad == 1 else 's'} unreadable"
+    return result, words
 
 
 def models_command(names: list[str], models_cache: Path | None) -> list[str]:
@@ -440,15 +481,20 @@ def run_one(
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value
-    progress = work / "progress.json"
-    progress.unlink(missing_ok=True)
-    env[PROGRESS_ENV] = str(progress)
+    progress, kept, heartbeat = work / "progress.json", work / "passes.jsonl", work / "heartbeat"
+    for path, variable in (
+        (progress, PROGRESS_ENV),
+        (kept, PASSES_ENV),
+        (heartbeat, HEARTBEAT_ENV),
+    ):
+        path.unlink(missing_ok=True)  # a resumed or repeated launch starts afresh
+        env[variable] = str(path)
     log_rel, server_log = run_logs(run)
     env[LOG_FILE_ENV] = log_rel
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
-    watch = LaunchWatch(run, progress, log_path, show)
+    watch = LaunchWatch(run, progress, log_path, show, heartbeat)
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
         env,
@@ -464,16 +510,15 @@ def run_one(
         "log_file": log_rel,
         "server_log_file": server_log,
     }
-    if watch.error is not None:
-        return RunRecord(
-            **base, status="timeout", log_tail=failure_tail(run_dir, run), error=watch.error
-        )
-    if timed_out:
+    if watch.error is not None or timed_out:
+        partial, words = with_kept_passes(run, None, kept)
+        error = watch.error or f"worker exceeded timeout_s={run.timeout_s:g}"
         return RunRecord(
             **base,
-            status="timeout",
+            status="failed" if watch.error is not None else "timeout",
             log_tail=failure_tail(run_dir, run),
-            error=f"worker exceeded timeout_s={run.timeout_s:g}",
+            error=f"{error}; {words}" if words else error,
+            result=partial,
         )
     result: WorkerResult | None = None
     problem = None
@@ -507,6 +552,9 @@ def run_one(
         # A dispatcher traced into a compiled graph fails vLLM's start: its own sentence is
         # the true reason, not "Engine core initialization failed".
         problem = overlay_refusal(read_tail(run_dir / log_rel, 5000)) or problem
+    if status != "ok":
+        result, words = with_kept_passes(run, result, kept)
+        problem = f"{problem}; {words}" if words and problem else problem
     return RunRecord(**base, status=status, error=problem, result=result, log_tail=tail)
 
 

@@ -12,10 +12,11 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Any
 
+from harness.wire.progress import FINISHING
 from harness.wire.spec import RunSpec
 
 PLAIN_EVERY_S = 30.0
@@ -39,7 +40,9 @@ def describe(
         int(note.get("expected", 0)),
     )
     if stage != "measuring" or done == 0:
-        return f"{head}: {stage}, {_clock(elapsed)}"
+        warm = int(note.get("warmup_passes") or 0) if stage == "warming up" else 0
+        passes = f", {warm} pass{'es' if warm > 1 else ''} done" if warm else ""
+        return f"{head}: {stage}{passes}, {_clock(elapsed)}"
     at_least = ">=" if note.get("at_least") else ""
     text = f"{head}: measuring pass {done}/{at_least}{expected}, {note.get('requests', 0)} requests"
     if note.get("tokens_per_s"):
@@ -101,14 +104,23 @@ class LaunchView:
 
 # --- the stall watchdog ---------------------------------------------------------------------
 # A launch whose worker makes no progress for longer than these bounds is stalled: its stacks
-# are dumped and it is ended at once, not at its timeout_s. A measured pass may take
-# PASS_STALL_FACTOR times the median pass so far, and never less than PASS_STALL_FLOOR_S; the
-# engine's start (imports, model load, compilation) and the warm-up have fixed bounds of
-# their own. Module constants: tests shrink them (tests/faults/sitecustomize.py).
+# are dumped and it is ended at once, not at its timeout_s. A pass (measured, or of the checked
+# warm-up) may take PASS_STALL_FACTOR times the median pass of its kind so far, and never less
+# than PASS_STALL_FLOOR_S; the engine's start (imports, model load, compilation) and a warm-up
+# with no pass done yet have fixed bounds of their own. After the engine's start, in any phase
+# while passes remain, the engine's heartbeat (vLLM's worker processes, at most every second as
+# steps end: harness.engine.steptimes.install_heartbeat) must not fall silent for longer than
+# HEARTBEAT_STALL_FACTOR times its median step, and never less than HEARTBEAT_STALL_FLOOR_S,
+# counted from the later of its last beat and the worker's last note (between passes no step
+# runs). A launch without a heartbeat (its processes never beat) has the pass bounds alone.
+# Module constants: tests shrink them (tests/faults/sitecustomize.py).
 PASS_STALL_FACTOR = 10.0
 PASS_STALL_FLOOR_S = 60.0
 ENGINE_START_STALL_S = 1800.0
 WARMUP_STALL_S = 900.0
+HEARTBEAT_STALL_FACTOR = 10.0
+HEARTBEAT_STALL_FLOOR_S = 60.0
+QUIET_ENGINE = "no engine step ended"
 
 
 @dataclass(frozen=True)
@@ -119,56 +131,105 @@ class Stall:
     stuck_s: float
     bound_s: float
     passes: int  # measured passes done before it
+    rule: str | None = None  # which sign of progress stopped (None: the phase's own bound)
 
 
 def pass_bound(durations: list[float]) -> float:
-    """How long a measured pass may take before it counts as stalled: max(N × the median
-    pass so far, the floor)."""
+    """How long a pass may take before it counts as stalled: max(N × the median pass so
+    far, the floor)."""
     if not durations:
         return PASS_STALL_FLOOR_S
     return max(PASS_STALL_FACTOR * statistics.median(durations), PASS_STALL_FLOOR_S)
 
 
+def heartbeat_bound(beat: dict[str, Any]) -> float:
+    """How long the engine may go without ending a step: max(N × its median step, the
+    floor)."""
+    median = beat.get("median_step_s")
+    steps = HEARTBEAT_STALL_FACTOR * float(median) if isinstance(median, int | float) else 0.0
+    return max(steps, HEARTBEAT_STALL_FLOOR_S)
+
+
+@dataclass
+class PassClock:
+    """The passes of one kind (measured, or the checked warm-up's) seen in the notes, and
+    how long each took, from the notes' times."""
+
+    done: int = 0
+    last_unix: float | None = None
+    durations: list[float] = field(default_factory=list)
+
+    def seen(self, done: int, updated: float, since: float | None) -> None:
+        """`done` passes by `updated`, the first of them started at `since`."""
+        if done <= self.done or not updated:
+            return
+        start = self.last_unix or since
+        if start:
+            # Passes that finished between two ticks share the span evenly.
+            self.durations += [(updated - float(start)) / (done - self.done)] * (done - self.done)
+        self.done, self.last_unix = done, updated
+
+
 class StallWatch:
-    """The parent's stall rule for one launch, fed the worker's progress note every tick."""
+    """The parent's stall rule for one launch, fed the worker's progress note (and the
+    engine's heartbeat, where it beats) every tick."""
 
     def __init__(self, started_unix: float) -> None:
         self.started_unix = started_unix
-        self.durations: list[float] = []  # each measured pass, from the notes' times
-        self._done = 0
-        self._last_unix: float | None = None
+        self.measured = PassClock()
+        self.warm = PassClock()
 
-    def _passes_seen(self, note: dict[str, Any]) -> None:
-        done = int(note.get("passes", 0))
-        updated = float(note.get("updated_unix") or 0.0)
-        if done <= self._done or not updated:
-            return
-        since = self._last_unix or note.get("measuring_since_unix")
-        if since:
-            # Passes that finished between two ticks share the span evenly.
-            self.durations += [(updated - float(since)) / (done - self._done)] * (done - self._done)
-        self._done, self._last_unix = done, updated
+    @property
+    def durations(self) -> list[float]:
+        """Each measured pass so far."""
+        return self.measured.durations
 
-    def check(self, note: dict[str, Any] | None, now_unix: float) -> Stall | None:
-        """The stall, if the launch has gone past the bound of what it is doing now."""
+    def _phase(self, note: dict[str, Any]) -> tuple[str, float, bool]:
+        """(what the launch is doing, its bound, whether passes remain: the heartbeat rule
+        holds) from a note."""
+        if note.get("stage") == FINISHING:  # profiled passes and the engine's shutdown
+            bound = pass_bound(self.measured.durations or self.warm.durations)
+            return "the end of the launch", max(bound, WARMUP_STALL_S), False
+        if note.get("stage") == "measuring" and int(note.get("passes", 0)) > 0:
+            self.measured.seen(
+                int(note.get("passes", 0)),
+                float(note.get("updated_unix") or 0.0),
+                note.get("measuring_since_unix"),
+            )
+            bound = pass_bound(self.measured.durations or self.warm.durations)
+            if self.measured.done < int(note.get("expected", 0)) or note.get("at_least"):
+                return f"measured pass {self.measured.done + 1}", bound, True
+            # profiled passes and the engine's shutdown
+            return "the end of the launch", max(bound, WARMUP_STALL_S), False
+        self.warm.seen(
+            int(note.get("warmup_passes") or 0),
+            float(note.get("updated_unix") or 0.0),
+            note.get("warmup_since_unix"),
+        )
+        if self.warm.done:
+            return f"warm-up pass {self.warm.done + 1}", pass_bound(self.warm.durations), True
+        return "the warm-up", WARMUP_STALL_S, True
+
+    def check(
+        self, note: dict[str, Any] | None, now_unix: float, beat: dict[str, Any] | None = None
+    ) -> Stall | None:
+        """The stall, if the launch has gone past the bound of what it is doing now, or its
+        engine (`beat`: its last heartbeat, None where none came) stopped ending steps."""
         if note is None:
-            phase, since, bound = "the engine start", self.started_unix, ENGINE_START_STALL_S
-        elif note.get("stage") == "measuring" and int(note.get("passes", 0)) > 0:
-            self._passes_seen(note)
-            since = float(note.get("updated_unix") or now_unix)
-            expected = int(note.get("expected", 0))
-            if self._done < expected or note.get("at_least"):
-                phase, bound = f"measured pass {self._done + 1}", pass_bound(self.durations)
-            else:  # profiled passes and the engine's shutdown
-                phase, bound = (
-                    "the end of the launch",
-                    max(pass_bound(self.durations), WARMUP_STALL_S),
-                )
-        else:
-            phase = "the warm-up"
-            since, bound = float(note.get("updated_unix") or now_unix), WARMUP_STALL_S
-        stuck = now_unix - since
-        return Stall(phase, stuck, bound, self._done) if stuck > bound else None
+            stuck = now_unix - self.started_unix
+            bound = ENGINE_START_STALL_S
+            return Stall("the engine start", stuck, bound, 0) if stuck > bound else None
+        phase, bound, passes_remain = self._phase(note)
+        noted = float(note.get("updated_unix") or now_unix)
+        stuck = now_unix - noted
+        if stuck > bound:
+            return Stall(phase, stuck, bound, self.measured.done)
+        if beat is not None and passes_remain:
+            quiet = now_unix - max(float(beat["unix"]), noted)
+            bound = heartbeat_bound(beat)
+            if quiet > bound:
+                return Stall(phase, quiet, bound, self.measured.done, QUIET_ENGINE)
+        return None
 
 
 # --- where a stalled launch is stuck: Python's faulthandler dumps -----------------------------
@@ -274,7 +335,8 @@ def describe_stall(stall: Stall, thread: ThreadStack | None) -> str:
     if thread is not None:
         top = thread.frames[0]
         where = f"in `{top.func}` ({top.where()}, pid {thread.pid})"
+    rule = f"{stall.rule}, " if stall.rule else ""
     return (
         f"stalled: stuck for {stall.stuck_s:.0f} s {where} during {stall.phase} "
-        f"(bound {stall.bound_s:.0f} s); stacks of every process are in the log"
+        f"({rule}bound {stall.bound_s:.0f} s); stacks of every process are in the log"
     )

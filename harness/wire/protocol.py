@@ -16,6 +16,14 @@ IMPL_ENV = "SPECBENCH_IMPL"  # "name:choice"
 PATCH_ENV = "SPECBENCH_PATCH"  # "package.module:function", a variant's own patch
 OVERLAY_ENV = "SPECBENCH_OVERLAY"  # an OverlaySpec JSON file: a variant's change, overlaid
 PROGRESS_ENV = "SPECBENCH_PROGRESS_FILE"  # where the worker leaves its progress note
+# Where the worker appends each pass as it finishes (one JSON line each, fsync'd): the passes
+# of a launch that never writes its result (stalled, killed, crashed) are kept from it.
+PASSES_ENV = "SPECBENCH_PASSES_FILE"
+# The file vLLM's worker processes rewrite, at most every HEARTBEAT_EVERY_S, as engine steps
+# end (harness.engine.steptimes.install_heartbeat): the stall watchdog's sign of life from
+# inside the engine, in any phase after its start.
+HEARTBEAT_ENV = "SPECBENCH_HEARTBEAT_FILE"
+HEARTBEAT_EVERY_S = 1.0
 IMPL_REPORT_DIR_ENV = "SPECBENCH_IMPL_REPORT_DIR"  # where the plugin writes what actually ran
 # The vLLM worker method the plugin adds; the worker calls it between passes through
 # collective_rpc (offline) or the server's /collective_rpc (serve) to switch arms.

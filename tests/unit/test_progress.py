@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from harness.config.scenario import parse_scenario
+from harness.engine.schedule import measure_launch
 from harness.execute.progress import LaunchView, describe
 from harness.plan.plan import expand_plan
-from harness.wire.progress import read_progress, write_progress
-from harness.wire.protocol import PROGRESS_ENV
-from harness.wire.records import PassRecord, RequestRecord
+from harness.wire.progress import FINISHING, read_kept_passes, read_progress, write_progress
+from harness.wire.protocol import PASSES_ENV, PROGRESS_ENV
+from harness.wire.records import PassRecord, RequestRecord, WorkerResult
 
 
 def _pass(i: int) -> PassRecord:
@@ -90,3 +91,51 @@ def test_the_first_measured_pass_gets_its_own_line(scenario_data: dict[str, Any]
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
     assert lines[0].endswith(": measuring, 1s") and ": measuring pass 1/8, 4 requests" in lines[1]
+
+
+def test_the_warm_up_note_counts_its_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_data: dict[str, Any]
+) -> None:
+    [run] = expand_plan(parse_scenario(scenario_data)).runs
+    note_file = tmp_path / "progress.json"
+    monkeypatch.setenv(PROGRESS_ENV, str(note_file))
+    write_progress("warming up", [], 8, False, None, warmup_passes=3, warmup_since=90.0)
+    note = read_progress(note_file)
+    assert note is not None and note["warmup_passes"] == 3 and note["warmup_since_unix"] == 90.0
+    assert describe(run, 3, 12.0, note) == f"[1/3] {run.run_key}: warming up, 3 passes done, 12s"
+
+
+def test_a_shared_launch_tells_and_keeps_each_pass_as_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_data: dict[str, Any]
+) -> None:
+    """Through the shipped schedule (measure_launch): every warm-up and measured pass is
+    appended to the pass file once its reports are in, and each note counts the passes done
+    so far, pass by pass (not block by block)."""
+    variants = {"base": {"baseline": True}, "same": {}}  # an A/A: no switch, no proof
+    [run] = expand_plan(parse_scenario({**scenario_data, "repeats": 4, "variants": variants})).runs
+    assert run.design == "one-engine"
+    note_file, kept = tmp_path / "progress.json", tmp_path / "passes.jsonl"
+    monkeypatch.setenv(PROGRESS_ENV, str(note_file))
+    monkeypatch.setenv(PASSES_ENV, str(kept))
+    seen: list[tuple[str, int, int]] = []  # the note each pass starts under
+
+    def measure(repeat: int, arm: str | None, block: int | None) -> PassRecord:
+        note = read_progress(note_file)
+        assert note is not None
+        seen.append((note["stage"], note["warmup_passes"], note["passes"]))
+        return _pass(repeat).model_copy(update={"arm": arm, "block": block})
+
+    def switch(choice: str | None) -> list[list[dict[str, Any]]]:
+        return [[]]
+
+    result = WorkerResult(run_key=run.run_key, status="failed")
+    measure_launch(run, measure, None, switch, None, 1, 7, result)
+    warm, measured = len(result.warmup_passes), len(result.passes)
+    assert warm >= 2 and measured == run.expected_passes
+    assert seen == [("warming up", i, 0) for i in range(warm)] + [
+        ("warming up" if i == 0 else "measuring", warm, i) for i in range(measured)
+    ]
+    kept_measured, kept_warm, bad = read_kept_passes(kept)
+    assert (kept_measured, kept_warm, bad) == (result.passes, result.warmup_passes, 0)
+    note = read_progress(note_file)
+    assert note is not None and note["stage"] == FINISHING and note["passes"] == measured
