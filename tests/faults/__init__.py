@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.faults.sitecustomize import (
     NOOP_SWITCH_ENV,
     SLOW_CHOICE_ENV,
+    SLOW_WRITE_ENV,
     STALL_BOUNDS_ENV,
     TAKEN_PORT_ENV,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "FAULTS_DIR",
     "NOOP_SWITCH_ENV",
     "SLOW_CHOICE_ENV",
+    "SLOW_WRITE_ENV",
     "STALL_BOUNDS_ENV",
     "TAKEN_PORT_ENV",
     "fault_env",

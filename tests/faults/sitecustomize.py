@@ -34,6 +34,9 @@ TAKEN_PORT_ENV = "SPECBENCH_TEST_FAULT_TAKEN_PORT"
 # "NAME=seconds,...": the stall watchdog's bounds (harness.execute.progress constants such as
 # PASS_STALL_FLOOR_S), shrunk so a test sees a stall in seconds.
 STALL_BOUNDS_ENV = "SPECBENCH_TEST_FAULT_STALL_BOUNDS"
+# "seconds:path": specbench, its launches done, creates the file at path and waits this long
+# before it writes the run's outputs (a signal can then land while it writes the results).
+SLOW_WRITE_ENV = "SPECBENCH_TEST_FAULT_SLOW_WRITE"
 
 
 def slow_choice(spec: str) -> Patch:
@@ -107,12 +110,33 @@ def stall_bounds(spec: str) -> Patch:
     return patch
 
 
+def slow_write(spec: str) -> Patch:
+    """Wrap the workflow's write_outputs: mark the moment in a file, then wait, then write."""
+    seconds, marker = spec.split(":", 1)
+
+    def patch(workflow: ModuleType) -> None:
+        import pathlib
+        import time
+
+        original = workflow.write_outputs
+
+        def write_outputs(*args: Any, **kwargs: Any) -> Any:
+            pathlib.Path(marker).touch()
+            time.sleep(float(seconds))
+            return original(*args, **kwargs)
+
+        workflow.write_outputs = write_outputs
+
+    return patch
+
+
 # Environment variable -> (module it patches, the patch for the variable's value).
 FAULTS: dict[str, tuple[str, Callable[[str], Patch]]] = {
     SLOW_CHOICE_ENV: ("harness.engine.impls", slow_choice),
     NOOP_SWITCH_ENV: ("harness.engine.impls", noop_switch),
     TAKEN_PORT_ENV: ("harness.engine.serve_worker", taken_port),
     STALL_BOUNDS_ENV: ("harness.execute.progress", stall_bounds),
+    SLOW_WRITE_ENV: ("harness.workflow", slow_write),
 }
 
 
