@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.adjusted import KEY as ADJUSTED_KEY
+from harness.analysis.adjusted import adjusted_row, declared_part
 from harness.analysis.attribution import attribute
 from harness.analysis.budget import short_budget
 from harness.analysis.categories import (
@@ -260,13 +262,19 @@ def _fill_candidate(
     parity; a parity that must hold and does not adds a warning."""
     baseline, name = arms.baseline, cand.name
     for metric in metrics:
-        row = compare_metric(
-            metric,
-            passes,
-            baseline,
-            name,
-            arms.design,
-            one_side_may_lack=arms.no_speculation in (baseline, name),
+        row = (
+            adjusted_row(
+                passes, baseline, name, declared_part(arms.implementations.get(name)), arms.design
+            )
+            if metric.key == ADJUSTED_KEY
+            else compare_metric(
+                metric,
+                passes,
+                baseline,
+                name,
+                arms.design,
+                one_side_may_lack=arms.no_speculation in (baseline, name),
+            )
         )
         if row is not None:
             cand.rows.append(row)

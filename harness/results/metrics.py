@@ -70,6 +70,15 @@ REQUEST_ACCEPTANCE = ("spec_histograms_digest",)
 # The rows of the seed PR tables, in their order, then the extra latency statistics.
 METRICS: tuple[MetricDef, ...] = (
     MetricDef("output_throughput", "Output throughput (tok/s)", True, unit="tok/s"),
+    # The output-throughput delta with the machine's speed taken out by a part of the pass the
+    # change leaves alone (harness.analysis.adjusted; one-engine runs with step times): no
+    # column of the per-pass frame, the comparison builds its row.
+    MetricDef(
+        "output_throughput_adjusted",
+        "Output throughput, speed-adjusted (tok/s)",
+        True,
+        unit="tok/s",
+    ),
     MetricDef("total_throughput", "Total throughput (tok/s)", True, unit="tok/s"),
     MetricDef("request_throughput", "Request throughput (req/s)", True, unit="req/s"),
     MetricDef(

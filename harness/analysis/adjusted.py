@@ -1,0 +1,373 @@
+"""The speed-adjusted end-to-end estimate (issue 50): the candidate's output-throughput delta
+with the machine's speed taken out, by regression on the parts of the step the change leaves
+alone.
+
+The noise of a shared launch is mostly the machine's speed, which moves every part of a pass at
+once. The step parts outside the change's declared part (for a change in the drafter: the
+verification forward and the rest of the step, their time per step summed) measure that speed
+in the same passes, so their block difference x_b predicts the throughput's, d_b. The estimate
+is ANCOVA (CUPED) on the primary row's blocks (its launches, its warm-up cut):
+d_b = delta + theta * x_b + e_b, theta fitted on the blocks (df n - 2 in one launch; with
+several, theta within them and the launches' adjusted means as the error term, df L - 1),
+delta read at x = 0, where the untouched parts did not move. Regression, not a ratio
+estimator (theta fixed at -1): the throughput moves by more than the step parts do (theta -1.4
+to -1.7 on the demo, whose time outside the steps moves with the speed too), and a fitted
+theta costs one degree of freedom.
+
+The assumption is checked in every run; the row is withdrawn, with a line saying why, when
+- the covariate's own delta moved: its 95% interval excludes 0; or
+- two untouched parts moved against each other (their ratio, in which the machine's speed
+  cancels): the equivalence test at +-EQUIVALENCE_MARGIN fails (90% interval not inside it).
+The covariate's own interval is as wide as the primary row's (the speed moves it), so only
+the ratio sees a move of the size that biases the row; inside the margin the ratio's estimate
+z still biases it by up to |theta| * share * |z| (share: the larger part's share of the
+covariate), whichever of the two parts moved, so the interval is widened by that much on each
+side. A change that moves every untouched part by the same factor is indistinguishable from
+the machine's speed: the assumption left, stated with the row.
+
+Validated by simulated A/A, coverage and bias through this code (benchmarks/adjusted_stress.py,
+tests/unit/test_adjusted.py); the rates are docs/statistics.md's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.comparison import MetricRow
+from harness.analysis.stats import (
+    ALPHA,
+    POWER,
+    WARMUP_MARGIN,
+    WARMUP_P,
+    DeltaEstimate,
+    Design,
+    _sd,
+    _t,
+    coefficient_of_variation,
+    warmup_cut,
+)
+from harness.config.swaps import SWAPS
+
+KEY = "output_throughput_adjusted"
+LABEL = "Output throughput, speed-adjusted (tok/s)"
+# The equivalence margin of the speed-cancelled check (log ratio of covariate to reference):
+# a move beyond it withdraws the row; within it, the row's interval carries the bound.
+EQUIVALENCE_MARGIN = 0.02
+# Each part's per-pass column (harness.results.metrics) and its name in the row's note.
+PART_COLUMNS = {
+    "draft": ("draft_ms_per_step", "draft time"),
+    "forward": ("forward_ms_per_step", "verification forward"),
+    "rest": ("rest_ms_per_step", "rest of the step"),
+}
+# The change's own part -> (the step parts summed as the covariate, the two parts whose ratio
+# checks it): parts it leaves alone. A change of undeclared part (a patch, an overlay in
+# several parts) is taken to leave the forward and the rest alone, and the row says so.
+_PLAN: dict[str | None, tuple[tuple[str, ...], tuple[str, str]]] = {
+    "draft": (("forward", "rest"), ("forward", "rest")),
+    "outside": (("forward", "rest"), ("forward", "rest")),
+    None: (("forward", "rest"), ("forward", "rest")),
+    "rest": (("forward",), ("forward", "draft")),
+    "forward": (("rest",), ("rest", "draft")),
+}
+
+
+def declared_part(implementation: str | None) -> str | None:
+    """The part of the step a candidate's change declares (its swap's `part`) from its proof
+    label ('medusa-proposer:optimized'); None for a patch, an overlay or no swap. The same
+    choice in both arms (an A/A) keeps the swap's part: what is adjusted for is where the
+    swapped code runs."""
+    name, sep, _choice = (implementation or "").partition(":")
+    swap = SWAPS.get(name) if sep else None
+    return swap.part if swap is not None else None
+
+
+def covariate_of(part: str | None) -> tuple[tuple[str, ...], tuple[str, str]]:
+    """(the covariate's parts, the checked pair) for a change whose own part is `part` (a key
+    of config.scenario.PART_ROWS, or None: not declared)."""
+    return _PLAN.get(part, _PLAN[None])
+
+
+@dataclass(frozen=True)
+class Check:
+    """A mean block difference (log scale) with its interval at `level`."""
+
+    mean: float
+    low: float
+    high: float
+    level: float
+
+    def moved(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One ANCOVA fit on the log scale: the delta at covariate 0 and its standard error."""
+
+    est: float
+    se: float
+    df: float
+    theta: float
+    removed: float  # share of the blocks' variance the covariate explains
+    error_unit: str
+    error_sd: float
+    error_n: int
+
+    def interval(self) -> tuple[float, float]:
+        half = _t(self.df, 1 - ALPHA / 2) * self.se
+        return self.est - half, self.est + half
+
+    def p_value(self) -> float:
+        from scipy import special
+
+        return float(2 * special.stdtr(self.df, -abs(self.est / self.se)))
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """The adjusted delta, the checks of its assumption and the bias they leave room for."""
+
+    fit: Fit
+    units: int
+    covariate: Check  # the covariate's own delta, 95%
+    contrast: Check  # the checked pair's ratio, 90% (the equivalence test's)
+    widen: float  # |theta| * share * |z|: added to each side of the interval
+    withdrawn: str | None  # why the row is withdrawn; None: shown
+
+    def interval(self) -> tuple[float, float]:
+        low, high = self.fit.interval()
+        return low - self.widen, high + self.widen
+
+    def p_value(self) -> float:
+        """The p-value of the widened interval: the estimate beyond the widening, in se."""
+        from scipy import special
+
+        beyond = max(0.0, abs(self.fit.est) - self.widen) / self.fit.se
+        return float(2 * special.stdtr(self.fit.df, -beyond))
+
+
+def _mean_check(v: np.ndarray, launch: np.ndarray, level: float) -> Check:
+    """Mean of block differences with its t interval on the design's unit: blocks in one
+    launch, launch means with several (as analysis.stats._one_engine)."""
+    means = _launch_means(v, launch)
+    unit = v if len(means) == 1 else means
+    mean = float(unit.mean())
+    half = _t(len(unit) - 1.0, 1 - (1 - level) / 2) * _sd(unit) / math.sqrt(len(unit))
+    return Check(mean, mean - half, mean + half, level)
+
+
+def _launch_means(v: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    _, inv = np.unique(launch, return_inverse=True)
+    inv = inv.reshape(-1)
+    return np.bincount(inv, v) / np.bincount(inv)
+
+
+def _demeaned(v: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    _, inv = np.unique(launch, return_inverse=True)
+    inv = inv.reshape(-1)
+    return v - (np.bincount(inv, v) / np.bincount(inv))[inv]
+
+
+def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray) -> Fit | None:
+    """ANCOVA of block differences d on x (launch by launch): the delta at x = 0. One launch:
+    d = delta + theta x + e, df n - 2. Several: theta from within the launches, the error
+    term from the spread of the launches' adjusted means (the launch x arm interaction in
+    it), df L - 1. None: too few blocks, or x constant."""
+    n, big_l = len(d), len(np.unique(launch))
+    if n - big_l < 3:
+        return None
+    dt, xt = _demeaned(d, launch), _demeaned(x, launch)
+    sxx, sdd = float(np.dot(xt, xt)), float(np.dot(dt, dt))
+    if not (sxx > 0 and sdd > 0):
+        return None
+    theta = float(np.dot(xt, dt)) / sxx
+    resid = dt - theta * xt
+    removed = 1.0 - float(np.dot(resid, resid)) / sdd
+    if big_l == 1:
+        s2 = float(np.dot(resid, resid)) / (n - 2)
+        se = math.sqrt(s2 * (1 / n + float(x.mean()) ** 2 / sxx))
+        est = float(d.mean() - theta * x.mean())
+        return Fit(est, se, n - 2.0, theta, removed, "block", math.sqrt(s2), n)
+    m_l = _launch_means(d, launch) - theta * _launch_means(x, launch)
+    sd = _sd(m_l)
+    return Fit(
+        float(m_l.mean()), sd / math.sqrt(big_l), big_l - 1.0, theta, removed, "launch", sd, big_l
+    )
+
+
+def adjust(
+    d: np.ndarray,
+    x: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    launch: np.ndarray,
+    share: float = 1.0,
+    settle: bool = True,
+) -> Adjustment | None:
+    """The ANCOVA estimate from block differences (log scale, time order within each launch):
+    d of the throughput, x of the covariate, a and b of the checked pair; `share`: the larger
+    of the pair's shares of the covariate (1 where it is one part). Each launch's settling
+    blocks are cut as the primary row cuts them (MSER on d; not without `settle`). None: too
+    few blocks for an interval."""
+    keep = np.ones(len(d), dtype=bool)
+    if settle:
+        for j in np.unique(launch):
+            idx = np.flatnonzero(launch == j)
+            keep[idx[: warmup_cut(d[idx], WARMUP_P, WARMUP_MARGIN)]] = False
+    d, x, a, b, launch = d[keep], x[keep], a[keep], b[keep], launch[keep]
+    found = fit(d, x, launch)
+    if found is None:
+        return None
+    contrast = _mean_check(a - b, launch, 1 - 2 * ALPHA)
+    return Adjustment(
+        found,
+        len(d),
+        _mean_check(x, launch, 1 - ALPHA),
+        contrast,
+        abs(found.theta) * share * abs(contrast.mean),
+        None,
+    )
+
+
+def _withdrawal(a: Adjustment, covariate: str, pair: tuple[str, str]) -> str | None:
+    """Why the row is withdrawn, one line; None: the assumption held."""
+    if a.covariate.moved():
+        c = a.covariate
+        return (
+            f"withdrawn: the {covariate} moved with the change ({_pct(c.mean)} "
+            f"[{_pct(c.low)}, {_pct(c.high)}]), so it does not measure the machine's speed alone"
+        )
+    c = a.contrast
+    if max(abs(c.low), abs(c.high)) > EQUIVALENCE_MARGIN:
+        return (
+            f"withdrawn: the {pair[0]} over the {pair[1]} is not within "
+            f"±{100 * EQUIVALENCE_MARGIN:g}% ({_pct(c.mean)} [{_pct(c.low)}, {_pct(c.high)}], "
+            "90%): the change may move a part the adjustment takes for the machine's speed"
+        )
+    return None
+
+
+def _pct(v: float) -> str:
+    return f"{100 * math.expm1(v):+.2f}%"
+
+
+def _blocks(
+    passes: pd.DataFrame, baseline: str, candidate: str, columns: list[str]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Block differences (candidate mean minus baseline mean of the log values) of each column,
+    over the blocks where both arms have every column positive: (diffs[n, k], launch[n]),
+    blocks in launch then block order."""
+    frame = passes[passes["variant"].isin([baseline, candidate])]
+    if frame.empty or any(c not in frame for c in columns) or frame["block"].isna().any():
+        return None
+    values = frame[columns].to_numpy(dtype=float)
+    ok = np.all(np.isfinite(values) & (values > 0), axis=1)
+    frame = frame[ok]
+    logs = pd.DataFrame(np.log(values[ok]), columns=columns, index=frame.index)
+    logs["launch"], logs["block"] = frame["launch"], frame["block"]
+    logs["arm"] = np.where(frame["variant"] == candidate, "c", "b")
+    means = logs.groupby(["launch", "block", "arm"], sort=True)[columns].mean().unstack("arm")
+    if means.empty or "b" not in means.columns.get_level_values(1):
+        return None
+    diff = (means.xs("c", axis=1, level=1) - means.xs("b", axis=1, level=1)).dropna()
+    if diff.empty:
+        return None
+    return diff[columns].to_numpy(), diff.index.get_level_values("launch").to_numpy()
+
+
+def adjusted_row(
+    passes: pd.DataFrame,
+    baseline: str,
+    candidate: str,
+    part: str | None,
+    design: Design,
+) -> MetricRow | None:
+    """The speed-adjusted output-throughput row of `candidate` (its own part `part`), or None
+    where there is nothing to adjust (launch-per-arm: no blocks; no step times). A row whose
+    assumption failed its check is kept, without a delta, its note saying why."""
+    if design != "one-engine" or passes.empty:
+        return None
+    parts, pair = covariate_of(part)
+    cols = [PART_COLUMNS[p][0] for p in parts]
+    if any(c not in passes for c in {*cols, *(PART_COLUMNS[p][0] for p in pair)}):
+        return None
+    frame = passes.assign(_covariate=passes[cols].sum(axis=1, min_count=len(cols)))
+    columns = ["output_throughput", "_covariate", *(PART_COLUMNS[p][0] for p in pair)]
+    found = _blocks(frame, baseline, candidate, columns)
+    if found is None:
+        return None
+    diffs, launch = found
+    base = frame[frame["variant"] == baseline]
+    means = [float(base[PART_COLUMNS[p][0]].mean()) for p in pair]
+    share = max(means) / sum(means) if len(parts) == 2 and sum(means) > 0 else 1.0
+    adjusted = adjust(diffs[:, 0], diffs[:, 1], diffs[:, 2], diffs[:, 3], launch, share)
+    if adjusted is None:
+        return None
+    names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
+    covariate = " and ".join(PART_COLUMNS[p][1] for p in parts) + " per step"
+    adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, covariate, names))
+    b = base["output_throughput"].to_numpy(dtype=float)
+    c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
+    est = estimate_of(adjusted, covariate, part, b, c)
+    value = float(b.mean()) * (1.0 + est.delta) if math.isfinite(est.delta) else math.nan
+    return MetricRow(KEY, LABEL, True, float(b.mean()), value, est)
+
+
+def estimate_of(
+    a: Adjustment, covariate: str, part: str | None, base: np.ndarray, cand: np.ndarray
+) -> DeltaEstimate:
+    """The row's DeltaEstimate: the fit with its widened interval, and a p-value and MDE
+    consistent with it; no delta when withdrawn."""
+    f = a.fit
+    own = f"the change ({part})" if part else "the change (its part not declared)"
+    assumption = (
+        f"speed-adjusted by the {covariate} (ANCOVA on {a.units} blocks, theta "
+        f"{f.theta:.2f}): removes {100 * f.removed:.0f}% of the variance; assumes {own} "
+        f"leaves the {covariate} alone"
+    )
+    common = {
+        "kind": "relative",
+        "cv_baseline": coefficient_of_variation(base),
+        "cv_candidate": coefficient_of_variation(cand),
+        "noisy": False,
+        "n_baseline": len(base),
+        "n_candidate": len(cand),
+        "design": "one-engine",
+        "units": a.units,
+        "df": f.df,
+        "error_unit": f.error_unit,
+        "error_sd": f.error_sd,
+        "error_n": f.error_n,
+    }
+    if a.withdrawn is not None:
+        return DeltaEstimate(
+            delta=math.nan,
+            ci_low=None,
+            ci_high=None,
+            p_value=None,
+            test=None,
+            significant=False,
+            mde=None,
+            note=f"{a.withdrawn}; {assumption}",
+            **common,  # type: ignore[arg-type]
+        )
+    low, high = a.interval()
+    p = a.p_value()
+    mde = (_t(f.df, 1 - ALPHA / 2) + _t(f.df, POWER)) * f.se + a.widen
+    return DeltaEstimate(
+        delta=math.expm1(f.est),
+        ci_low=math.expm1(low),
+        ci_high=math.expm1(high),
+        p_value=p,
+        test="ANCOVA on blocks (speed-adjusted)",
+        significant=p < ALPHA and (low > 0 or high < 0),
+        mde=math.expm1(mde),
+        note=assumption
+        + (f"; widened ±{100 * a.widen:.2f}% for the parts' own move" if a.widen else ""),
+        se=f.se,
+        **common,  # type: ignore[arg-type]
+    )
