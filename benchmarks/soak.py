@@ -195,8 +195,11 @@ def records(watch: Watch, run: Any) -> dict[str, Any]:
     }
     counted = int(watch.note.get("passes", 0)) if watch.note else 0
     stored = sum(len(r.result.passes) for r in run.runs if r.result is not None)
+    # Pass records, not the progress note, heartbeat or log: a file of records seen growing.
+    growing = [k for k, n in during.items() if n >= 2 and (k.endswith(".jsonl") or "runs/" in k)]
     return {
         "written_while_measuring": dict(sorted(during.items(), key=lambda kv: -kv[1])),
+        "record_files_growing": growing,
         "passes_counted_by_progress": counted,
         "passes_stored": stored,
         "none_lost": stored >= counted > 0,
@@ -269,6 +272,8 @@ def show(mem: list[dict[str, Any]], rec: dict[str, Any], ival: dict[str, Any], w
         f"records: {rec['passes_stored']} passes stored, {rec['passes_counted_by_progress']} "
         f"counted by the progress note: {'none lost' if rec['none_lost'] else 'LOST'}"
     )
+    growing = rec["record_files_growing"]
+    print(f"records written as the run went: {', '.join(growing) if growing else 'NO'}")
     print(
         "files written while measuring (times seen changed): "
         + (", ".join(f"{k} x{v}" for k, v in rec["written_while_measuring"].items()) or "none")
@@ -332,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"samples: {out}")
-    ok = all(m["ok"] for m in mem) and rec["none_lost"] and not ival["drift_not_real"]
+    ok = all(m["ok"] for m in mem) and rec["none_lost"] and rec["record_files_growing"]
+    ok = ok and not ival["drift_not_real"]
     return 0 if code == 0 and ok and mem else 1
 
 
