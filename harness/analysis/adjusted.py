@@ -50,9 +50,10 @@ from harness.analysis.stats import (
     coefficient_of_variation,
     warmup_cut,
 )
+from harness.config.scenario import ADJUSTED_METRIC
 from harness.config.swaps import SWAPS
 
-KEY = "output_throughput_adjusted"
+KEY = ADJUSTED_METRIC
 LABEL = "Output throughput, speed-adjusted (tok/s)"
 # The equivalence margin of the speed-cancelled check (log ratio of covariate to reference):
 # a move beyond it withdraws the row; within it, the row's interval carries the bound.

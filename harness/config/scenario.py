@@ -340,8 +340,10 @@ class Precision(StrictModel):
         "output_throughput, or where a change lives, a part of the step (draft_ms_per_step; "
         "draft_per_forward, the drafter's time over the verification forward's in the same "
         "pass, which the machine's speed moves far less; forward_ms_per_step, "
-        "rest_ms_per_step, outside_ms_per_pass; needs the step timer), or another gateable "
-        "row.",
+        "rest_ms_per_step, outside_ms_per_pass; needs the step timer), "
+        "output_throughput_adjusted (the output throughput with the machine's speed taken out "
+        "by the step parts the change leaves alone; needs the step timer; while its check "
+        "withdraws it, the run goes on), or another gateable row.",
     )
     until: Literal["mde", "gates"] = Field(
         default="mde",
@@ -447,8 +449,12 @@ GATEABLE_METRICS = (
     *STEP_PART_METRICS,
 )
 
+# The output-throughput row with the machine's speed taken out (harness.analysis.adjusted):
+# one-engine runs with the step timer; a precision run may target it.
+ADJUSTED_METRIC = "output_throughput_adjusted"
+
 # Rows a precision run may target (until: mde): one row each, never a glob.
-PRECISION_METRICS = tuple(k for k in GATEABLE_METRICS if "*" not in k)
+PRECISION_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k), ADJUSTED_METRIC)
 
 # Metric keys a scenario may name as its primary metric (one row, never a glob).
 PRIMARY_METRICS = (
@@ -1049,7 +1055,7 @@ def _unreported_gate(s: Scenario) -> tuple[str, tuple[str, float]] | None:
 def _timed_parts(s: Scenario) -> list[str]:
     """What reads the step timer although the scenario does not time steps."""
     parts = [k for k in s.gates.metrics if k in STEP_PART_METRICS]
-    if s.precision is not None and s.precision.metric in STEP_PART_METRICS:
+    if s.precision is not None and s.precision.metric in (*STEP_PART_METRICS, ADJUSTED_METRIC):
         parts.insert(0, f"precision.metric {s.precision.metric}")
     return parts if not s.times_steps else []
 
