@@ -309,7 +309,7 @@ def adjusted_row(
     if adjusted is None:
         return None
     names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
-    covariate = " and ".join(PART_COLUMNS[p][1] for p in parts) + " per step"
+    covariate = " + ".join(PART_COLUMNS[p][1] for p in parts) + " (time per step)"
     adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, covariate, names))
     b = base["output_throughput"].to_numpy(dtype=float)
     c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)

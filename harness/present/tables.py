@@ -30,7 +30,7 @@ from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
-from harness.config.scenario import BATCH_INVARIANT_ENV
+from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
 from harness.present.headline import (
     PARITY_ROW,
     SPEEDUP_ROW,
@@ -684,6 +684,9 @@ def _throughput_notes(cand: CandidateResult) -> list[str]:
     if throughput.estimate.note:
         notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
     notes.extend(f"{cand.name}: output throughput: {f}" for f in throughput.estimate.findings)
+    adjusted = next((r for r in cand.rows if r.key == ADJUSTED_METRIC), None)
+    if adjusted is not None and adjusted.estimate.note:  # its assumption, or why it is withdrawn
+        notes.append(f"{cand.name}: output throughput, speed-adjusted: {adjusted.estimate.note}")
     comp = throughput.estimate.components
     if comp is not None:
         parts = [
