@@ -1,0 +1,138 @@
+"""The speed-adjusted row (issue 50) on real vLLM: the demo's engine (scenarios/
+cpu-medusa-proposer.yaml, one engine, its precision stop off) with
+- aa: both arms the demo's optimized proposer (an A/A);
+- wait50, wait150: a planted busy wait in every MedusaProposer.propose call
+  (testkit.patches.medusa_wait): the adjusted row should hold the planted cost's size;
+- forward150: a planted wait in every target forward (testkit.patches.forward_wait): the row's
+  covariate moves, so it must be withdrawn.
+Each is run through `specbench run` and read by the shipped rows: the primary output-throughput
+row, the adjusted row (its part given as draft: a patch declares none), and the prediction of
+a planted wait: -(wait x steps) / the candidate's mean pass time.
+
+    .venv/bin/python benchmarks/adjusted_real.py [--which aa wait50 wait150 forward150]
+        [--blocks 40] [--results-dir /tmp/adjusted-real] [--run DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.analysis.adjusted import adjusted_row  # noqa: E402
+from harness.analysis.metric_row import compare_metric  # noqa: E402
+from harness.results.metrics import METRICS  # noqa: E402
+from harness.results.run import load_run  # noqa: E402
+
+KINDS = {
+    "aa": None,
+    "wait50": ("testkit.patches.medusa_wait:install", "SPECBENCH_PLANTED_WAIT_US", 50.0),
+    "wait150": ("testkit.patches.medusa_wait:install", "SPECBENCH_PLANTED_WAIT_US", 150.0),
+    "forward150": (
+        "testkit.patches.forward_wait:install",
+        "SPECBENCH_PLANTED_FORWARD_WAIT_US",
+        150.0,
+    ),
+}
+
+
+def scenario(kind: str, blocks: int) -> dict:
+    data = yaml.safe_load((ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text())
+    data.pop("precision", None)
+    data.update(name=f"adjusted-{kind}", repeats=2 * blocks)
+    plant = KINDS[kind]
+    if plant is None:
+        data["variants"] = {
+            "baseline": {"baseline": True, "implementation": "medusa-proposer:optimized"},
+            "same": {"implementation": "medusa-proposer:optimized"},
+        }
+    else:
+        patch, env, wait = plant
+        data["env"] = {env: str(wait)}
+        data["variants"] = {
+            "baseline": {"baseline": True},
+            "wait": {"patch": patch, "switchable": True},
+        }
+    return data
+
+
+def run_one(kind: str, blocks: int, results: Path) -> Path | None:
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"adjusted-{kind}.yaml"
+    path.write_text(yaml.safe_dump(scenario(kind, blocks), sort_keys=False))
+    done = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "specbench"),
+            "run",
+            str(path),
+            "--results-dir",
+            str(results),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    line = next((x for x in done.stderr.splitlines() if x.startswith("specbench: results:")), None)
+    if line is None:
+        print(f"{kind}: exit {done.returncode}\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return Path(line.split("results:", 1)[1].strip())
+
+
+def read(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    base, cand = run.scenario.baseline, run.scenario.candidates[0]
+    passes = run.passes
+    env = run.scenario.env
+    wait_us = next((float(v) for k, v in env.items() if "WAIT" in k), 0.0)
+    throughput = next(m for m in METRICS if m.key == "output_throughput")
+    primary = compare_metric(throughput, passes, base, cand, run.design)
+    row = adjusted_row(passes, base, cand, "draft", run.design)
+    c = passes[passes["variant"] == cand]
+    predicted = -wait_us * 1e-6 * float(c["steps"].mean()) / float(c["duration_s"].mean())
+    print(f"{run_dir.name}: {len(passes) // 4} blocks; planted {wait_us:g} µs a call")
+    for name, r in (("primary", primary), ("adjusted", row)):
+        if r is None:
+            print(f"  {name}: no row")
+            continue
+        e = r.estimate
+        if e.ci_low is None or e.ci_high is None:
+            print(f"  {name}: {e.note}")
+            continue
+        print(
+            f"  {name}: {100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
+            f" (±{50 * (e.ci_high - e.ci_low):.2f}%)"
+        )
+        if name == "adjusted":
+            print(f"    {e.note}")
+    if wait_us:
+        print(f"  predicted by the planted cost (if in the drafter): {100 * predicted:+.2f}%")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--which", nargs="+", default=list(KINDS), choices=list(KINDS))
+    parser.add_argument("--blocks", type=int, default=40)
+    parser.add_argument("--results-dir", type=Path, default=Path("/tmp/adjusted-real"))
+    parser.add_argument("--run", type=Path, nargs="*", default=None)
+    args = parser.parse_args()
+    if args.run:
+        for run_dir in args.run:
+            read(run_dir)
+        return 0
+    for kind in args.which:
+        found = run_one(kind, args.blocks, args.results_dir)
+        if found is not None:
+            read(found)
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

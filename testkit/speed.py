@@ -1,0 +1,169 @@
+"""Simulated shared launches whose noise is the machine's speed (issue 50): every part of a pass
+slowed or sped at once, driven by the shipped scheduler and read by the shipped rows (the
+primary output-throughput row and the speed-adjusted one). Nothing here decides.
+
+Per pass, on the log scale, part j's time is its mean + loading_j * speed + its own noise:
+- speed: AR(1) (`rho`, stationary sd `sigma_speed`), a slow drift, a periodic disturbance, and
+  1 pass in `stall_every` stalled (the whole pass `stall_factor` slower);
+- loading: 1 for the step's parts; `outside_loading` for the time outside the steps (on the
+  demo it moves more than the steps do: theta -1.4);
+- own noise: AR(1) (`rho_own`) of sd `sigma_own` per part;
+- one launch: a launch level (`launch_sd`) moves the whole launch; with `launch_x_arm` the
+  candidate's effect differs from launch to launch.
+The candidate's change: `effects` (log) on draft, forward, rest and outside.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.config.scenario import Precision
+from harness.engine.schedule import WarmUp, drive_shared_launch
+from harness.wire.records import PassRecord, RunRecord, SpecDecodeCounters, StepTimes, WorkerResult
+from harness.wire.spec import ArmSpec
+from testkit.simulate import _PASS, _REQUEST, _copy, shared_run
+
+
+@dataclass
+class Speed:
+    steps: int = 53
+    ms: tuple[float, float, float, float] = (0.42, 1.40, 1.25, 75.0)  # draft, fwd, rest, out
+    sigma_speed: float = 0.08
+    rho: float = 0.7
+    outside_loading: float = 2.0
+    sigma_own: tuple[float, float, float, float] = (0.02, 0.02, 0.02, 0.12)
+    rho_own: float = 0.5
+    drift: float = 0.02  # log change of the speed over 500 passes
+    period: float = 0.0  # passes
+    period_amp: float = 0.0
+    stall_every: int = 20
+    stall_factor: float = 1.5
+    launch_sd: float = 0.05
+    launch_x_arm: float = 0.0
+    effects: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    loadings: tuple[float, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.loadings = (1.0, 1.0, 1.0, self.outside_loading)
+
+    def truth(self) -> float:
+        """The candidate's true output-throughput delta (same tokens per pass): the
+        baseline's mean pass time over the candidate's, less one, at zero noise."""
+        d, f, r, o = self.ms
+        e = [math.exp(x) for x in self.effects]
+        base = self.steps * (d + f + r) + o
+        cand = self.steps * (d * e[0] + f * e[1] + r * e[2]) + o * e[3]
+        return base / cand - 1.0
+
+
+class SpeedLaunch:
+    """One simulated engine whose passes carry step times."""
+
+    def __init__(self, model: Speed, rng: np.random.Generator) -> None:
+        self.m, self.rng = model, rng
+        self.speed = rng.normal(0, model.sigma_speed)
+        self.own = rng.normal(0, 1, 4) * np.array(model.sigma_own)
+        self.level = rng.normal(0, model.launch_sd)
+        self.phase = rng.uniform(0, 2 * math.pi)
+        self.extra = rng.normal(0, model.launch_x_arm)  # this launch's own effect
+        self.count = 0
+
+    def measure(self, i: int, arm: ArmSpec, block: int) -> PassRecord:
+        m, rng = self.m, self.rng
+        innov = m.sigma_speed * math.sqrt(1 - m.rho**2)
+        self.speed = m.rho * self.speed + rng.normal(0, innov)
+        own_innov = np.array(m.sigma_own) * math.sqrt(1 - m.rho_own**2)
+        self.own = m.rho_own * self.own + rng.normal(0, 1, 4) * own_innov
+        speed = self.speed + self.level + m.drift * self.count / 500
+        if m.period:
+            speed += m.period_amp * math.sin(2 * math.pi * self.count / m.period + self.phase)
+        if m.stall_every and rng.random() < 1 / m.stall_every:
+            speed += math.log(m.stall_factor)
+        self.count += 1
+        logs = np.array(m.loadings) * speed + self.own
+        if not arm.baseline:
+            logs += np.array(m.effects)
+            logs[0] += self.extra
+        draft, fwd, rest, out = (ms / 1000 * math.exp(x) for ms, x in zip(m.ms, logs, strict=True))
+        step_s = m.steps * (draft + fwd + rest)
+        duration = step_s + out
+        times = StepTimes(
+            steps=m.steps, step_s=step_s, forward_s=m.steps * fwd, draft_s=m.steps * draft
+        )
+        counters = SpecDecodeCounters(
+            num_drafts=8 * m.steps,
+            num_draft_tokens=24 * m.steps,
+            num_accepted_tokens=5 * m.steps,
+            accepted_per_pos=[3 * m.steps, m.steps, m.steps],
+        )
+        return _copy(
+            _PASS,
+            repeat=i,
+            started_unix=float(self.count),
+            duration_s=duration,
+            requests=[_copy(_REQUEST, e2el_s=duration)],
+            arm=arm.variant,
+            block=block,
+            step_times=times,
+            spec_decode=counters,
+        )
+
+
+def speed_trials(
+    model: Speed,
+    blocks: int,
+    trials: int,
+    seed: int,
+    part: str | None = "draft",
+    precision: Precision | None = None,
+) -> list[dict[str, Any]]:
+    """`trials` launches through drive_shared_launch (checked warm-up; with `precision`, its
+    stop), each read by the shipped rows: per trial {"primary": the output-throughput
+    estimate, "adjusted": the speed-adjusted row's estimate (None: no row), "blocks": blocks
+    run}."""
+    from harness.analysis.adjusted import adjusted_row
+    from harness.analysis.metric_row import compare_metric
+    from harness.results.metrics import METRICS, passes_frame
+
+    throughput = next(m for m in METRICS if m.key == "output_throughput")
+    run = shared_run(blocks, precision, step_times=True)
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    for trial in range(trials):
+        launch = SpeedLaunch(model, rng)
+        passes, _stopped = drive_shared_launch(
+            run,
+            launch.measure,
+            None,
+            None,
+            1,
+            None,
+            log=lambda _m: None,
+            warmup=WarmUp(),
+            block_seed=seed * 100_003 + trial,
+        )
+        record = RunRecord(
+            run_key="base+opt.r0",
+            variant="base+opt",
+            arms=["base", "opt"],
+            round=0,
+            order=0,
+            status="ok",
+            wall_s=1.0,
+            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
+        )
+        frame = passes_frame([record])
+        primary = compare_metric(throughput, frame, "base", "opt", "one-engine")
+        row = adjusted_row(frame, "base", "opt", part, "one-engine")
+        out.append(
+            {
+                "primary": None if primary is None else primary.estimate,
+                "adjusted": None if row is None else row.estimate,
+                "blocks": len(passes) // 4,
+            }
+        )
+    return out

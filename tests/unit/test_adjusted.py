@@ -1,0 +1,93 @@
+"""The speed-adjusted output-throughput row (harness.analysis.adjusted): the regression itself,
+its checks, and a few simulated launches through the shipped scheduler whose noise is the
+machine's speed (testkit.speed). The rates with 500+ trials a cell are
+benchmarks/adjusted_stress.py's (docs/statistics.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.analysis.adjusted import KEY, adjust, covariate_of, declared_part, fit
+from harness.config.scenario import Precision, parse_scenario
+from harness.errors import ScenarioError
+from testkit.scenarios import MINIMAL
+from testkit.speed import Speed, speed_trials
+
+
+def test_the_fit_reads_the_delta_where_the_covariate_did_not_move() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 0.05, 200)
+    d = 0.01 - 1.3 * x + rng.normal(0, 0.002, 200)
+    one = fit(d, x, np.zeros(200, dtype=int))
+    assert one is not None
+    assert one.est == pytest.approx(0.01, abs=0.001)
+    assert one.theta == pytest.approx(-1.3, abs=0.02)
+    assert one.df == 198 and one.removed > 0.99
+    # Several launches: theta within them, the launches' adjusted means the error term.
+    launch = np.repeat(np.arange(4), 50)
+    several = fit(d + 0.003 * launch, x, launch)
+    assert several is not None and several.df == 3 and several.error_unit == "launch"
+
+
+def test_a_covariate_that_moved_is_seen_and_its_move_widens_the_interval() -> None:
+    rng = np.random.default_rng(4)
+    n = 80
+    speed = rng.normal(0, 0.05, n)
+    fwd, rest = speed + rng.normal(0, 0.01, n), speed + rng.normal(0, 0.01, n)
+    d = -1.2 * speed + rng.normal(0, 0.003, n)
+    launch = np.zeros(n, dtype=int)
+    quiet = adjust(d, (fwd + rest) / 2, fwd, rest, launch, 0.5)
+    moved = adjust(d, (fwd + 0.03 + rest) / 2, fwd + 0.03, rest, launch, 0.5)
+    assert quiet is not None and moved is not None
+    assert not quiet.contrast.moved() and moved.contrast.moved()
+    assert moved.widen > 5 * quiet.widen
+
+
+def test_each_part_is_adjusted_by_the_parts_it_leaves_alone() -> None:
+    assert covariate_of("draft") == (("forward", "rest"), ("forward", "rest"))
+    assert covariate_of("forward") == (("rest",), ("rest", "draft"))
+    assert "forward" in covariate_of(None)[0]
+    assert declared_part("medusa-proposer:optimized") == "draft"
+    assert declared_part("v2-draft-handoff:with-copy") == "rest"
+    assert declared_part("patch:testkit.patches.medusa_wait:install") is None
+    assert declared_part(None) is None
+
+
+def test_a_drafter_only_aa_is_not_significant_and_narrower_than_the_primary() -> None:
+    """12 A/A launches (60 blocks, the speed's noise): the adjusted row is shown in most,
+    significant in at most one (a rate above ~20% fails), and its interval is narrower than
+    the primary row's (the adjustment removes most of the speed)."""
+    found = speed_trials(Speed(), 60, 12, seed=21)
+    shown = [r["adjusted"] for r in found if r["adjusted"].ci_low is not None]
+    assert len(shown) >= 8
+    assert sum(e.significant for e in shown) <= 1
+    width = np.median([e.ci_high - e.ci_low for e in shown])
+    primary = np.median([r["primary"].ci_high - r["primary"].ci_low for r in found])
+    assert width < 0.7 * primary
+
+
+def test_a_drafter_change_is_covered_and_a_moved_forward_withdraws_the_row() -> None:
+    model = Speed(effects=(math.log(1.10), 0.0, 0.0, 0.0))
+    truth = model.truth()
+    found = speed_trials(model, 60, 8, seed=22)
+    shown = [r["adjusted"] for r in found if r["adjusted"].ci_low is not None]
+    assert len(shown) >= 6
+    assert sum(e.ci_low <= truth <= e.ci_high for e in shown) >= len(shown) - 1
+    moved = speed_trials(Speed(effects=(0.0, 0.05, 0.0, 0.0)), 60, 6, seed=23)
+    notes = [r["adjusted"].note for r in moved]
+    assert all(r["adjusted"].ci_low is None for r in moved)
+    assert all(n is not None and n.startswith("withdrawn: ") for n in notes)
+
+
+def test_a_precision_run_may_target_the_adjusted_row() -> None:
+    precision = Precision(mde=0.03, metric=KEY, budget_s=1e6, max_blocks=200)
+    found = speed_trials(Speed(), 20, 2, seed=24, precision=precision)
+    # The primary row alone needs about 60 blocks for 3% here; the adjusted row far fewer.
+    assert all(20 <= r["blocks"] < 60 for r in found), [r["blocks"] for r in found]
+    data = {**MINIMAL, "design": "one-engine", "step_times": False}
+    data["precision"] = {"mde": 0.02, "metric": KEY}
+    with pytest.raises(ScenarioError, match="step_times"):
+        parse_scenario(data)
