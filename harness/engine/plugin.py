@@ -6,8 +6,13 @@ vllm.general_plugins); without SPECBENCH_IMPL it does nothing.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
+import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from harness.config.catalog import parse_implementation
@@ -48,9 +53,67 @@ def register() -> None:
         _install_overlay(overlay)
     value = os.environ.get(IMPL_ENV, "").strip()
     if value:
-        _install_swap(value)
-    _install_step_times()
-    _install_platform()
+        _check_swap(value)  # a mislabelled benchmark stops here, in the front end too
+    # What only a worker's model runner uses waits for a worker (see _when_a_worker_starts).
+    pieces = [_install_step_times, _install_platform]
+    _when_a_worker_starts([(lambda: _install_swap(value)), *pieces] if value else pieces)
+
+
+# The installs waiting for vLLM to build a worker in this process (or one forked from it).
+_pending: list[Callable[[], None]] = []
+_WAITS = "_specbench_waits_for_a_worker"  # marks the init_worker that runs them
+
+
+def _when_a_worker_starts(installs: list[Callable[[], None]]) -> None:
+    """Run `installs`, in order, only in a process that hosts one of vLLM's workers: now, when
+    register() runs inside WorkerWrapperBase.init_worker (a spawned worker loads its plugins
+    there), otherwise when init_worker first runs in this process or in one forked from it
+    (an engine core with its worker in-process, LLM without multiprocessing). vLLM's front
+    end (LLM's process, the API server, an engine core whose workers are their own processes)
+    builds no model runner, so it never imports the runners, proposers and swaps that vLLM
+    itself does not import there (on vLLM 0.32 here: some 90 modules, V1's gpu_model_runner and
+    V2's model runner among them). Overlays and patches still install at once: an overlay's
+    proof names the processes its code runs in, the front end included."""
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    current = WorkerWrapperBase.init_worker
+    # vLLM's own init_worker is itself decorated: the frame to look for is its innermost code.
+    if _running(inspect.unwrap(current).__code__):
+        for install in installs:
+            install()
+        return
+    _pending.extend(installs)
+    if getattr(current, _WAITS, False):  # wrapped already (register ran before)
+        return
+
+    @functools.wraps(current)
+    def init_worker(self: Any, *args: Any, **kwargs: Any) -> Any:
+        while _pending:
+            _pending.pop(0)()
+        return current(self, *args, **kwargs)
+
+    setattr(init_worker, _WAITS, True)
+    setattr(WorkerWrapperBase, "init_worker", init_worker)  # noqa: B010
+
+
+def _running(code: Any) -> bool:
+    """Whether a frame of `code` is on this thread's stack."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _check_swap(value: str) -> None:
+    """SPECBENCH_IMPL's value, parsed: an invalid one raises ValueError (vLLM refuses to start)."""
+    try:
+        parse_implementation(value)
+    except ValueError as exc:
+        message = f"{IMPL_ENV}={value!r} is invalid: {exc}"
+        logger.error("specbench: %s", message)
+        raise ValueError(message) from exc
 
 
 def _install_swap(value: str) -> None:
