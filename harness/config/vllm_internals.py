@@ -338,6 +338,17 @@ INTERNALS: tuple[Internal, ...] = (
         ("attr",),
         _PLUGIN,
     ),
+    # The stall watchdog's heartbeat wraps it: every engine step enters the model runner here
+    # (checked in 0.32, 0.33 and 0.34's source). Without it a stuck step is found only by the
+    # pass bounds (harness.execute.progress).
+    Internal(
+        "overlay plugin",
+        "vllm.v1.worker.worker_base",
+        "WorkerWrapperBase.execute_model",
+        "method",
+        None,
+        _STEPS,
+    ),
     Internal(
         "overlay plugin",
         "vllm.distributed.parallel_state",
