@@ -129,7 +129,7 @@ def _written_twice(line: str, after: str | None = None) -> Any:
     implementation on 18, the last.)"""
 
     def mutate(data: dict[str, Any], tmp_path: Path) -> str:
-        text = yaml.safe_dump(data, sort_keys=False)
+        text: str = yaml.safe_dump(data, sort_keys=False)
         if after is None:
             return f"{text}{line}\n"
         assert after in text.splitlines()

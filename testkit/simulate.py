@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from harness.analysis.stats import DeltaEstimate, arm_delta
 from harness.config.scenario import Precision, parse_scenario
 from harness.engine.schedule import WarmUp, drive_shared_launch, pass_throughput
 from harness.plan.plan import expand_plan
-from harness.wire.records import PassRecord, RequestRecord
+from harness.wire.records import PassRecord, Record, RequestRecord
 from harness.wire.spec import ArmSpec, RunSpec
 from testkit.scenarios import MINIMAL
 
@@ -65,6 +65,8 @@ def shared_run(
     return run
 
 
+_Model = TypeVar("_Model", bound=Record)
+
 _REQUEST = RequestRecord(
     index=0,
     prompt_tokens=16,
@@ -86,7 +88,7 @@ _PASS = PassRecord(
 )
 
 
-def _copy(template: Any, **values: Any) -> Any:
+def _copy(template: _Model, **values: Any) -> _Model:
     """A validated record with some fields replaced: model_copy without its deep copy of
     private state, which these records do not have (about 4x quicker; a simulated precision
     run makes hundreds of thousands of passes)."""

@@ -61,7 +61,7 @@ def shared_launch(
     """One engine hosting arms a and b in ABBA blocks: output throughput with a launch offset,
     this launch's own effect, and 2% pass noise (a pass: 2 requests x 5 tokens)."""
     offset = rng.normal(0, 0.08)
-    passes = []
+    passes: list[PassRecord] = []
     t = start
     for b in range(blocks):
         for arm in ("a", "b", "b", "a"):

@@ -19,6 +19,7 @@ import sys
 TYPE_CHECKING = False  # no typing import at every start-up
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from importlib.abc import Loader
     from types import ModuleType
     from typing import Any, TypeAlias
 
@@ -74,7 +75,7 @@ def noop_switch(_value: str) -> Patch:
                 impls._active.clear()
                 impls._active.update(active)
 
-        impls.switch_epoch = switch_epoch
+        vars(impls)["switch_epoch"] = switch_epoch
 
     return patch
 
@@ -89,7 +90,7 @@ def taken_port(value: str) -> Patch:
         def free_port() -> int:
             return held.pop() if held else int(original())
 
-        serve_worker.free_port = free_port
+        vars(serve_worker)["free_port"] = free_port
 
     return patch
 
@@ -125,7 +126,7 @@ def slow_write(spec: str) -> Patch:
             time.sleep(float(seconds))
             return original(*args, **kwargs)
 
-        workflow.write_outputs = write_outputs
+        vars(workflow)["write_outputs"] = write_outputs
 
     return patch
 
@@ -143,7 +144,7 @@ FAULTS: dict[str, tuple[str, Callable[[str], Patch]]] = {
 class _PatchingLoader:
     """A module's own loader, then the patches once the module has run."""
 
-    def __init__(self, loader: Any, patches: list[Patch]) -> None:
+    def __init__(self, loader: Loader, patches: list[Patch]) -> None:
         self._loader = loader
         self._patches = patches
 
