@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -62,12 +63,20 @@ def screenshot(page: Path, out: Path, width: int = 1300, height: int = 2600) -> 
     return out
 
 
+class Table(TypedDict):
+    """One <table class="results">: its caption, heading cells and body rows' cell texts."""
+
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+
+
 class Tables(HTMLParser):
     """Every <table class="results">: its caption, heading cells and body rows' cell texts."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.tables: list[dict[str, object]] = []
+        self.tables: list[Table] = []
         self._cell: list[str] | None = None
         self._row: list[str] | None = None
         self._in: str | None = None
@@ -108,14 +117,14 @@ class Tables(HTMLParser):
             if key == "header":
                 self.tables[-1]["header"] = self._row
             else:
-                self.tables[-1]["rows"].append(self._row)  # type: ignore[union-attr]
+                self.tables[-1]["rows"].append(self._row)
             self._row = None
 
     def handle_data(self, data: str) -> None:
         if self._cell is not None:
             self._cell.append(data)
         elif self._in == "caption" and self.tables:
-            self.tables[-1]["caption"] = str(self.tables[-1]["caption"]) + data
+            self.tables[-1]["caption"] += data
 
 
 def parse(text: str) -> Tables:

@@ -50,6 +50,13 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _report(ONE_ENGINE, tmp_path_factory.mktemp("page"))
 
 
+def _leading_number(cell: str) -> float:
+    """The number a cell starts with (a minus sign may be U+2212)."""
+    found = re.match(r"[-+]?\d+(\.\d+)?", cell.replace("−", "-"))
+    assert found is not None, cell
+    return float(found.group(0))
+
+
 def _no_network(text: str) -> None:
     """Nothing the page loads comes from elsewhere: no script loaded by src, and outside the
     scripts' bodies (plotly.js's own strings name its website) no src= or href= to http(s)."""
@@ -107,17 +114,13 @@ def test_a_click_on_a_heading_sorts_the_rows(report: Path, tmp_path: Path) -> No
     up = re.search(r'data-up="([^"]*)"', dom)
     assert up is not None
     first = [
-        float(re.match(r"[-+]?\d+(\.\d+)?", c.replace("−", "-")).group(0))  # type: ignore[union-attr]
+        _leading_number(c)
         for c in up.group(1).replace("&amp;", "&").split("|")
         if re.match(r"[-+−]?\d", c)
     ]
     assert len(first) >= 10 and first == sorted(first)
     rows = browser.parse(dom).tables[0]["rows"]
-    down = [
-        float(re.match(r"[-+]?\d+(\.\d+)?", r[3].replace("−", "-")).group(0))  # type: ignore[index,union-attr]
-        for r in rows
-        if re.match(r"[-+−]?\d", r[3])
-    ]  # type: ignore[index]
+    down = [_leading_number(r[3]) for r in rows if re.match(r"[-+−]?\d", r[3])]
     assert down == sorted(down, reverse=True)
 
 
@@ -129,8 +132,8 @@ def test_sweep_page_has_every_cells_table(tmp_path: Path) -> None:
 
     cells = compare_sweep(load_run(report.parent)).cells
     assert len(page.tables) == 1 + len(cells)
-    assert page.tables[0]["caption"].startswith("cpu-eagle-tp2-sweep-small sweep")  # type: ignore[union-attr]
-    assert len(page.tables[0]["rows"]) == len(cells)  # type: ignore[arg-type]
+    assert page.tables[0]["caption"].startswith("cpu-eagle-tp2-sweep-small sweep")
+    assert len(page.tables[0]["rows"]) == len(cells)
     for table, cell in zip(page.tables[1:], cells, strict=True):
         assert table["rows"] == table_rows(cell.comparison)[1]
     # throughput over time, latency, acceptance, and a forest per cell
@@ -153,7 +156,7 @@ def test_history_page_has_the_runs_and_the_series_figure(tmp_path: Path) -> None
     _no_network(page_path.read_text())
     page = browser.parse(browser.dom(page_path))
     [table] = page.tables
-    assert [r[0] for r in table["rows"]] == [f"r{i:02d}" for i in range(8)]  # type: ignore[union-attr]
-    assert all("[" in r[2] for r in table["rows"])  # type: ignore[union-attr]
+    assert [r[0] for r in table["rows"]] == [f"r{i:02d}" for i in range(8)]
+    assert all("[" in r[2] for r in table["rows"])
     assert page.figures == 1
     _not_blank(browser.screenshot(page_path, tmp_path / "history.png", height=1400))
