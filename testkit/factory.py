@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.wire.records import (
@@ -92,9 +93,9 @@ def stored_run(
     tmp_path: Path,
     name: str,
     runs: list[RunRecord],
-    fingerprint: dict[str, object],
-    variants: dict[str, object],
-    scenario: dict[str, object] | None = None,
+    fingerprint: Mapping[str, object],
+    variants: Mapping[str, object],
+    scenario: Mapping[str, object] | None = None,
 ) -> Path:
     """A results folder holding `runs` under a minimal scenario with `variants`."""
     from harness.results.store import save_run_record

@@ -17,12 +17,12 @@ from harness.errors import IncomparableError, ResultsError
 from harness.present.tables import render_markdown, render_terminal
 from harness.results.run import Run, load_run
 from harness.wire.manifest import Manifest
-from harness.wire.records import SCHEMA_VERSION
+from harness.wire.records import SCHEMA_VERSION, RunRecord
 from testkit.factory import run, simple_pass, stored_run
 
 
-def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list:
-    runs = []
+def _runs(cand_duration: float = 1.9, cand_tokens_offset: int = 0) -> list[RunRecord]:
+    runs: list[RunRecord] = []
     order = 0
     for r in range(2):
         # The candidate's launches differ a little between rounds: the unit is the launch.
@@ -193,7 +193,7 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
     assert "MISMATCH" in render_terminal(strict)
 
 
-def _noisy_runs(base_offsets: list[int], cand_offsets: list[int]) -> list:
+def _noisy_runs(base_offsets: list[int], cand_offsets: list[int]) -> list[RunRecord]:
     """Baseline and candidate passes whose request 0 differs by the offset given per pass
     (0: the baseline's first output), the way a GPU's batches move greedy outputs."""
     return [
@@ -236,7 +236,7 @@ def test_gpu_parity_is_judged_against_the_baselines_own_repeats() -> None:
     assert exact.parity_violations == ["opt"]
 
 
-def test_exact_parity_on_a_cpu_or_in_batch_invariant_mode(scenario_data: dict) -> None:
+def test_exact_parity_on_a_cpu_or_in_batch_invariant_mode(scenario_data: dict[str, Any]) -> None:
     assert parse_scenario(scenario_data).exact_parity  # device: cpu
     scenario_data["device"] = "cuda"
     assert not parse_scenario(scenario_data).exact_parity
@@ -246,7 +246,7 @@ def test_exact_parity_on_a_cpu_or_in_batch_invariant_mode(scenario_data: dict) -
     assert not parse_scenario(scenario_data).exact_parity
 
 
-def test_expected_parity_defaults(scenario_data: dict) -> None:
+def test_expected_parity_defaults(scenario_data: dict[str, Any]) -> None:
     from harness.config.scenario import parse_scenario
 
     scenario_data["variants"]["tuned"] = {"engine": {"enforce_eager": True}}

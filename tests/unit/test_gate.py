@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -26,7 +26,7 @@ def row(
     low: float | None,
     high: float | None,
     higher: bool = True,
-    kind: str = "relative",
+    kind: Literal["relative", "points"] = "relative",
     note: str | None = None,
     se: float = 0.01,
 ) -> MetricRow:
@@ -38,7 +38,7 @@ def row(
         0.5,
         "paired t (blocks)",
         False,
-        0.02,  # type: ignore[arg-type]
+        0.02,
         None,
         None,
         False,
@@ -206,7 +206,10 @@ def _shared(opt_factor: float, choice: str = "optimized") -> Any:
     return record
 
 
-IMPLS = {"base": "medusa-proposer:baseline", "opt": "medusa-proposer:optimized"}
+IMPLS: dict[str, str | None] = {
+    "base": "medusa-proposer:baseline",
+    "opt": "medusa-proposer:optimized",
+}
 
 
 def test_judge_names_the_regressed_metric_and_renders_for_ci() -> None:
@@ -276,7 +279,7 @@ VARIANTS = {
     "base": {"baseline": True, "implementation": "medusa-proposer:baseline"},
     "opt": {"implementation": "medusa-proposer:optimized"},
 }
-FP = {"vllm": "0.32.0", "torch": "2.13.0"}
+FP: dict[str, object] = {"vllm": "0.32.0", "torch": "2.13.0"}
 
 
 def _folder(tmp_path: Path, name: str, factor: float, fingerprint: dict[str, object] = FP) -> Path:

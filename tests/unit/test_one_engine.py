@@ -240,7 +240,7 @@ def _shared_run(bad_pass: int | None = None) -> Any:
 
 
 def test_shared_launch_is_compared_on_blocks() -> None:
-    impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
+    impls: dict[str, str | None] = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
     comparison = compare_records(
         [_shared_run()],
         Arms("base", ["opt"], implementations=impls, design="one-engine"),
@@ -255,7 +255,7 @@ def test_shared_launch_is_compared_on_blocks() -> None:
 
 
 def test_unproven_pass_is_discarded_counted_and_named() -> None:
-    impls = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
+    impls: dict[str, str | None] = {"base": f"{MEDUSA}:baseline", "opt": f"{MEDUSA}:optimized"}
     comparison = compare_records(
         [_shared_run(bad_pass=4)],
         Arms("base", ["opt"], implementations=impls, design="one-engine"),
@@ -359,7 +359,8 @@ def test_an_arm_whose_warm_up_never_proves_is_refused_before_measuring(
     """Item 8's self-check: a switch that does not change what the proof records (here the
     workers keep running the baseline whatever they are told) is found in the warm-up, in
     one line, instead of after the whole budget as every measured pass 'unproven'."""
-    from harness.engine.schedule import ProofRefused, check_warmup_proof
+    from harness.engine.schedule import check_warmup_proof
+    from harness.errors import ProofRefused
 
     spec = _shared_spec(scenario_data)
     base, cand = spec.arms[0], spec.arms[1]
