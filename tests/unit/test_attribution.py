@@ -127,7 +127,7 @@ def test_component_rows_and_parts_keep_their_rate_under_component_noise() -> Non
     cell here (deterministic seeds); benchmarks/component_stress.py gives 1000 a cell."""
     from testkit.simulate import Parts, parts_trials
 
-    def rate(results: list[dict], key: str, truth: float | None) -> float:
+    def rate(results: list[dict[str, Any]], key: str, truth: float | None) -> float:
         hits = []
         for r in results:
             e = r["attribution"].parts[0] if key == "part:draft" else r[key]
@@ -223,8 +223,9 @@ def test_a_precision_run_on_the_draft_row_stops_there() -> None:
         seed=5,
         precision=Precision(mde=0.02, metric="draft_ms_per_step", budget_s=1e9),
     )
-    est = trial["draft_ms_per_step"]
-    assert trial["stopped"].startswith(
+    est, stopped = trial["draft_ms_per_step"], trial["stopped"]
+    assert isinstance(stopped, str)
+    assert stopped.startswith(
         "target reached (draft_ms_per_step MDE <= ±2.00%) "
         f"after {trial['blocks']} blocks: draft_ms_per_step MDE"
     )
@@ -427,7 +428,7 @@ def test_the_drafter_over_the_forward_leaves_out_what_moves_the_whole_pass() -> 
         output_token_ids=[],
     )
 
-    def row(slow: float, drafter: float, spec: SpecDecodeCounters | None = sd) -> dict:
+    def row(slow: float, drafter: float, spec: SpecDecodeCounters | None = sd) -> dict[str, object]:
         st = StepTimes(
             steps=50, step_s=0.15 * slow, forward_s=0.05 * slow, draft_s=0.015 * slow * drafter
         )
@@ -447,7 +448,8 @@ def test_the_drafter_over_the_forward_leaves_out_what_moves_the_whole_pass() -> 
     assert row(1.3, 1.0)["draft_per_forward"] == pytest.approx(0.3)
     assert row(1.3, 1.0)["draft_ms_per_step"] == pytest.approx(1.3 * 0.3)
     assert row(1.0, 1.2)["draft_per_forward"] == pytest.approx(0.36)
-    assert math.isnan(row(1.0, 1.0, None)["draft_per_forward"])  # type: ignore[arg-type]
+    unknown = row(1.0, 1.0, None)["draft_per_forward"]
+    assert isinstance(unknown, float) and math.isnan(unknown)
 
 
 def test_a_precision_run_on_the_drafter_over_the_forward_stops_there() -> None:
@@ -461,6 +463,7 @@ def test_a_precision_run_on_the_drafter_over_the_forward_stops_there() -> None:
         seed=5,
         precision=Precision(mde=0.03, metric="draft_per_forward", budget_s=1e9),
     )
-    est = trial["draft_per_forward"]
-    assert trial["stopped"].startswith("target reached (draft_per_forward MDE <= ±3.00%)")
+    est, stopped = trial["draft_per_forward"], trial["stopped"]
+    assert isinstance(stopped, str)
+    assert stopped.startswith("target reached (draft_per_forward MDE <= ±3.00%)")
     assert est.mde is not None and est.mde <= 0.03 and est.units == trial["blocks"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from harness.analysis.compare import Arms, compare_records
+from harness.analysis.comparison import Comparison
 from harness.api import compare, load_run
 from harness.config.latency import LATENCY_METRICS, LatencyMetric
 from harness.config.scenario import parse_scenario, scenario_hash
@@ -83,7 +84,7 @@ def test_bad_percentiles_get_one_line_naming_the_field(
 def _records() -> list[Any]:
     """One engine, 8 blocks of base opt opt base; opt's gaps between tokens 20% longer."""
     rng = np.random.default_rng(1)
-    passes = []
+    passes: list[PassRecord] = []
     for block in range(8):
         for arm in ("base", "opt", "opt", "base"):
             slow = 1.2 if arm == "opt" else 1.0
@@ -154,6 +155,7 @@ def test_a_stored_run_reports_and_writes_the_chosen_percentiles(tmp_path: Path) 
     )
     stored = load_run(run_dir)
     comparison = compare(stored)
+    assert isinstance(comparison, Comparison)
     assert "P99.9 ITL (ms)" in {r.label for r in comparison.candidates[0].rows}
     files = run_results(stored, comparison)
     assert {"p90_ttft_ms", "p99.9_itl_ms", "p50_itl_ms", "median_itl_ms"} <= set(files["opt"])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from harness.analysis.comparison import Comparison
 from harness.analysis.history import build_series
 from harness.analysis.repeats import combined
 from harness.analysis.stats import ALPHA, runs_alpha, runs_estimate
@@ -43,8 +44,10 @@ def test_a_rerun_prints_its_runs_combined_and_the_looks_allowed_for(tmp_path: Pa
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 40 + i)
     first, _ = write_report(tmp_path / "r0", figures=False)
+    assert isinstance(first, Comparison)
     assert not any("across all" in w for w in first.warnings)  # one run: its fixed interval
     analysis, _ = write_report(tmp_path / "r2", figures=False)
+    assert isinstance(analysis, Comparison)
     notes = [w for w in analysis.warnings if w.startswith("across all 3 runs")]
     assert len(notes) == 1, analysis.warnings
     note = notes[0]
