@@ -36,7 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as sps
+
+# A run-to-run series: a list of values or the array a caller already holds.
+Series = Sequence[float] | npt.NDArray[np.float64]
 
 # A step's p-value must be below this: a history of 30 runs tests ~25 splits at each level,
 # so the per-test level is far below 5% (simulated: no alarm in >= 95% of step-free series).
@@ -200,7 +204,7 @@ def _tested(x: np.ndarray, points: list[int], trend: bool) -> list[ChangePoint]:
 
 
 def change_points(
-    values: Sequence[float],
+    values: Series,
     *,
     max_pvalue: float = MAX_PVALUE,
     min_size: int = MIN_SIZE,
@@ -227,7 +231,7 @@ def change_points(
 
 
 def drifts(
-    values: Sequence[float],
+    values: Series,
     points: Sequence[ChangePoint] = (),
     *,
     max_pvalue: float = DRIFT_PVALUE,
@@ -253,7 +257,7 @@ def drifts(
     return out
 
 
-def noise_sd(values: Sequence[float]) -> float:
+def noise_sd(values: Series) -> float:
     """The series' run-to-run sd, robust to steps: the MAD of successive differences, scaled
     to an sd of one value (a step moves one difference, not the median)."""
     x = np.asarray(values, dtype=float)
@@ -265,7 +269,7 @@ def noise_sd(values: Sequence[float]) -> float:
 
 
 def detectable_step(
-    values: Sequence[float],
+    values: Series,
     *,
     max_pvalue: float = MAX_PVALUE,
     n_after: int = MIN_SIZE,
