@@ -39,6 +39,28 @@ def test_the_readme_is_a_front_door() -> None:
     assert recipe < 100
 
 
+def _sentence_lengths(text: str) -> list[int]:
+    """Words per sentence of a page's prose: code, tables, headings and comments left out; a
+    sentence ends at . ! or ?, a blank line or a list item."""
+    prose = FENCE.sub("", text)
+    prose = re.sub(r"<!--.*?-->", "", prose, flags=re.S)
+    prose = re.sub(r"^(\||#).*$", "", prose, flags=re.M)
+    parts = re.split(r"(?<=[.!?])\s+|\n\s*\n|\n- ", prose)
+    return [len(p.split()) for p in parts if len(p.split()) > 2]
+
+
+def test_the_readme_speaks_in_short_sentences() -> None:
+    """The anchors' READMEs (pyperf, asv, guidellm) have median sentences of 12-17 words."""
+    lengths = sorted(_sentence_lengths((ROOT / "README.md").read_text()))
+    assert lengths[len(lengths) // 2] <= 17, f"median sentence {lengths[len(lengths) // 2]} words"
+    assert lengths[-1] <= 40, f"a README sentence of {lengths[-1]} words"
+
+
+def test_sentence_lengths_counts_prose_only() -> None:
+    text = "One two three four.\n\n```\nnot prose at all here\n```\n\n| a | table row here |\n\nFive six seven."
+    assert _sentence_lengths(text) == [4, 3]
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page: Path) -> None:
     broken = []
