@@ -20,6 +20,12 @@ from harness.workflow import write_report
 from tests.conftest import ROOT
 
 
+def _text(node: ast.Constant) -> str:
+    """A string constant's text (a key or a piece of an f-string), failing on any other."""
+    assert isinstance(node.value, str), ast.dump(node)
+    return node.value
+
+
 def _vllm_keys() -> set[str]:
     """The keys vllm bench serve saves for a generative model with speculative decoding, read
     from the installed vLLM's source: the result dict's literal keys (the generation branch),
@@ -37,7 +43,7 @@ def _vllm_keys() -> set[str]:
         and any(isinstance(k, ast.Constant) and k.value == "output_throughput" for k in n.keys)
     ]
     assert len(literal) == 1
-    keys |= {k.value for k in literal[0].keys if isinstance(k, ast.Constant)}
+    keys |= {_text(k) for k in literal[0].keys if isinstance(k, ast.Constant)}
     main = next(
         n
         for n in ast.walk(tree)
@@ -58,9 +64,9 @@ def _vllm_keys() -> set[str]:
                 and target.value.id == "result_json"
                 and isinstance(target.slice, ast.Constant)
             ):
-                keys.add(target.slice.value)
+                keys.add(_text(target.slice))
     patterns = {
-        "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+        "".join(_text(v) if isinstance(v, ast.Constant) else "{}" for v in n.values)
         for n in ast.walk(tree)
         if isinstance(n, ast.JoinedStr)
     }
