@@ -62,7 +62,8 @@ def _probe(own: bool, seconds: float = 1.0) -> dict[str, float]:
         timeout=120,
         check=True,
     ).stdout
-    return json.loads(out)
+    shares: dict[str, float] = json.loads(out)
+    return shares
 
 
 def test_a_process_outside_the_launch_counts_and_one_inside_does_not() -> None:
@@ -83,7 +84,7 @@ def test_a_process_outside_the_launch_counts_and_one_inside_does_not() -> None:
 
 
 def _record(key: str, shares: dict[str, list[float]]) -> RunRecord:
-    passes = []
+    passes: list[PassRecord] = []
     for arm, values in shares.items():
         for i, share in enumerate(values):
             passes.append(

@@ -34,7 +34,7 @@ def workload(kind: str, n: int = 6, **more: Any) -> Workload:
         kind=kind,
         path=FORMATS[kind],
         num_prompts=n,
-        max_tokens=8,  # type: ignore[arg-type]
+        max_tokens=8,
         **more,
     )
 

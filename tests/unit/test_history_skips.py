@@ -41,7 +41,7 @@ def test_every_folder_left_out_is_named_with_why(
     with caplog.at_level(logging.WARNING, logger="specbench.results"):
         frame = history(store)
     assert sorted(frame["run_id"].unique()) == ["good"]
-    lines = frame.attrs["skipped"]
+    lines: list[str] = frame.attrs["skipped"]
     assert len(lines) == 5, lines
 
     def line(folder: str) -> str:

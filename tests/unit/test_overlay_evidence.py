@@ -83,7 +83,7 @@ def _spec(module: str) -> dict[str, Any]:
     """The spec Overlays.spec() builds for arms base (installed) and branch, in the changed
     file's order: statements first in the file, then the helpers, as a branch would write."""
     line = 100
-    code = []
+    code: list[dict[str, Any]] = []
     for name, source in BRANCH_STATEMENTS.items():
         code.append(
             {

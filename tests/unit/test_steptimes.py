@@ -92,7 +92,7 @@ def test_the_host_clock_is_chosen_without_cuda() -> None:
     assert type(steptimes._clock()) is Clock
 
 
-def _v2() -> tuple[type, type, type, type]:
+def _v2() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
     """Model Runner V2's shape (0.34): the forward inline in execute_model between the step
     timing collector's forward_start and the KV connector's finish_forward; the draft in
     sample_tokens through the speculator's prepare_propose and propose."""

@@ -173,11 +173,11 @@ def test_a_scenario_is_checked_against_a_version_by_what_it_uses(tmp_path: Path)
                     z.writestr(moved.get(name, name), text)
     later = open_source(str(wheel))
     results = {}
-    for path in sorted(SCENARIOS.glob("*.yaml")):
-        scenario = load_scenario(path)
-        plan = expand_plan(scenario, scenario_file=path)
-        assert check_scenario(here, scenario, plan) == {}, path.name
-        results[path.stem] = check_scenario(later, scenario, plan)
+    for scenario_file in sorted(SCENARIOS.glob("*.yaml")):
+        scenario = load_scenario(scenario_file)
+        plan = expand_plan(scenario, scenario_file=scenario_file)
+        assert check_scenario(here, scenario, plan) == {}, scenario_file.name
+        results[scenario_file.stem] = check_scenario(later, scenario, plan)
         features, keys = scenario_needs(scenario, plan)
         assert "platform" in features and keys
     medusa = results["cpu-medusa-proposer"]
