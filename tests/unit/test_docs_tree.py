@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import click
 import pytest
 import typer.main
 
@@ -59,8 +60,10 @@ def documented_modules(text: str) -> set[str]:
 
 def cli_commands() -> list[str]:
     """Every command of the typer app, a group's as `group sub`."""
-    names = []
-    for name, command in typer.main.get_command(app).commands.items():
+    names: list[str] = []
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    for name, command in group.commands.items():
         subs = getattr(command, "commands", None)
         names += [f"{name} {sub}" for sub in subs] if subs else [name]
     return names

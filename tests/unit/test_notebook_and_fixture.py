@@ -120,10 +120,10 @@ def _execute(notebook: str, fixture: Path, tmp_path: Path) -> tuple[Any, Path]:
     fixture_copy = tmp_path / fixture.name
     shutil.copytree(fixture, fixture_copy)
     figure = tmp_path / "figure.png"
-    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)  # type: ignore[no-untyped-call]
     nb.cells.insert(
         0,
-        nbformat.v4.new_code_cell(
+        nbformat.v4.new_code_cell(  # type: ignore[no-untyped-call]
             f"import os; os.environ['SPECBENCH_RESULTS'] = {str(fixture_copy)!r}; "
             f"os.environ['SPECBENCH_FIGURE'] = {str(figure)!r}"
         ),

@@ -74,7 +74,7 @@ def test_a_hard_limit_below_the_concurrency_is_refused_before_any_server(
     with pytest.raises(HardwareError, match=r"^serve\.concurrency: 300 .*ulimit -n 812") as err:
         check_open_files(run)
     assert "\n" not in str(err.value)
-    monkeypatch.setattr(serve_worker.subprocess, "Popen", pytest.fail)  # no server starts
+    monkeypatch.setattr(subprocess, "Popen", pytest.fail)  # serve_worker's: no server starts
     result = serve_worker.run_serve_worker(run, tmp_path, None, tmp_path, tmp_path / "s.log")
     assert result.status == "failed" and result.server is None
     assert result.error is not None and "ulimit -n 812" in result.error
