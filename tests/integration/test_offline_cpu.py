@@ -267,6 +267,7 @@ def test_medusa_precision_run_stopped_at_a_look(medusa_run: CliRun) -> None:
     assert record.result.stopped.startswith("target reached")
     blocks = len(record.result.passes) // 4
     assert blocks >= PRECISION_MIN_BLOCKS and blocks % PRECISION_LOOK_EVERY == 0
+    assert record.log_file is not None
     assert (
         "Stopped: " in medusa_run.stdout
         and "look after"
@@ -406,7 +407,8 @@ def assert_tp2_switched_in_place(run: CliRun) -> None:
     seen: dict[int, set[str]] = {}
     for p in record.result.passes:
         assert p.impl_reports is not None
-        assert sorted(r.tp_rank for r in p.impl_reports) == [0, 1]
+        ranks = [r.tp_rank for r in p.impl_reports if r.tp_rank is not None]
+        assert len(ranks) == len(p.impl_reports) and sorted(ranks) == [0, 1]
         want = "eagle.allgather_argmax" if p.arm == "baseline" else "eagle.local_argmax"
         for r in p.impl_reports:
             assert set(r.paths) == {want} and r.matches_choice, (p.repeat, r)
@@ -511,6 +513,7 @@ def test_a_variants_own_patch_runs_inside_vllm(failing_and_patched: CliRun) -> N
     assert reports and all(
         r.choice == "tests.patches.medusa_zero_drafts:install"
         and set(r.paths) == {"medusa.propose.zeros"}
+        and r.calls is not None
         and r.calls > 0
         and r.pid != zeros.result.worker_pid
         for r in reports
@@ -563,6 +566,7 @@ def test_a_switchable_patch_shares_one_engine_with_the_baseline(tmp_path: Path) 
         if p.arm == "zeros":
             assert all(
                 r.choice == "tests.patches.medusa_zero_drafts:install"
+                and r.calls is not None
                 and r.calls > 0
                 and set(r.paths) == {"medusa.propose.zeros"}
                 for r in reports

@@ -159,8 +159,10 @@ def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
     (line,) = sweep.break_even
     assert line.crossing is not None and line.crossing.ci_low is not None
     # Acceptance is the draft's, alike in both arms of every cell.
-    for cell in sweep.cells:
-        acc = next(r for r in cell.comparison.candidates[0].rows if r.key == "acceptance_rate")
+    for sweep_cell in sweep.cells:
+        acc = next(
+            r for r in sweep_cell.comparison.candidates[0].rows if r.key == "acceptance_rate"
+        )
         assert acc.baseline == acc.candidate
     # The plan times itself from this run: every launch matched to the same settings.
     plan = _cli("plan", str(_scenario(run_dir.parent.parent)), "--from", str(run_dir))
