@@ -25,6 +25,7 @@ from harness.errors import ExitCode, ResultsError, ScenarioError, StorageError
 from harness.execute.local import (
     Executor,
     Interrupted,
+    LaunchAll,
     LocalExecutor,
     Progress,
     device_env,
@@ -237,16 +238,20 @@ def run_plan(
     meanwhile waits (`wait=False`: refuses, before any folder exists); `shared_machine` takes
     no lock and the manifest says so.
     """
-    started = time.perf_counter()
-    scenario, base_dir = plan.scenario, Path(plan.base_dir)
-    builds = preflight(scenario, plan, base_dir)
-    executor = executor or LocalExecutor()
-    executor.check(plan)  # e.g. a cluster to join, with room for every launch
+    return _PlanRun(plan, results_root, executor, progress, run_id, clean, resume).run(
+        wait, shared_machine
+    )
+
+
+def _check_run_id(run_id: str | None) -> None:
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
         raise ScenarioError(
             f"--run-id {run_id!r}: use a plain name (letters, digits, '-', "
             "'_', '.'), no '/' or '..'"
         )
+
+
+def _check_results_root(results_root: Path) -> None:
     try:
         results_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -255,44 +260,84 @@ def run_plan(
         ) from None
     if not os.access(results_root, os.W_OK | os.X_OK):
         raise ScenarioError(f"--results-dir {results_root}: not writable")
-    for line in mark_abandoned(results_root, clean):
-        progress(f"found a dead run: {line}")
-    previous = load_run(resume, scenario) if resume is not None else None
-    if previous is not None:
-        check_resumable(plan, previous, builds)
-        run_id, run_dir = previous.run_id, previous.path
-    else:
-        run_id = run_id or new_run_id(scenario.name)
+
+
+class _PlanRun:
+    """One run of a plan, held as pyperf's Manager holds a benchmark's: the plan, the executor,
+    the run folder, its manifest, the records so far and the launches in flight. Built, it has
+    made every check (before any folder of the run exists); a method per step from there: run
+    (the machine's lock, the folder, every launch), launch_one, ended (a record kept as soon
+    as it exists), and the ways a run ends (finish, _interrupted, _storage_failed)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        results_root: Path,
+        executor: Executor | None,
+        progress: Progress,
+        run_id: str | None,
+        clean: bool,
+        resume: Path | None,
+    ) -> None:
+        self.started = time.perf_counter()
+        self.plan, self.scenario, self.base_dir = plan, plan.scenario, Path(plan.base_dir)
+        self.builds = preflight(self.scenario, plan, self.base_dir)
+        self.executor = executor or LocalExecutor()
+        self.executor.check(plan)  # e.g. a cluster to join, with room for every launch
+        self.progress = progress
+        _check_run_id(run_id)
+        _check_results_root(results_root)
+        for line in mark_abandoned(results_root, clean):
+            progress(f"found a dead run: {line}")
+        self.previous = load_run(resume, self.scenario) if resume is not None else None
+        self.run_id, self.run_dir = self._place(results_root, run_id)
+        self.outcome = RunOutcome(run_dir=self.run_dir)
+        self.manifest = self._new_manifest()
+        self.done: set[str] = set()
+        self.flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
+        if self.previous is not None:
+            self._take_over(self.previous)
+
+    def _place(self, results_root: Path, run_id: str | None) -> tuple[str, Path]:
+        """The run's id and folder: the resumed run's, or a new one that must not exist."""
+        if self.previous is not None:
+            check_resumable(self.plan, self.previous, self.builds)
+            return self.previous.run_id, self.previous.path
+        run_id = run_id or new_run_id(self.scenario.name)
         run_dir = results_root / run_id
         if run_dir.exists():
             raise ScenarioError(f"--run-id {run_id}: {run_dir} already exists; choose another")
-    outcome = RunOutcome(run_dir=run_dir)
+        return run_id, run_dir
 
-    manifest = Manifest(
-        run_id=run_id,
-        status="running",
-        # Lets a later run tell a run whose specbench was killed from one still going.
-        runner_pid=os.getpid(),
-        created_unix=time.time(),
-        scenario_file=plan.scenario_file,
-        scenario=scenario.model_dump(mode="json"),
-        scenario_hash=scenario_hash(scenario),
-        fingerprint=fingerprint(scenario_hash(scenario)),
-        device_env=device_env(
-            scenario.device, scenario.tensor_parallel_size, scenario.model_runner
-        ),
-        # The vLLM build each variant ran under (interpreter, version, location, commit).
-        builds=builds,
-        plan=plan.model_dump(mode="json"),
-        runs=[],
-        # The worker whose session a later run checks for leftovers, should this one die.
-        in_flight=None,
-    )
-    done: set[str] = set()
-    if previous is not None:
+    def _new_manifest(self) -> Manifest:
+        scenario = self.scenario
+        return Manifest(
+            run_id=self.run_id,
+            status="running",
+            # Lets a later run tell a run whose specbench was killed from one still going.
+            runner_pid=os.getpid(),
+            created_unix=time.time(),
+            scenario_file=self.plan.scenario_file,
+            scenario=scenario.model_dump(mode="json"),
+            scenario_hash=scenario_hash(scenario),
+            fingerprint=fingerprint(scenario_hash(scenario)),
+            device_env=device_env(
+                scenario.device, scenario.tensor_parallel_size, scenario.model_runner
+            ),
+            # The vLLM build each variant ran under (interpreter, version, location, commit).
+            builds=self.builds,
+            plan=self.plan.model_dump(mode="json"),
+            runs=[],
+            # The worker whose session a later run checks for leftovers, should this one die.
+            in_flight=None,
+        )
+
+    def _take_over(self, previous: Run) -> None:
+        """A resumed run keeps the launches that finished well, and its start."""
+        manifest = self.manifest
         kept = [r for r in previous.runs if r.status == "ok"]
-        done = {r.run_key for r in kept}
-        outcome.records.extend(kept)
+        self.done = {r.run_key for r in kept}
+        self.outcome.records.extend(kept)
         manifest.created_unix = previous.manifest.created_unix
         manifest.fingerprint = previous.manifest.fingerprint
         manifest.runs = [_entry(r) for r in kept]
@@ -301,194 +346,227 @@ def run_plan(
             {"unix": time.time(), "from_status": previous.manifest.status, "kept": len(kept)},
         ]
 
-    def finish(status: str, error: str | None = None) -> RunOutcome:
-        outcome.wall_s = time.perf_counter() - started
-        manifest.status, manifest.finished_unix, manifest.in_flight = status, time.time(), None
-        manifest.timings = {"setup_s": outcome.setup_s, "wall_s": outcome.wall_s}
-        if error:
-            manifest.error = error
-        manifest.save(run_dir)
-        release_space(run_dir)
-        return outcome
+    # -- run: under the machine's lock, the folder, then every launch
 
-    def keep(record: RunRecord) -> None:
-        """A launch's record is stored, and listed in the manifest, as soon as it exists."""
-        outcome.records.append(record)
-        save_run_record(run_dir, record)
-        manifest.runs.append(_entry(record))
+    def run(self, wait: bool, shared_machine: bool) -> RunOutcome:
+        stack = contextlib.ExitStack()
+        holding = stack.enter_context(
+            machine(
+                f"run {self.run_id} of {self.scenario.name}",
+                wait,
+                shared_machine,
+                self.progress,
+                _lock_gpus(self.plan),
+            )
+        )
+        self.manifest.machine = holding.to_dict()
+        # A wait for the machine is not the run's (nor its budget's).
+        self.started = time.perf_counter()
+        try:
+            self._open_folder()
+            with _signals_raise():
+                try:
+                    return self._launch()
+                except (KeyboardInterrupt, Interrupted) as exc:
+                    return self._interrupted(exc)
+        except OSError as exc:
+            raise self._storage_failed(exc) from None
+        finally:
+            stack.close()  # the machine's lock, for the next benchmark
 
-    def keep_unsaved() -> None:
-        """After the disk filled: store the records whose writes failed, in the space freed."""
-        saved = {entry.run_key for entry in manifest.runs}
-        for record in outcome.records:
-            if record.run_key not in saved:
-                save_run_record(run_dir, record)
-                manifest.runs.append(_entry(record))
+    def _open_folder(self) -> None:
+        run_dir, done = self.run_dir, self.done
+        run_dir.mkdir(parents=True, exist_ok=self.previous is not None)
+        if self.previous is not None:
+            supersede(run_dir, done)
+            self.progress(
+                f"resuming {self.run_id}: {len(done)} of {len(self.plan.runs)} launch(es) "
+                f"kept, {len(self.plan.runs) - len(done)} to run"
+            )
+        reserve_space(run_dir)
+        self.manifest.save(run_dir)
 
-    def started_worker(run: RunSpec) -> Callable[[int], None]:
+    def _launch(self) -> RunOutcome:
+        todo = [run for run in self.plan.runs if run.run_key not in self.done]
+        ok, why, self.outcome.setup_s = self.executor.prepare(
+            self.plan, self.run_dir, self.progress
+        )
+        if not ok:
+            for run in todo:
+                self.keep(
+                    unlaunched_record(
+                        run,
+                        status="failed",
+                        error=why.splitlines()[0],
+                        log_tail=why,
+                        log_file="logs/models.log",
+                    )
+                )
+            return self.finish("failed")
+        launch_all = self.executor.launch_all
+        if launch_all is not None:  # launches at once, as the executor can
+            self._launch_together(launch_all, todo)
+        else:
+            for run in todo:
+                self.launch_one(run)
+        return self.finish("complete" if self.outcome.exit_code == ExitCode.OK else "failed")
+
+    def _launch_together(self, launch_all: LaunchAll, todo: list[RunSpec]) -> None:
+        try:
+            launch_all(todo, self.run_dir, self.base_dir, self.deadline_of, self.begun, self.ended)
+        except (KeyboardInterrupt, Interrupted):
+            raise
+        except Exception as exc:
+            for run in [r for r in todo if r.run_key in self.flying]:
+                self.ended(
+                    run,
+                    unlaunched_record(
+                        run,
+                        status="failed",
+                        error=f"the executor failed: {type(exc).__name__}: {exc}",
+                    ),
+                )
+
+    def launch_one(self, run: RunSpec) -> None:
+        """One launch, through the executor, to its record; not started where an earlier
+        launch of the same engine failed before its first pass."""
+        records = self.outcome.records
+        self.begun(run)
+        skipped = failed_to_start(run, records)
+        if skipped is not None:  # the same engine would load, and fail, again
+            self.ended(run, unlaunched_record(run, status="failed", error=skipped))
+            return
+        pinned = pin_kv_capacity(run, records)
+        if pinned is not run:
+            self.progress(
+                f"{run.run_key}: KV cache pinned to "
+                f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
+                "launch of another arm got), so the arms hold alike"
+            )
+        try:
+            record = self.executor.launch(
+                pinned, self.run_dir, self.base_dir, self.deadline_of(run), self.started_worker(run)
+            )
+        except Interrupted:
+            raise  # SIGTERM: the run's own ending
+        except Exception as exc:
+            # An executor's failure (a lost node, a broken transport, a disk full under the
+            # worker) is this launch's; a disk full for the records themselves still ends the
+            # run at keep() below.
+            record = unlaunched_record(
+                run,
+                status="failed",
+                error=f"the executor failed: {type(exc).__name__}: {exc}",
+            )
+        self.ended(run, record)
+
+    def deadline_of(self, run: RunSpec) -> float | None:
+        """Precision runs spend the budget on blocks, keeping time to shut down: the budget
+        is the run's, or in a sweep (and a resumed run) each launch's, counted from when it
+        starts."""
+        if run.precision is None:
+            return None
+        since = (
+            time.time()
+            if self.plan.cells or self.previous is not None
+            else time.time() - (time.perf_counter() - self.started)
+        )
+        return since + run.precision.budget_s - SHUTDOWN_RESERVE_S
+
+    def begun(self, run: RunSpec) -> None:
+        self.flying[run.run_key] = run
+        cell = f" ({cell_label(run.cell_values)})" if run.cell_values else ""
+        self.progress(f"[{run.order + 1}/{len(self.plan.runs)}] {run.run_key}{cell}: launching")
+
+    def started_worker(self, run: RunSpec) -> Callable[[int], None]:
         def note(pid: int) -> None:
-            manifest.in_flight = InFlight(
+            self.manifest.in_flight = InFlight(
                 run_key=run.run_key, worker_pid=pid, started_unix=time.time()
             )
-            manifest.save(run_dir)
+            self.manifest.save(self.run_dir)
 
         return note
 
-    flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
-    stack = contextlib.ExitStack()
-    holding = stack.enter_context(
-        machine(
-            f"run {run_id} of {scenario.name}", wait, shared_machine, progress, _lock_gpus(plan)
+    def ended(self, run: RunSpec, record: RunRecord) -> None:
+        self.flying.pop(run.run_key, None)
+        self.manifest.in_flight = None
+        self.keep(record)
+        self.manifest.save(self.run_dir)
+        detail = f" ({record.error})" if record.error else ""
+        where = (
+            f" on {record.node.get('hostname')}"
+            if record.node and record.node.get("hostname")
+            else ""
         )
-    )
-    manifest.machine = holding.to_dict()
-    started = time.perf_counter()  # a wait for the machine is not the run's (nor its budget's)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=previous is not None)
-        if previous is not None:
-            supersede(run_dir, done)
-            progress(
-                f"resuming {run_id}: {len(done)} of {len(plan.runs)} launch(es) kept, "
-                f"{len(plan.runs) - len(done)} to run"
-            )
-        reserve_space(run_dir)
-        manifest.save(run_dir)
-        with _signals_raise():
-            try:
-                todo = [run for run in plan.runs if run.run_key not in done]
-                ok, why, outcome.setup_s = executor.prepare(plan, run_dir, progress)
-                if not ok:
-                    for run in todo:
-                        keep(
-                            unlaunched_record(
-                                run,
-                                status="failed",
-                                error=why.splitlines()[0],
-                                log_tail=why,
-                                log_file="logs/models.log",
-                            )
-                        )
-                    return finish("failed")
+        self.progress(
+            f"[{run.order + 1}/{len(self.plan.runs)}] {run.run_key}: "
+            f"{record.status} in {record.wall_s:.1f}s{where}{detail}"
+        )
 
-                def deadline_of(run: RunSpec) -> float | None:
-                    """Precision runs spend the budget on blocks, keeping time to shut
-                    down: the budget is the run's, or in a sweep (and a resumed run) each
-                    launch's, counted from when it starts."""
-                    if run.precision is None:
-                        return None
-                    since = (
-                        time.time()
-                        if plan.cells or previous is not None
-                        else time.time() - (time.perf_counter() - started)
-                    )
-                    return since + run.precision.budget_s - SHUTDOWN_RESERVE_S
+    def keep(self, record: RunRecord) -> None:
+        """A launch's record is stored, and listed in the manifest, as soon as it exists."""
+        self.outcome.records.append(record)
+        save_run_record(self.run_dir, record)
+        self.manifest.runs.append(_entry(record))
 
-                def begun(run: RunSpec) -> None:
-                    flying[run.run_key] = run
-                    cell = f" ({cell_label(run.cell_values)})" if run.cell_values else ""
-                    progress(f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}{cell}: launching")
+    def keep_unsaved(self) -> None:
+        """After the disk filled: store the records whose writes failed, in the space freed."""
+        saved = {entry.run_key for entry in self.manifest.runs}
+        for record in self.outcome.records:
+            if record.run_key not in saved:
+                save_run_record(self.run_dir, record)
+                self.manifest.runs.append(_entry(record))
 
-                def ended(run: RunSpec, record: RunRecord) -> None:
-                    flying.pop(run.run_key, None)
-                    manifest.in_flight = None
-                    keep(record)
-                    manifest.save(run_dir)
-                    detail = f" ({record.error})" if record.error else ""
-                    where = (
-                        f" on {record.node.get('hostname')}"
-                        if record.node and record.node.get("hostname")
-                        else ""
-                    )
-                    progress(
-                        f"[{run.order + 1}/{len(plan.runs)}] {run.run_key}: "
-                        f"{record.status} in {record.wall_s:.1f}s{where}{detail}"
-                    )
+    # -- the ways a run ends
 
-                launch_all = executor.launch_all
-                if launch_all is not None:  # launches at once, as the executor can
-                    try:
-                        launch_all(todo, run_dir, base_dir, deadline_of, begun, ended)
-                    except (KeyboardInterrupt, Interrupted):
-                        raise
-                    except Exception as exc:
-                        for run in [r for r in todo if r.run_key in flying]:
-                            ended(
-                                run,
-                                unlaunched_record(
-                                    run,
-                                    status="failed",
-                                    error=f"the executor failed: {type(exc).__name__}: {exc}",
-                                ),
-                            )
-                for run in todo if launch_all is None else []:
-                    begun(run)
-                    skipped = failed_to_start(run, outcome.records)
-                    if skipped is not None:  # the same engine would load, and fail, again
-                        ended(run, unlaunched_record(run, status="failed", error=skipped))
-                        continue
-                    pinned = pin_kv_capacity(run, outcome.records)
-                    if pinned is not run:
-                        progress(
-                            f"{run.run_key}: KV cache pinned to "
-                            f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
-                            "launch of another arm got), so the arms hold alike"
-                        )
-                    try:
-                        record = executor.launch(
-                            pinned, run_dir, base_dir, deadline_of(run), started_worker(run)
-                        )
-                    except Interrupted:
-                        raise  # SIGTERM: the run's own ending
-                    except Exception as exc:
-                        # An executor's failure (a lost node, a broken transport, a disk
-                        # full under the worker) is this launch's; a disk full for the
-                        # records themselves still ends the run at keep() below.
-                        record = unlaunched_record(
-                            run,
-                            status="failed",
-                            error=f"the executor failed: {type(exc).__name__}: {exc}",
-                        )
-                    ended(run, record)
-            except (KeyboardInterrupt, Interrupted) as exc:
-                outcome.interrupted = True
-                why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                for run in list(flying.values()):
-                    # The executor already stopped it; keep what its logs say.
-                    worker_log, server_log = run_logs(run)
-                    keep(
-                        unlaunched_record(
-                            run,
-                            status="interrupted",
-                            error=f"interrupted by {why}",
-                            log_file=worker_log,
-                            server_log_file=server_log,
-                            log_tail=failure_tail(run_dir, run),
-                        )
-                    )
-                progress(
-                    f"interrupted: {len(flying)} launch(es) in flight stopped; finished "
-                    "launches kept"
+    def _interrupted(self, exc: KeyboardInterrupt | Interrupted) -> RunOutcome:
+        self.outcome.interrupted = True
+        why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        for run in list(self.flying.values()):
+            # The executor already stopped it; keep what its logs say.
+            worker_log, server_log = run_logs(run)
+            self.keep(
+                unlaunched_record(
+                    run,
+                    status="interrupted",
+                    error=f"interrupted by {why}",
+                    log_file=worker_log,
+                    server_log_file=server_log,
+                    log_tail=failure_tail(self.run_dir, run),
                 )
-                return finish("interrupted")
-        return finish("complete" if outcome.exit_code == ExitCode.OK else "failed")
-    except OSError as exc:
-        # Our own writes failed (the worker's group is already stopped): a full disk or a
-        # folder gone read-only. Free the reserve so the manifest can say how the run ended.
+            )
+        self.progress(
+            f"interrupted: {len(self.flying)} launch(es) in flight stopped; finished launches kept"
+        )
+        return self.finish("interrupted")
+
+    def _storage_failed(self, exc: OSError) -> StorageError:
+        """Our own writes failed (the worker's group is already stopped): a full disk or a
+        folder gone read-only. Free the reserve so the manifest can say how the run ended."""
         where = f" writing {exc.filename}" if exc.filename else ""
         why = f"{exc.strerror or exc}{where}"
         told = "its manifest says status: failed"
         try:
-            release_space(run_dir)
-            keep_unsaved()
-            finish("failed", error=why)
+            release_space(self.run_dir)
+            self.keep_unsaved()
+            self.finish("failed", error=why)
         except OSError:
             told = "its manifest could not be updated (the next run marks it abandoned)"
-        raise StorageError(
-            f"results folder {run_dir}: {why}; the run stopped with "
-            f"{len(manifest.runs)} launch(es) recorded, and {told}"
-        ) from None
-    finally:
-        stack.close()  # the machine's lock, for the next benchmark
+        return StorageError(
+            f"results folder {self.run_dir}: {why}; the run stopped with "
+            f"{len(self.manifest.runs)} launch(es) recorded, and {told}"
+        )
+
+    def finish(self, status: str, error: str | None = None) -> RunOutcome:
+        outcome, manifest = self.outcome, self.manifest
+        outcome.wall_s = time.perf_counter() - self.started
+        manifest.status, manifest.finished_unix, manifest.in_flight = status, time.time(), None
+        manifest.timings = {"setup_s": outcome.setup_s, "wall_s": outcome.wall_s}
+        if error:
+            manifest.error = error
+        manifest.save(self.run_dir)
+        release_space(self.run_dir)
+        return outcome
 
 
 def mark_abandoned(results_root: Path, clean: bool = False) -> list[str]:
