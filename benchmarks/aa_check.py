@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -33,8 +34,10 @@ from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
 
-def aa_scenario(path: Path, design: str | None, repeats: int | None, rounds: int | None) -> dict:
-    data = yaml.safe_load(path.read_text())
+def aa_scenario(
+    path: Path, design: str | None, repeats: int | None, rounds: int | None
+) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
     base_name = next(n for n, v in data["variants"].items() if v.get("baseline"))
     arm = {k: v for k, v in data["variants"][base_name].items() if k != "baseline"}
     data["name"] = f"{data['name']}-aa"

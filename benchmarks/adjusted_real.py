@@ -19,6 +19,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -42,8 +43,10 @@ KINDS = {
 }
 
 
-def scenario(kind: str, blocks: int) -> dict:
-    data = yaml.safe_load((ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text())
+def scenario(kind: str, blocks: int) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        (ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text()
+    )
     data.pop("precision", None)
     data.update(name=f"adjusted-{kind}", repeats=2 * blocks)
     plant = KINDS[kind]

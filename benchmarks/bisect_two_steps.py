@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +90,7 @@ def main() -> int:
             flush=True,
         )
 
-        for label, make in (
+        makers: list[tuple[str, Callable[[int], Simulated]]] = [
             (
                 "single -5% culprit (Simulated, 8 commits)",
                 lambda c: Simulated(8, c, -0.05, rng, tmp),
@@ -98,7 +99,8 @@ def main() -> int:
                 "planted -6.5% at 5 of 7 (cost model)",
                 lambda c: CostModel(7, c, -0.065, rng, tmp, 3),
             ),
-        ):
+        ]
+        for label, make in makers:
             right = wrong = extra = 0
             for _ in range(trials):
                 culprit = 5 if "cost" in label else int(rng.integers(1, 9))

@@ -23,6 +23,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def truths(parts: Parts, effect: float) -> dict[str, float]:
     return out
 
 
-def flatten(trial: dict) -> dict:
+def flatten(trial: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in trial.items() if k not in ("attribution", "blocks", "stopped")}
     att = trial["attribution"]
     for f in [*att.parts, att.measured]:
@@ -54,8 +55,10 @@ def flatten(trial: dict) -> dict:
     return out
 
 
-def summarize(results: list[dict], truth: dict[str, float]) -> dict[str, tuple]:
-    rows: dict[str, tuple] = {}
+def summarize(
+    results: list[dict[str, Any]], truth: dict[str, float]
+) -> dict[str, tuple[int, float, float, float]]:
+    rows: dict[str, tuple[int, float, float, float]] = {}
     for key, value in truth.items():
         ests = [r[key] for r in results if r.get(key) is not None]
         lows = [getattr(e, "ci_low", getattr(e, "low", None)) for e in ests]

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -30,7 +31,7 @@ from harness.analysis.stats import DeltaEstimate  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
 
-def run(data: dict, tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
+def run(data: dict[str, Any], tmp: Path, run_id: str) -> tuple[DeltaEstimate, float]:
     path = tmp / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     start = time.perf_counter()

@@ -407,8 +407,13 @@ async def serve(host: str, port: int, responder: Responder, step_s: float | None
     bound = server.sockets[0].getsockname()[1]
     print(f"listening on {bound}", flush=True)
     stop = loop.create_future()
+
+    def stop_once() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, stop_once)
     steps = asyncio.create_task(stepper.run()) if stepper is not None else None
     async with server:
         await stop

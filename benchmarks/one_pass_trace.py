@@ -83,6 +83,7 @@ def trace(fixture: Path) -> tuple[Counter[str], Counter[str], int]:
             steps += 1
 
     main = _resolve("harness.cli:main")
+    assert main is not None, "harness.cli:main is not in the checkout traced"
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / fixture.name
         shutil.copytree(fixture, run_dir)

@@ -20,6 +20,7 @@ table says which design ran; a one-engine run interleaves the arms and cancels i
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -112,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(20261205)
     print(f"{'structure':26} {'A/A (shipped)':22} {'power, 2x':22} {'A/A prompt-level':22}")
     for name, structure in STRUCTURES.items():
-        aa = _rate(args.trials, lambda s=structure: _trial(rng, s, 1.0, False))
-        power = _rate(args.trials, lambda s=structure: _trial(rng, s, 2.0, False))
-        naive = _rate(args.trials, lambda s=structure: _trial(rng, s, 1.0, True))
+        aa = _rate(args.trials, functools.partial(_trial, rng, structure, 1.0, False))
+        power = _rate(args.trials, functools.partial(_trial, rng, structure, 2.0, False))
+        naive = _rate(args.trials, functools.partial(_trial, rng, structure, 1.0, True))
         print(f"{name:26} {aa:22} {power:22} {naive:22}")
     print(
         f"shipped: permutation test on the passes' identical fractions, one-sided, "

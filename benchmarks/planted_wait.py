@@ -18,6 +18,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,8 +34,10 @@ from harness.results.run import load_run  # noqa: E402
 ROWS = ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step", "outside_ms_per_pass")
 
 
-def scenario(wait_us: float, blocks: int, threads_bind: str | None) -> dict:
-    data = yaml.safe_load((ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text())
+def scenario(wait_us: float, blocks: int, threads_bind: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        (ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text()
+    )
     data.pop("precision", None)
     data.update(
         name="planted-wait",
@@ -105,6 +108,7 @@ def main() -> int:
     for key in ROWS:
         row = next(r for r in cand.rows if r.key == key)
         e = row.estimate
+        assert e.ci_low is not None and e.ci_high is not None, row.label
         print(
             f"  {row.label}: {row.baseline:.4g} -> {row.candidate:.4g}, "
             f"{100 * e.delta:+.1f}% [{100 * e.ci_low:+.1f}, {100 * e.ci_high:+.1f}]"

@@ -364,7 +364,7 @@ def run_vllm_bench(cmd: list[str], result: Path, log: Path, timeout_s: float) ->
             f"vllm bench serve exited with {proc.returncode}; log tail:\n"
             f"{read_tail(log, LOG_TAIL_LINES)}"
         )
-    data = json.loads(result.read_text())
+    data: dict[str, Any] = json.loads(result.read_text())
     errors = [e for e in data.get("errors", []) if e]
     data["first_error"] = errors[0] if errors else None
     return data

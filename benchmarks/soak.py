@@ -94,7 +94,7 @@ class Watch:
                 )
         self._scan_files(now, stage)
 
-    def _scan_files(self, now: float, stage: str) -> None:
+    def _scan_files(self, now: float, stage: str | None) -> None:
         if not self.run_dir.is_dir():
             return
         for path in self.run_dir.rglob("*"):
@@ -206,6 +206,17 @@ def records(watch: Watch, run: Any) -> dict[str, Any]:
     }
 
 
+def _overlap(*halves: list[float | None] | None) -> bool | None:
+    """Whether the halves' intervals ([delta, low, high] each) overlap; None without both."""
+    bounds = [(h[1], h[2]) for h in halves if h is not None]
+    if len(bounds) != 2:
+        return None
+    (lo1, hi1), (lo2, hi2) = bounds
+    if lo1 is None or hi1 is None or lo2 is None or hi2 is None:
+        return None
+    return lo1 <= hi2 and lo2 <= hi1
+
+
 def interval(run: Any) -> dict[str, Any]:
     """The primary row's drift findings, the halves' own intervals and the running interval."""
     comparison = compare_run(run)
@@ -217,15 +228,12 @@ def interval(run: Any) -> dict[str, Any]:
     base, other = comparison.baseline, cand.name
     metric = next(m for m in METRICS if m.key == comparison.primary_metric)
     mid = int(passes["block"].max() + 1) // 2
-    halves = []
+    halves: list[list[float | None] | None] = []
     for part in (passes[passes["block"] < mid], passes[passes["block"] >= mid]):
         got = compare_metric(metric, part, base, other, "one-engine")
         e = got.estimate if got is not None else None
         halves.append(None if e is None else [e.delta, e.ci_low, e.ci_high])
-    agree = None
-    if all(h is not None and h[1] is not None for h in halves):
-        (_, lo1, hi1), (_, lo2, hi2) = halves  # type: ignore[misc]
-        agree = lo1 <= hi2 and lo2 <= hi1
+    agree = _overlap(*halves)
     blocks = int(passes["block"].max() + 1)
     running = running_estimate(
         passes, base, other, metric.key, "one-engine", every=max(1, blocks // 4)
