@@ -5,9 +5,10 @@ cpu-medusa-proposer.yaml, one engine, its precision stop off) with
   (testkit.patches.medusa_wait): the adjusted row should hold the planted cost's size;
 - forward150: a planted wait in every target forward (testkit.patches.forward_wait): the row's
   covariate moves, so it must be withdrawn.
-Each is run through `specbench run` and read by the shipped rows: the primary output-throughput
-row, the adjusted row (its part given as draft: a patch declares none), and the prediction of
-a planted wait: -(wait x steps) / the candidate's mean pass time.
+Each is run through `specbench run` and read as the report reads it (compare_run): the primary
+output-throughput row, the adjusted row (a patch declares no part: adjusted as a drafter change
+is, by the forward and the rest), and the prediction of a planted wait: -(wait x steps) / the
+candidate's median pass time.
 
     .venv/bin/python benchmarks/adjusted_real.py [--which aa wait50 wait150 forward150]
         [--blocks 40] [--results-dir /tmp/adjusted-real] [--run DIR ...]
@@ -26,9 +27,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.adjusted import adjusted_row  # noqa: E402
-from harness.analysis.metric_row import compare_metric  # noqa: E402
-from harness.results.metrics import METRICS  # noqa: E402
+from harness.analysis.adjusted import KEY  # noqa: E402
+from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
 KINDS = {
@@ -90,15 +90,16 @@ def run_one(kind: str, blocks: int, results: Path) -> Path | None:
 
 def read(run_dir: Path) -> None:
     run = load_run(run_dir)
-    base, cand = run.scenario.baseline, run.scenario.candidates[0]
+    cand = run.scenario.candidates[0]
     passes = run.passes
     env = run.scenario.env
     wait_us = next((float(v) for k, v in env.items() if "WAIT" in k), 0.0)
-    throughput = next(m for m in METRICS if m.key == "output_throughput")
-    primary = compare_metric(throughput, passes, base, cand, run.design)
-    row = adjusted_row(passes, base, cand, "draft", run.design)
+    [result] = compare_run(run).candidates
+    primary = next((r for r in result.rows if r.key == "output_throughput"), None)
+    row = next((r for r in result.rows if r.key == KEY), None)
     c = passes[passes["variant"] == cand]
-    predicted = -wait_us * 1e-6 * float(c["steps"].mean()) / float(c["duration_s"].mean())
+    # The candidate's typical (median) pass: a stalled pass's length is not the wait's.
+    predicted = -wait_us * 1e-6 * float(c["steps"].median()) / float(c["duration_s"].median())
     print(f"{run_dir.name}: {len(passes) // 4} blocks; planted {wait_us:g} µs a call")
     for name, r in (("primary", primary), ("adjusted", row)):
         if r is None:

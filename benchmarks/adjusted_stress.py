@@ -4,7 +4,7 @@ pass, the time outside the steps 2x; each part's own noise; a launch level; drif
 20 stalled 1.5x), through the shipped scheduler and rows (harness.analysis.adjusted).
 
     .venv/bin/python benchmarks/adjusted_stress.py [--trials 500] [--blocks 60] [--seed 11]
-        [--cells all|quick] [--outside-own 0.12]
+        [--cells all|quick] [--outside-own 0.12] [--outside-stalls N]
 
 Per cell: the trials; how often the adjusted row is shown (not withdrawn); its false-positive
 rate (A/A cells) or coverage of the true delta, among the trials where it is shown, and
@@ -73,14 +73,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--cells", choices=["all", "quick"], default="all")
     parser.add_argument("--outside-own", type=float, default=0.12)
+    parser.add_argument(
+        "--outside-stalls",
+        type=int,
+        default=0,
+        help="1 pass in N has its time outside the steps 5x (the primary row then trims)",
+    )
     args = parser.parse_args()
     base = Speed()
-    base = replace(base, sigma_own=(*base.sigma_own[:3], args.outside_own))
+    base = replace(
+        base,
+        sigma_own=(*base.sigma_own[:3], args.outside_own),
+        outside_stall_every=args.outside_stalls,
+    )
     print(
         f"noise: speed sd {base.sigma_speed} (lag-1 {base.rho}), outside loading "
         f"{base.outside_loading}, own noise {base.sigma_own} (lag-1 {base.rho_own}), launch "
         f"level sd {base.launch_sd}, drift {base.drift}/500 passes, 1 in {base.stall_every} "
-        f"passes {base.stall_factor}x; {args.blocks} blocks, {args.trials} trials a cell"
+        f"passes {base.stall_factor}x"
+        + (
+            f", 1 in {base.outside_stall_every} the outside {base.outside_stall_factor}x"
+            if base.outside_stall_every
+            else ""
+        )
+        + f"; {args.blocks} blocks, {args.trials} trials a cell"
     )
     for i, (name, effects) in enumerate(cells(args.cells, base)):
         model = replace(base, effects=effects)
@@ -93,6 +109,7 @@ def main() -> int:
         hit_shown = sum(e.significant if aa else covers(e, truth) for e in shown)
         hit_read = sum(e.significant if aa else covers(e, truth) for e in read)
         primary = [r["primary"] for r in res]
+        robust = sum(e.robust for e in primary)
         hit_primary = sum(e.significant if aa else covers(e, truth) for e in primary)
         removed = [
             float(e.note.split("removes ")[1].split("%")[0])
@@ -102,7 +119,8 @@ def main() -> int:
         print(
             f"\n{name}: truth {100 * truth:+.3f}%, {len(res)} trials; adjusted row shown "
             f"{wilson(len(shown), len(res))}; median variance removed "
-            f"{np.median(removed) if removed else math.nan:.0f}%"
+            f"{np.median(removed) if removed else math.nan:.0f}%; primary stall-robust in "
+            f"{robust}"
         )
         print(f"  adjusted row, where shown: {what} {wilson(hit_shown, len(shown))}")
         print(f"  the row as read (adjusted, else primary): {what} {wilson(hit_read, len(res))}")

@@ -42,6 +42,8 @@ class Speed:
     period_amp: float = 0.0
     stall_every: int = 20
     stall_factor: float = 1.5
+    outside_stall_every: int = 0  # 1 in this many passes, the time outside the steps alone
+    outside_stall_factor: float = 5.0  # ... this many times longer (the engine core held up)
     launch_sd: float = 0.05
     launch_x_arm: float = 0.0
     effects: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
@@ -85,6 +87,8 @@ class SpeedLaunch:
             speed += math.log(m.stall_factor)
         self.count += 1
         logs = np.array(m.loadings) * speed + self.own
+        if m.outside_stall_every and rng.random() < 1 / m.outside_stall_every:
+            logs[3] += math.log(m.outside_stall_factor)
         if not arm.baseline:
             logs += np.array(m.effects)
             logs[0] += self.extra
@@ -158,7 +162,8 @@ def speed_trials(
         )
         frame = passes_frame([record])
         primary = compare_metric(throughput, frame, "base", "opt", "one-engine")
-        row = adjusted_row(frame, "base", "opt", part, "one-engine")
+        robust = primary is not None and primary.estimate.robust
+        row = adjusted_row(frame, "base", "opt", part, "one-engine", robust=robust)
         out.append(
             {
                 "primary": None if primary is None else primary.estimate,

@@ -48,6 +48,7 @@ from harness.analysis.stats import (
     _sd,
     _t,
     coefficient_of_variation,
+    trimmed,
     warmup_cut,
 )
 from harness.config.scenario import ADJUSTED_METRIC
@@ -173,11 +174,13 @@ def _demeaned(v: np.ndarray, launch: np.ndarray) -> np.ndarray:
     return v - (np.bincount(inv, v) / np.bincount(inv))[inv]
 
 
-def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray) -> Fit | None:
+def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray, robust: bool = False) -> Fit | None:
     """ANCOVA of block differences d on x (launch by launch): the delta at x = 0. One launch:
     d = delta + theta x + e, df n - 2. Several: theta from within the launches, the error
     term from the spread of the launches' adjusted means (the launch x arm interaction in
-    it), df L - 1. None: too few blocks, or x constant."""
+    it), df L - 1. `robust` (the primary row summarised its blocks stall-robustly): the
+    adjusted blocks d - theta x are summarised as it does, by 20% trimmed means (Yuen), one
+    degree of freedom fewer for theta. None: too few blocks, or x constant."""
     n, big_l = len(d), len(np.unique(launch))
     if n - big_l < 3:
         return None
@@ -188,12 +191,22 @@ def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray) -> Fit | None:
     theta = float(np.dot(xt, dt)) / sxx
     resid = dt - theta * xt
     removed = 1.0 - float(np.dot(resid, resid)) / sdd
+    adjusted = d - theta * x
     if big_l == 1:
         s2 = float(np.dot(resid, resid)) / (n - 2)
+        if robust:
+            est, se_t, df_t = trimmed(adjusted)
+            if se_t is not None and df_t is not None and df_t > 1:
+                return Fit(est, se_t, df_t - 1.0, theta, removed, "block", se_t * math.sqrt(n), n)
         se = math.sqrt(s2 * (1 / n + float(x.mean()) ** 2 / sxx))
-        est = float(d.mean() - theta * x.mean())
-        return Fit(est, se, n - 2.0, theta, removed, "block", math.sqrt(s2), n)
-    m_l = _launch_means(d, launch) - theta * _launch_means(x, launch)
+        return Fit(float(adjusted.mean()), se, n - 2.0, theta, removed, "block", math.sqrt(s2), n)
+    _, inv = np.unique(launch, return_inverse=True)
+    inv = inv.reshape(-1)
+    m_l = (
+        np.array([trimmed(adjusted[inv == j])[0] for j in range(big_l)])
+        if robust
+        else _launch_means(adjusted, launch)
+    )
     sd = _sd(m_l)
     return Fit(
         float(m_l.mean()), sd / math.sqrt(big_l), big_l - 1.0, theta, removed, "launch", sd, big_l
@@ -208,19 +221,20 @@ def adjust(
     launch: np.ndarray,
     share: float = 1.0,
     settle: bool = True,
+    robust: bool = False,
 ) -> Adjustment | None:
     """The ANCOVA estimate from block differences (log scale, time order within each launch):
     d of the throughput, x of the covariate, a and b of the checked pair; `share`: the larger
     of the pair's shares of the covariate (1 where it is one part). Each launch's settling
     blocks are cut as the primary row cuts them (MSER on d; not without `settle`). None: too
-    few blocks for an interval."""
+    few blocks for an interval. `robust`: see fit."""
     keep = np.ones(len(d), dtype=bool)
     if settle:
         for j in np.unique(launch):
             idx = np.flatnonzero(launch == j)
             keep[idx[: warmup_cut(d[idx], WARMUP_P, WARMUP_MARGIN)]] = False
     d, x, a, b, launch = d[keep], x[keep], a[keep], b[keep], launch[keep]
-    found = fit(d, x, launch)
+    found = fit(d, x, launch, robust)
     if found is None:
         return None
     contrast = _mean_check(a - b, launch, 1 - 2 * ALPHA)
@@ -286,9 +300,11 @@ def adjusted_row(
     candidate: str,
     part: str | None,
     design: Design,
+    robust: bool = False,
 ) -> MetricRow | None:
     """The speed-adjusted output-throughput row of `candidate` (its own part `part`), or None
-    where there is nothing to adjust (launch-per-arm: no blocks; no step times). A row whose
+    where there is nothing to adjust (launch-per-arm: no blocks; no step times). `robust`: the
+    primary row summarised its blocks stall-robustly, and so does this one. A row whose
     assumption failed its check is kept, without a delta, its note saying why."""
     if design != "one-engine" or passes.empty:
         return None
@@ -305,7 +321,9 @@ def adjusted_row(
     base = frame[frame["variant"] == baseline]
     means = [float(base[PART_COLUMNS[p][0]].mean()) for p in pair]
     share = max(means) / sum(means) if len(parts) == 2 and sum(means) > 0 else 1.0
-    adjusted = adjust(diffs[:, 0], diffs[:, 1], diffs[:, 2], diffs[:, 3], launch, share)
+    adjusted = adjust(
+        diffs[:, 0], diffs[:, 1], diffs[:, 2], diffs[:, 3], launch, share, robust=robust
+    )
     if adjusted is None:
         return None
     names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
@@ -313,13 +331,18 @@ def adjusted_row(
     adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, covariate, names))
     b = base["output_throughput"].to_numpy(dtype=float)
     c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
-    est = estimate_of(adjusted, covariate, part, b, c)
+    est = estimate_of(adjusted, covariate, part, b, c, robust)
     value = float(b.mean()) * (1.0 + est.delta) if math.isfinite(est.delta) else math.nan
     return MetricRow(KEY, LABEL, True, float(b.mean()), value, est)
 
 
 def estimate_of(
-    a: Adjustment, covariate: str, part: str | None, base: np.ndarray, cand: np.ndarray
+    a: Adjustment,
+    covariate: str,
+    part: str | None,
+    base: np.ndarray,
+    cand: np.ndarray,
+    robust: bool = False,
 ) -> DeltaEstimate:
     """The row's DeltaEstimate: the fit with its widened interval, and a p-value and MDE
     consistent with it; no delta when withdrawn."""
@@ -364,11 +387,14 @@ def estimate_of(
         ci_low=math.expm1(low),
         ci_high=math.expm1(high),
         p_value=p,
-        test="ANCOVA on blocks (speed-adjusted)",
+        test="ANCOVA on blocks, 20% trimmed (speed-adjusted)"
+        if robust
+        else "ANCOVA on blocks (speed-adjusted)",
         significant=p < ALPHA and (low > 0 or high < 0),
         mde=math.expm1(mde),
         note=assumption
         + (f"; widened ±{100 * a.widen:.2f}% for the parts' own move" if a.widen else ""),
         se=f.se,
+        robust=robust,
         **common,  # type: ignore[arg-type]
     )

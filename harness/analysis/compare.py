@@ -264,7 +264,12 @@ def _fill_candidate(
     for metric in metrics:
         row = (
             adjusted_row(
-                passes, baseline, name, declared_part(arms.implementations.get(name)), arms.design
+                passes,
+                baseline,
+                name,
+                declared_part(arms.implementations.get(name)),
+                arms.design,
+                robust=any(r.estimate.robust for r in cand.rows if r.key == "output_throughput"),
             )
             if metric.key == ADJUSTED_KEY
             else compare_metric(
