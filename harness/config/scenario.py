@@ -28,6 +28,13 @@ from harness.config.latency import (
     parse_percentile_key,
     percentile_key,
 )
+
+# The catalogue's lists of what each role may name (harness.config.metrics).
+from harness.config.metrics import ADJUSTED_METRIC as ADJUSTED_METRIC
+from harness.config.metrics import GATEABLE_METRICS as GATEABLE_METRICS
+from harness.config.metrics import PRECISION_METRICS as PRECISION_METRICS
+from harness.config.metrics import PRIMARY_METRICS as PRIMARY_METRICS
+from harness.config.metrics import STEP_PART_METRICS as STEP_PART_METRICS
 from harness.config.sweep import MAX_CELLS, Sweep, cell_label, set_path
 from harness.config.userfiles import load_yaml_file
 from harness.errors import ScenarioError
@@ -390,16 +397,6 @@ DEFAULT_GATE_METRICS: dict[str, float] = {
     "acceptance_rate": 1.0,
     "acceptance_pos_*": 2.0,
 }
-# The parts of a pass's time (harness.results.metrics.COMPONENT_METRICS), read from the step
-# timer: gateable and targetable by a precision run when the scenario times its steps.
-STEP_PART_METRICS = (
-    "draft_ms_per_step",
-    "draft_per_forward",
-    "forward_ms_per_step",
-    "rest_ms_per_step",
-    "outside_ms_per_pass",
-    "steps_per_pass",
-)
 # Which row times each part a change can live in.
 PART_ROWS = {
     "draft": "draft_ms_per_step",
@@ -425,43 +422,6 @@ def part_of_module(module: str) -> str | None:
     if module == "vllm.v1.sample.rejection_sampler":
         return "rest"
     return None
-
-
-# Metric keys a gate may name (globs allowed: acceptance_pos_* for every draft position).
-GATEABLE_METRICS = (
-    "output_throughput",
-    "total_throughput",
-    "request_throughput",
-    "acceptance_rate",
-    "mean_acceptance_length",
-    "mean_tpot_ms",
-    "mean_itl_ms",
-    "mean_ttft_ms",
-    "mean_e2el_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
-    "tokens_per_chunk",
-    "acceptance_pos_*",
-    *STEP_PART_METRICS,
-)
-
-# The output-throughput row with the machine's speed taken out (harness.analysis.adjusted):
-# one-engine runs with the step timer; a precision run may target it.
-ADJUSTED_METRIC = "output_throughput_adjusted"
-
-# Rows a precision run may target (until: mde): one row each, never a glob.
-PRECISION_METRICS = (*(k for k in GATEABLE_METRICS if "*" not in k), ADJUSTED_METRIC)
-
-# Metric keys a scenario may name as its primary metric (one row, never a glob).
-PRIMARY_METRICS = (
-    *(k for k in GATEABLE_METRICS if "*" not in k and k not in STEP_PART_METRICS),
-    "goodput",
-    "slo_attainment",
-)
 
 
 class GateSpec(StrictModel):

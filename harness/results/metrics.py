@@ -1,220 +1,35 @@
-"""Records -> pandas: per-request rows, per-pass metrics, and the metric catalogue.
+"""Records -> pandas: per-request rows and per-pass metrics.
 
-Every number in a report is computed here from the stored raw records; each metric declares
-its unit, whether higher is better, and how a delta is expressed (relative % or points).
+Every number in a report is computed here from the stored raw records, for the metrics the
+catalogue (harness.config.metrics) declares with their unit, direction and source.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from harness.config.latency import LABELS, LATENCY_METRICS, p_word, parse_percentile_key
-from harness.config.scenario import STEP_PART_METRICS, LatencyPercentiles
+from harness.config.latency import LATENCY_METRICS, parse_percentile_key
+
+# The catalogue's names, for the modules that read metrics through this one.
+from harness.config.metrics import COMPONENT_METRICS as COMPONENT_METRICS
+from harness.config.metrics import METRICS as METRICS
+from harness.config.metrics import POSITION_PREFIX as POSITION_PREFIX
+from harness.config.metrics import REQUEST_ACCEPTANCE as REQUEST_ACCEPTANCE
+from harness.config.metrics import MetricDef as MetricDef
+from harness.config.metrics import metric_def as metric_def
+from harness.config.metrics import percentile_metric as percentile_metric
+from harness.config.metrics import position_metric as position_metric
+from harness.config.scenario import LatencyPercentiles
 from harness.wire.records import PassRecord, RequestRecord, RunRecord
 
 if TYPE_CHECKING:
     from harness.config.scenario import SLO
-
-
-@dataclass(frozen=True)
-class MetricDef:
-    """One reported metric."""
-
-    key: str  # column in passes_frame
-    label: str  # as in the PR tables
-    higher_is_better: bool
-    delta: Literal["relative", "points"] = "relative"
-    request_column: str | None = None  # per-request column it summarises, if any
-    stat: str | None = None  # "mean", "median" or "pNN" (p99, p99.9)
-    decimals: int = 2
-    unit: str = ""  # of the value itself ("%" for a rate; a delta's unit comes from `delta`)
-    # passes_frame columns of integer counts that fix the value: where they are the same in
-    # every pass of both arms, the delta is known exactly (harness.analysis.compare).
-    counts: tuple[str, ...] = ()
-
-    def format_value(self, value: float, digits: int = 4) -> str:
-        """The value with its unit, to `digits` significant digits: '31.63%', '1.613 tokens'."""
-        return f"{value:.{digits}g}" + (
-            self.unit if self.unit == "%" else f" {self.unit}" if self.unit else ""
-        )
-
-
-# The parts of a pass's time (PassRecord.step_times), per engine step or per pass.
-COMPONENT_METRICS: tuple[MetricDef, ...] = (
-    MetricDef("draft_ms_per_step", "Draft time per step (ms)", False, unit="ms", decimals=3),
-    # The drafter's time over the verification forward's, in the same pass: a machine that
-    # runs a whole pass slower moves both, so the ratio keeps the drafter's own change with a
-    # fraction of the noise (it reads a change of the forward too: its own row says whether
-    # that moved).
-    MetricDef("draft_per_forward", "Draft time per forward (ratio)", False, decimals=4),
-    MetricDef(
-        "forward_ms_per_step", "Verification forward per step (ms)", False, unit="ms", decimals=3
-    ),
-    MetricDef("rest_ms_per_step", "Rest of the step (ms)", False, unit="ms", decimals=3),
-    MetricDef("outside_ms_per_pass", "Outside steps per pass (ms)", False, unit="ms"),
-    MetricDef("steps_per_pass", "Engine steps per pass", False, unit="steps", decimals=1),
-)
-
-assert tuple(m.key for m in COMPONENT_METRICS) == STEP_PART_METRICS  # config's list of them
-
-# Per-request acceptance: every completed request's verify steps by accepted draft tokens.
-REQUEST_ACCEPTANCE = ("spec_histograms_digest",)
-
-# The rows of the seed PR tables, in their order, then the extra latency statistics.
-METRICS: tuple[MetricDef, ...] = (
-    MetricDef("output_throughput", "Output throughput (tok/s)", True, unit="tok/s"),
-    # The output-throughput delta with the machine's speed taken out by a part of the pass the
-    # change leaves alone (harness.analysis.adjusted; one-engine runs with step times): no
-    # column of the per-pass frame, the comparison builds its row.
-    MetricDef(
-        "output_throughput_adjusted",
-        "Output throughput, speed-adjusted (tok/s)",
-        True,
-        unit="tok/s",
-    ),
-    MetricDef("total_throughput", "Total throughput (tok/s)", True, unit="tok/s"),
-    MetricDef("request_throughput", "Request throughput (req/s)", True, unit="req/s"),
-    MetricDef(
-        "acceptance_rate",
-        "Acceptance rate (%)",
-        True,
-        "points",
-        unit="%",
-        counts=("num_accepted_tokens", "num_draft_tokens"),
-    ),
-    # A length in tokens per verify step (bonus token included), never a percentage.
-    MetricDef(
-        "mean_acceptance_length",
-        "Mean acceptance length",
-        True,
-        unit="tokens",
-        counts=("num_accepted_tokens", "num_drafts"),
-    ),
-    # Per request (vLLM's per_request_spec_decode_metrics): the spread across requests.
-    MetricDef(
-        "p10_acceptance_length",
-        "P10 acceptance length (per request)",
-        True,
-        request_column="acceptance_length",
-        stat="p10",
-        unit="tokens",
-        counts=REQUEST_ACCEPTANCE,
-    ),
-    MetricDef(
-        "median_acceptance_length",
-        "Median acceptance length (per request)",
-        True,
-        request_column="acceptance_length",
-        stat="median",
-        unit="tokens",
-        counts=REQUEST_ACCEPTANCE,
-    ),
-    MetricDef(
-        "p90_acceptance_length",
-        "P90 acceptance length (per request)",
-        True,
-        request_column="acceptance_length",
-        stat="p90",
-        unit="tokens",
-        counts=REQUEST_ACCEPTANCE,
-    ),
-    MetricDef(
-        "mean_tpot_ms", "Mean TPOT (ms)", False, request_column="tpot_ms", stat="mean", unit="ms"
-    ),
-    MetricDef(
-        "mean_itl_ms", "Mean ITL (ms)", False, request_column="itl_ms", stat="mean", unit="ms"
-    ),
-    MetricDef(
-        "mean_ttft_ms", "Mean TTFT (ms)", False, request_column="ttft_ms", stat="mean", unit="ms"
-    ),
-    MetricDef(
-        "mean_e2el_ms", "Mean E2EL (ms)", False, request_column="e2el_ms", stat="mean", unit="ms"
-    ),
-    MetricDef(
-        "median_tpot_ms",
-        "Median TPOT (ms)",
-        False,
-        request_column="tpot_ms",
-        stat="median",
-        unit="ms",
-    ),
-    MetricDef(
-        "p99_tpot_ms", "P99 TPOT (ms)", False, request_column="tpot_ms", stat="p99", unit="ms"
-    ),
-    MetricDef(
-        "median_ttft_ms",
-        "Median TTFT (ms)",
-        False,
-        request_column="ttft_ms",
-        stat="median",
-        unit="ms",
-    ),
-    MetricDef(
-        "p99_ttft_ms", "P99 TTFT (ms)", False, request_column="ttft_ms", stat="p99", unit="ms"
-    ),
-    MetricDef(
-        "median_e2el_ms",
-        "Median E2EL (ms)",
-        False,
-        request_column="e2el_ms",
-        stat="median",
-        unit="ms",
-    ),
-    MetricDef(
-        "p99_e2el_ms", "P99 E2EL (ms)", False, request_column="e2el_ms", stat="p99", unit="ms"
-    ),
-    # With the scenario's slo: requests meeting every objective, per second of the pass (vLLM's
-    # request_goodput) and as a share of the pass's requests (failed ones count as missed).
-    MetricDef("goodput", "Goodput (req/s)", True, unit="req/s"),
-    MetricDef("slo_attainment", "SLO attainment (%)", True, "points", unit="%"),
-    # Serve mode: how many tokens a streamed chunk carried (1 + accepted drafts per step,
-    # unless the server merged steps); why ITL exceeds TPOT under speculation.
-    MetricDef("tokens_per_chunk", "Tokens per streamed chunk", True, unit="tokens"),
-    # Where a pass's time went, from the step timer in vLLM's worker (engine.steptimes; on in
-    # launches that time their steps): each arm's value with its interval on the design's
-    # unit. Draft time is the proposer's; an arm without speculation has none.
-    *COMPONENT_METRICS,
-)
-POSITION_PREFIX = "acceptance_pos_"
-
-
-def position_metric(key: str) -> MetricDef:
-    """The acceptance rate at one draft position (`acceptance_pos_<i>`): accepted tokens at
-    that position per draft step, in %."""
-    pos = int(key.rsplit("_", 1)[1])
-    return MetricDef(
-        key,
-        f"Acceptance at position {pos} (%)",
-        True,
-        "points",
-        unit="%",
-        counts=(f"num_accepted_pos_{pos}", "num_drafts"),
-    )
-
-
-def percentile_metric(key: str) -> MetricDef | None:
-    """A latency percentile by vLLM's key (`p99.9_itl_ms`, `median_itl_ms`); None for any
-    other key."""
-    found = parse_percentile_key(key)
-    if found is None:
-        return None
-    name, q = found
-    stat = "median" if q == 50 else f"p{p_word(q)}"
-    return MetricDef(
-        key,
-        f"{stat.capitalize()} {LABELS[name]} (ms)",
-        False,
-        request_column=f"{name}_ms",
-        stat=stat,
-        unit="ms",
-    )
 
 
 _KEYS = frozenset(m.key for m in METRICS)
@@ -230,14 +45,6 @@ def chosen_percentiles(keys: Iterable[str]) -> tuple[MetricDef, ...]:
 
 # What a scenario that chooses nothing reports beyond METRICS (median and P99 ITL).
 DEFAULT_PERCENTILES = tuple(m.key for m in chosen_percentiles(LatencyPercentiles().keys()))
-
-
-def metric_def(key: str) -> MetricDef | None:
-    """The registry's entry for a metric key (a draft position's and a latency percentile's
-    included); None if unknown."""
-    if key.startswith(POSITION_PREFIX) and key[len(POSITION_PREFIX) :].isdigit():
-        return position_metric(key)
-    return next((m for m in METRICS if m.key == key), None) or percentile_metric(key)
 
 
 REQUEST_COLUMNS = [
