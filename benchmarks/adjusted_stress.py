@@ -5,6 +5,7 @@ pass, the time outside the steps 2x; each part's own noise; a launch level; drif
 
     .venv/bin/python benchmarks/adjusted_stress.py [--trials 500] [--blocks 60] [--seed 11]
         [--cells all|quick] [--outside-own 0.12] [--outside-stalls N]
+        [--only CELL]
 
 Per cell: the trials; how often the adjusted row is shown (not withdrawn); its false-positive
 rate (A/A cells) or coverage of the true delta, among the trials where it is shown, and
@@ -72,6 +73,7 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=60)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--cells", choices=["all", "quick"], default="all")
+    parser.add_argument("--only", default=None, help="the cells whose name starts with this")
     parser.add_argument("--outside-own", type=float, default=0.12)
     parser.add_argument(
         "--outside-stalls",
@@ -99,6 +101,8 @@ def main() -> int:
         + f"; {args.blocks} blocks, {args.trials} trials a cell"
     )
     for i, (name, effects) in enumerate(cells(args.cells, base)):
+        if args.only is not None and not name.startswith(args.only):
+            continue
         model = replace(base, effects=effects)
         truth = model.truth()
         res = speed_trials(model, args.blocks, args.trials, args.seed + i)
