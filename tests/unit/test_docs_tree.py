@@ -10,8 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
-import click
 import pytest
+import typer.core
 import typer.main
 
 from harness.cli import app
@@ -62,7 +62,7 @@ def cli_commands() -> list[str]:
     """Every command of the typer app, a group's as `group sub`."""
     names: list[str] = []
     group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
+    assert isinstance(group, typer.core.TyperGroup)
     for name, command in group.commands.items():
         subs = getattr(command, "commands", None)
         names += [f"{name} {sub}" for sub in subs] if subs else [name]
