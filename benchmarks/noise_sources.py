@@ -55,7 +55,8 @@ class Sampler(threading.Thread):
 
     def __init__(self, every: float = 0.02) -> None:
         super().__init__(daemon=True)
-        self.every, self.rows, self.done = every, [], threading.Event()
+        self.every, self.done = every, threading.Event()
+        self.rows: list[list[float | None]] = []  # time, FIELDS' jiffies, frequency
 
     def run(self) -> None:
         while not self.done.is_set():
@@ -66,7 +67,7 @@ class Sampler(threading.Thread):
 def per_pass(passes: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """Each pass's shares of the machine's CPU time over its own window."""
     t = samples["t"].to_numpy()
-    out = []
+    out: list[dict[str, float]] = []
     for _, p in passes.iterrows():
         start, end = float(p["started_unix"]), float(p["started_unix"] + p["duration_s"])
         i, j = np.searchsorted(t, start), np.searchsorted(t, end)
