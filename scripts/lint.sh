@@ -2,7 +2,8 @@
 # The project's static checks, fastest first; .ci/run calls this before any test.
 #   ruff check     pyflakes, pycodestyle, imports, bugbear, complexity (C901, at most 15)
 #   ruff format    the one code format (`ruff format` applies it)
-#   mypy           strict, over harness/ (pyproject.toml says which files)
+#   mypy           strict, over harness/, tests/, benchmarks/ and testkit/ (pyproject.toml
+#                  says which files)
 #   lint-imports   the one-way layers (pyproject.toml's [tool.importlinter] contracts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
