@@ -57,7 +57,10 @@ def test_the_readme_speaks_in_short_sentences() -> None:
 
 
 def test_sentence_lengths_counts_prose_only() -> None:
-    text = "One two three four.\n\n```\nnot prose at all here\n```\n\n| a | table row here |\n\nFive six seven."
+    text = (
+        "One two three four.\n\n```\nnot prose at all here\n```\n\n"
+        "| a | table row here |\n\nFive six seven."
+    )
     assert _sentence_lengths(text) == [4, 3]
 
 
