@@ -91,3 +91,17 @@ def test_a_precision_run_may_target_the_adjusted_row() -> None:
     data["precision"] = {"mde": 0.02, "metric": KEY}
     with pytest.raises(ScenarioError, match="step_times"):
         parse_scenario(data)
+
+
+def test_stalls_outside_the_steps_are_trimmed_as_the_primary_trims_them() -> None:
+    """1 pass in 20 with its time outside the steps 5x (the step parts do not see it): the
+    primary row trims, and so does the adjusted row, which stays narrower and covers 0."""
+    found = speed_trials(Speed(outside_stall_every=20), 60, 6, seed=25)
+    shown = [r for r in found if r["adjusted"].ci_low is not None]
+    assert len(shown) >= 4
+    for r in shown:
+        assert r["primary"].robust and r["adjusted"].robust
+        assert "trimmed" in (r["adjusted"].test or "")
+        a, p = r["adjusted"], r["primary"]
+        assert a.ci_high - a.ci_low < p.ci_high - p.ci_low
+    assert sum(r["adjusted"].significant for r in shown) <= 1
