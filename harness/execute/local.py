@@ -271,31 +271,40 @@ def _stalled(watch: Callable[[int, float], bool], pid: int, elapsed: float) -> b
         return False
 
 
-def dump_stacks(sid: int, started_unix: float, log_path: Path) -> list[ThreadStack]:
+def dump_stacks(sid: int, started_unix: float, logs: list[Path]) -> list[ThreadStack]:
     """Ask each process of session `sid` that handles DUMP_SIGNAL (the worker and vLLM's
     processes: harness.lifeline.dump_stacks_on_signal) for its Python stacks, one at a time so
-    that each dump lands whole in the launch's log, and read them back (worker first)."""
+    that each dump lands whole in the log it writes to (the launch's log, or in serve mode the
+    server's), and read them back (worker first)."""
     threads: list[ThreadStack] = []
     for pid, _ in sorted(session_processes(sid, started_unix), key=lambda p: p[0] != sid):
         if not catches(pid, DUMP_SIGNAL):
             continue
-        start = _size(log_path)
+        start = [_size(log) for log in logs]
         try:
             os.kill(pid, DUMP_SIGNAL)
         except (ProcessLookupError, PermissionError):
             continue
-        deadline, size, quiet_since = time.monotonic() + DUMP_WAIT_S, start, time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            now = _size(log_path)
-            if now != size:
-                size, quiet_since = now, time.monotonic()
-            elif size > start and time.monotonic() - quiet_since >= DUMP_QUIET_S:
-                break
-        with contextlib.suppress(OSError), log_path.open("rb") as log:
-            log.seek(start)
-            threads += parse_dump(log.read(size - start).decode(errors="replace"), pid)
+        size = _settled_sizes(logs, start)
+        for log_path, begin, end in zip(logs, start, size, strict=True):
+            with contextlib.suppress(OSError), log_path.open("rb") as log:
+                log.seek(begin)
+                threads += parse_dump(log.read(end - begin).decode(errors="replace"), pid)
     return threads
+
+
+def _settled_sizes(logs: list[Path], start: list[int]) -> list[int]:
+    """The logs' sizes once a dump has landed: something was written and nothing more for
+    DUMP_QUIET_S (or DUMP_WAIT_S has passed)."""
+    deadline, size, quiet_since = time.monotonic() + DUMP_WAIT_S, list(start), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = [_size(log) for log in logs]
+        if now != size:
+            size, quiet_since = now, time.monotonic()
+        elif size != start and time.monotonic() - quiet_since >= DUMP_QUIET_S:
+            break
+    return size
 
 
 def _size(path: Path) -> int:
@@ -318,9 +327,12 @@ class LaunchWatch:
         log_path: Path,
         show: Status | None,
         heartbeat: Path | None = None,
+        server_log: Path | None = None,
     ) -> None:
         self.run, self.progress, self.log_path, self.show = run, progress, log_path, show
         self.heartbeat = heartbeat
+        # Where the launch's processes write (a serve launch's server and engine: its own log).
+        self.logs = [log_path] if server_log is None else [log_path, server_log]
         self.started_unix = time.time()
         self.rule = StallWatch(self.started_unix)
         self.error: str | None = None
@@ -334,7 +346,7 @@ class LaunchWatch:
         stall = self.rule.check(note, time.time(), beat)
         if stall is None:
             return False
-        thread = stuck_thread(dump_stacks(pid, self.started_unix, self.log_path))
+        thread = stuck_thread(dump_stacks(pid, self.started_unix, self.logs))
         self.error = describe_stall(stall, thread)
         return True
 
@@ -494,7 +506,8 @@ def run_one(
     log_path = run_dir / log_rel
     extra = ["--server-log", str(run_dir / server_log)] if server_log else []
     env[SPAWNED_ENV] = repr(time.time())  # lets the worker time its own start
-    watch = LaunchWatch(run, progress, log_path, show, heartbeat)
+    server_path = run_dir / server_log if server_log else None
+    watch = LaunchWatch(run, progress, log_path, show, heartbeat, server_path)
     code, wall, timed_out = launch(
         [*worker_cmd, "--spec", str(spec_path), "--out", str(out_path), *extra],
         env,

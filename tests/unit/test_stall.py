@@ -109,11 +109,16 @@ def _blocked(tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def test_a_real_dump_is_read_and_the_busy_thread_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["own log", "server log"])
+def test_a_real_dump_is_read_and_the_busy_thread_named(tmp_path: Path, elsewhere: bool) -> None:
+    """Read from whichever of the launch's logs the process writes to: a serve launch's
+    server and engine processes write to the server log, not the worker's."""
     log = tmp_path / "worker.log"
+    other = tmp_path / "other.log"
+    other.write_text("some earlier lines\n")
     proc = _blocked(tmp_path, log)
     try:
-        threads = local.dump_stacks(proc.pid, 0.0, log)
+        threads = local.dump_stacks(proc.pid, 0.0, [other, log] if elsewhere else [log])
     finally:
         proc.kill()
         proc.wait()
