@@ -414,8 +414,9 @@ def warmup_cut(
     blocks to leave out, at most WARMUP_CAP of them; 0 below WARMUP_MIN_BLOCKS.
 
     The cut counts only where the cut blocks differ from the rest at `p_value`, by Welch's t
-    (each side its own spread; `own_spread`=False: the rest's spread for both, the eager
-    test the worker's warm-up check uses, where a false alarm only warms longer). With the
+    where the cut blocks spread more than the rest (each side its own spread), else by the
+    rest's spread for both (`own_spread`=False: always the rest's, the eager test the
+    worker's warm-up check uses, where a false alarm only warms longer). With the
     rest's spread alone, a head holding a stalled block or two (a part of the step 1.4x slow
     now and then: heavy tails, not a settling) passed at 0.1%, and MSER, which picks the cut
     that leaves the smallest spread, then left a rest whose variance was too small: in
@@ -438,7 +439,9 @@ def warmup_cut(
     s_rest = _sd(rest)
     if not s_rest > 0:
         return k
-    if own_spread and k >= 2:
+    # The head's own spread only where it is the larger: two or three quiet blocks would
+    # otherwise pass by their own small sample spread (a false cut on clean data).
+    if own_spread and k >= 2 and _sd(head) > s_rest:
         v_head, v_rest = _sd(head) ** 2 / k, s_rest**2 / (n - k)
         se = math.sqrt(v_head + v_rest)
         df = (v_head + v_rest) ** 2 / (v_head**2 / (k - 1) + v_rest**2 / (n - k - 1))
