@@ -1,4 +1,4 @@
-"""The speed-adjusted row (issue 50) on real vLLM: the demo's engine (scenarios/
+"""The speed-adjusted row on real vLLM: the demo's engine (scenarios/
 cpu-medusa-proposer.yaml, one engine, its precision stop off) with
 - aa: both arms the demo's optimized proposer (an A/A);
 - wait50, wait150: a planted busy wait in every MedusaProposer.propose call

@@ -1,4 +1,4 @@
-"""The speed-adjusted output-throughput row (issue 50) under a noise model whose noise is the
+"""The speed-adjusted output-throughput row under a noise model whose noise is the
 machine's speed (testkit.speed: a shared AR(1) speed, lag-1 0.7, multiplying every part of a
 pass, the time outside the steps 2x; each part's own noise; a launch level; drift; 1 pass in
 20 stalled 1.5x), through the shipped scheduler and rows (harness.analysis.adjusted).

@@ -10,7 +10,7 @@ real runs: c = 31% with 3 arms, 30% with 4, 38-42% with 5: the more arms, the fu
 in time a block's paired passes), and a launch x arm interaction of 0.3% that precision
 cannot remove; the candidates of one run share good's passes (testkit/bisection.py). Each
 commit has the whole step or none of it. The wall time includes the check for a further step
-beside the culprit when --check-beside asks for it (issue 31, item 6).
+beside the culprit when --check-beside asks for it.
 
     .venv/bin/python benchmarks/bisect_cost.py [--trials 300] [--step -0.065] [--check-beside N]
 

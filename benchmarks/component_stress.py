@@ -1,5 +1,5 @@
 """The component rows (draft time per step, verification forward, rest of the step, outside
-steps per pass, steps per pass) and the attribution line (issue 35) under a component noise
+steps per pass, steps per pass) and the attribution line under a component noise
 structure, through the shipped code (testkit.simulate.parts_trials: the scheduler with its
 checked warm-up, passes_frame, compare_metric, analysis.attribution): each part with its own
 AR(1) pass noise (draft 4%, forward 3%, rest 3%, outside 8%; rho 0.5), the machine's drift,

@@ -1,4 +1,4 @@
-"""Torch-level measurements for a GPU machine that has torch but no vLLM (issue 33, item 7):
+"""Torch-level measurements for a GPU machine that has torch but no vLLM:
 the mechanisms behind seed 000 (the Medusa proposer) and the step timer, without an engine.
 Prints one table and one line; finishes within --budget-s (default 240 s) by construction.
 

@@ -1,4 +1,4 @@
-"""Where the demo's pass-to-pass noise comes from on this machine (issue 50 item 4): the
+"""Where the demo's pass-to-pass noise comes from on this machine: the
 machine's CPU time sampled from /proc/stat every 20 ms while a run goes on (steal, other
 processes' user and nice time, idle), each measured pass given the shares of its own window,
 and their correlations with the pass's parts (log output throughput, verification forward per

@@ -1,4 +1,4 @@
-"""A planted cost of known size in the proposer, read back from the draft row (issue 35's
+"""A planted cost of known size in the proposer, read back from the draft row (the draft row's
 validation): the Medusa demo's engine with testkit.patches.medusa_wait switched per pass (a
 busy wait of --wait-us in every MedusaProposer.propose call, one call per engine step), run
 through `specbench run`, then the draft row's delta as the table gives it (relative, on the

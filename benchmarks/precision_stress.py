@@ -1,8 +1,8 @@
-"""The precision run (stop at a target MDE) under the stresses of issue 31, at 2% and 1%
+"""The precision run (stop at a target MDE) under the realistic stresses, at 2% and 1%
 targets: A/A false positives of the shipped scheduler and estimator (testkit.simulate:
 schedule.drive_shared_launch with its checked warm-up and precision stop, stats.arm_delta), on
-3% AR(1) pass noise: clean; the candidate 10% slower over its first 60 passes (item 8); 1 pass
-in 20 stalling three times slower in either arm alike (item 2). Coverage of +1% is 1 - the A/A
+3% AR(1) pass noise: clean; the candidate 10% slower over its first 60 passes; 1 pass
+in 20 stalling three times slower in either arm alike. Coverage of +1% is 1 - the A/A
 rate of the same draws (see benchmarks/periodic_disturbance.py for why).
 
     .venv/bin/python benchmarks/precision_stress.py [--trials 2000] [--seed 101] [--mde 0.02 0.01]

@@ -1,7 +1,7 @@
 """`specbench doctor`: what this machine can run, without importing vLLM or torch: versions
 and where vLLM is installed, platform and devices, and which speculative methods and swaps are
 usable here, each with the reason when not; then whether the machine is fit to benchmark on,
-as pyperf's `system` command checks it (issue 36): the CPU frequency governor and boost, SMT,
+as pyperf's `system` command checks it: the CPU frequency governor and boost, SMT,
 a hypervisor's steal, other heavy processes and the load, and on a GPU persistence mode, its
 clocks and other processes. Each check is ok, warning or unknown, with the command that fixes
 it."""

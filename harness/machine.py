@@ -7,7 +7,7 @@ A run on GPUs takes one lock per GPU it may use instead (beside the machine's lo
 runs on disjoint GPU sets of one node go on together and runs whose sets overlap take turns.
 
 Why: on a shared 2-core machine two runs started together both finished, and neither table
-said that another benchmark shared the CPUs (issue 36).
+said that another benchmark shared the CPUs.
 """
 
 from __future__ import annotations

@@ -330,7 +330,7 @@ def detection(h: History, trials: int, seed: int, series: str = "delta") -> Dete
 
 @dataclass
 class Parts:
-    """A pass's time by part, each with its own noise (issue 35's component rows): per engine
+    """A pass's time by part, each with its own noise (component rows): per engine
     step the drafter's time, the verification forward and the rest of the step, and per pass
     the time outside the steps; `steps` steps a pass (greedy: the same in every pass). Each part
     has AR(1) pass noise (log sd `sigma[part]`, `rho`) and the machine's slow drift; 1 in

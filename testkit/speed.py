@@ -1,4 +1,4 @@
-"""Simulated shared launches whose noise is the machine's speed (issue 50): every part of a pass
+"""Simulated shared launches whose noise is the machine's speed: every part of a pass
 slowed or sped at once, driven by the shipped scheduler and read by the shipped rows (the
 primary output-throughput row and the speed-adjusted one). Nothing here decides.
 

@@ -1,4 +1,4 @@
-"""The speed-adjusted end-to-end estimate (issue 50): the candidate's output-throughput delta
+"""The speed-adjusted end-to-end estimate: the candidate's output-throughput delta
 with the machine's speed taken out, by regression on the parts of the step the change leaves
 alone.
 

@@ -1,4 +1,4 @@
-"""Where a candidate's output-throughput delta comes from (issue 35): the delta split into
+"""Where a candidate's output-throughput delta comes from: the delta split into
 the parts of a pass's time, from the step timer's per-pass sums (PassRecord.step_times).
 
 A pass's time T is the sum of its parts: the drafter's time in the steps (d), the target's

@@ -1,4 +1,4 @@
-"""What else loaded the machine during a run's passes, named under the table (issue 36): the
+"""What else loaded the machine during a run's passes, named under the table: the
 median share of the machine's CPUs that processes other than the launch's own used during the
 measured passes, its worst block, a finding when it is high, and a finding when it lines up
 with one arm (a disturbance that favours one arm is a bias the interval cannot show, not

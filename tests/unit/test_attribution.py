@@ -1,4 +1,4 @@
-"""Where a delta comes from (issue 35 item 3): the output-throughput delta split into the parts
+"""Where a delta comes from: the output-throughput delta split into the parts
 of a pass's time (harness.analysis.attribution), from per-pass step times."""
 
 from __future__ import annotations

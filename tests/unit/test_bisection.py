@@ -236,7 +236,7 @@ def test_an_exact_delta_in_points_is_a_fraction_like_the_others(tmp_path: Path) 
 def test_a_second_step_beside_the_culprit_is_found_and_reported_with_its_interval(
     tmp_path: Path,
 ) -> None:
-    """Issue 31, item 6: -2.5% at commit 2 and -5% at commit 6 of 7, at a 5% threshold, each
+    """Two steps: -2.5% at commit 2 and -5% at commit 6 of 7, at a 5% threshold, each
     run's interval +-0.5%: commit 6 is named (the larger step), then the part good..5 holds
     -2.5%, a further step, bisected to commit 2; each with its own step's interval."""
 
@@ -266,7 +266,7 @@ def test_a_second_step_beside_the_culprit_is_found_and_reported_with_its_interva
 
 
 def test_a_small_change_beside_a_culprit_is_never_called_the_same_as_good(tmp_path: Path) -> None:
-    """Issue 31, item 6: -1% at commit 3 and -4% at commit 6 of 8. Commit 6 is named; its
+    """Two steps: -1% at commit 3 and -4% at commit 6 of 8. Commit 6 is named; its
     parent (-1%) is on good's side of half the step, and the report says that, with the
     interval, never that it is "the same as good" (it did in 99% of runs)."""
     rng = np.random.default_rng(6)
@@ -286,7 +286,7 @@ def test_a_small_change_beside_a_culprit_is_never_called_the_same_as_good(tmp_pa
 def test_remeasuring_while_unknown_says_no_change_at_half_the_threshold_at_most_2_5_percent(
     tmp_path: Path,
 ) -> None:
-    """Issue 31, item 6: a step of exactly half the threshold (-1% at 2%). Re-measuring
+    """A step of exactly half the threshold (-1% at 2%). Re-measuring
     good..bad while UNKNOWN and stopping at the first decision said "no commit differs" in
     5.8-8.2% of runs (each look at 2.5%); the looks pooled, the rate spent across them."""
     rng = np.random.default_rng(9)
@@ -323,7 +323,7 @@ def test_levels_pool_runs_and_keep_what_one_run_shares() -> None:
 
 
 def test_two_culprits_are_both_reported_when_checked_beside(tmp_path: Path) -> None:
-    """Issue 31's target: -2.5% and -5% at two commits of 8 drawn at random, in the cost model
+    """The target: -2.5% and -5% at two commits of 8 drawn at random, in the cost model
     of the real 8-commit bisect (5% threshold, 80 s per arm, at most 11 runs), checking beside
     the culprit (--check-beside 3): both reported (the second at least as a step with its
     interval in its part) in at least 80%. Before the runs' shared reference was modelled and

@@ -74,7 +74,7 @@ def test_a_5_percent_step_in_the_deltas_is_found_within_3_runs() -> None:
 
 
 def test_a_slow_drift_is_reported_as_a_drift_not_as_a_step_at_one_commit() -> None:
-    """Issue 31, item 7: the delta drifting linearly by -2% over 30 runs, no step. The step
+    """Drift: the delta drifting linearly by -2% over 30 runs, no step. The step
     test now allows for a linear trend, so a ramp names no commit (it did in 67% of
     histories), and the series reports the drift with its slope instead."""
     h = History(runs=30, trend=math.log1p(-0.02))

@@ -1,4 +1,4 @@
-"""Dataset prompts rendered as chat, as `vllm bench serve` renders them (issue 34, item 4):
+"""Dataset prompts rendered as chat, as `vllm bench serve` renders them:
 with vLLM's own tokenizer loader and the tokenizer's template; a template's tokens show in
 every prompt's token count; chat_template: false and token-id prompts are sent as they are."""
 

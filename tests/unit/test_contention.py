@@ -1,4 +1,4 @@
-"""What else loads the machine during a pass (issue 36, items 1-2): the /proc sampler tells a
+"""What else loads the machine during a pass: the /proc sampler tells a
 busy process outside the launch's session from one inside it, and the analysis names a busy
 machine and a disturbance that lines up with one arm, from real pass records."""
 

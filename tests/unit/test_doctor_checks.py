@@ -1,4 +1,4 @@
-"""`specbench doctor`'s machine checks (issue 36 item 4), as pyperf's `system` checks them:
+"""`specbench doctor`'s machine checks, as pyperf's `system` checks them:
 each ok, warning or unknown with its fix. The /sys trees and nvidia-smi are stand-ins (no
 machine here has cpufreq, SMT or a GPU); the heavy process is a real busy loop."""
 

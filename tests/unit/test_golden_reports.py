@@ -1,6 +1,6 @@
 """What a stored run renders to, byte for byte: table.md and summary.json of three committed
 real-run fixtures (launch-per-arm, one-engine at TP 2, an overlaid diff) against copies
-rendered before the refactor that split the stages (issue 32, commit 5ee4690). A change that
+rendered before the refactor that split the stages (commit 5ee4690). A change that
 means to alter them regenerates them on purpose: SPECBENCH_UPDATE_GOLDEN=1 rewrites them,
 and the diff shows what moved. summary.json's floats are held to 1e-9 relative, not to their
 last bit: numpy's reductions sum in a different order on another CPU (the fresh-clone CI's

@@ -280,7 +280,7 @@ def test_identical_counts_change_nothing_exact_and_a_real_change_is_named(tmp_pa
 
 
 def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() -> None:
-    """Issue 31, item 7: a delta drifting by -4% over 30 runs (a step at one commit in every
+    """Drift: a delta drifting by -4% over 30 runs (a step at one commit in every
     history before) is printed as a trend over the runs it spans, slope and interval, and no
     change point names a commit."""
     from harness.present.history import render_series
@@ -306,7 +306,7 @@ def test_a_drifting_delta_is_printed_as_a_drift_with_its_slope_not_a_commit() ->
 def test_history_marks_runs_on_a_loaded_or_shared_machine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 36: a run whose passes shared the CPUs with other work (its contention findings)
+    """Contention: a run whose passes shared the CPUs with other work (its contention findings)
     and a run without the machine lock (--shared-machine) are marked in `history`, named
     under the series, and kept in the index; a quiet run is not marked."""
 

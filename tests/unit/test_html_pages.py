@@ -1,4 +1,4 @@
-"""report.html and the history page are pages (issue 34, item 5), checked in headless
+"""report.html and the history page are pages, checked in headless
 Chromium: once the page's scripts ran, the DOM has the comparison as a real table (a row per
 row of the terminal table, the intervals in the cells), every interactive figure is drawn from
 the plotly.js bundled into the file (no network), a click on a heading sorts the rows, and a

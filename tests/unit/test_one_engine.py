@@ -334,7 +334,7 @@ def test_step_times_are_a_scenario_switch_that_one_engine_launches_follow(
     scenario_data: dict[str, Any],
 ) -> None:
     """Offline, the steps of every launch are timed by default, one-engine ones included
-    (issue 35: rows per arm for the draft, the verification forward and the rest of a step);
+    (rows per arm for the draft, the verification forward and the rest of a step);
     step_times: false turns the timer off."""
     plan = expand_plan(parse_scenario(scenario_data))
     assert plan.design == "one-engine" and all(r.step_times for r in plan.runs)

@@ -58,7 +58,7 @@ KNOWN_TRAPS = {
     "deleted-unreferenced",
     "inert-tests-and-docs",
     "does-not-apply",
-    # issue 30: which process runs it
+    # which process runs it
     "shm-broadcast-engine-core",  # MessageQueue.enqueue: the engine core broadcasts too
     "kv-connector-scheduler-side",  # get_num_new_matched_tokens: KVConnectorRole.SCHEDULER
     "kv-connector-build-meta",

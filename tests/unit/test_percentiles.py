@@ -1,4 +1,4 @@
-"""Latency percentiles as vLLM names them (issue 34, item 2): `metrics.percentiles` and
+"""Latency percentiles as vLLM names them: `metrics.percentiles` and
 `metrics.percentile_metrics` in the scenario add rows (with their intervals) to the table and
 keys to the vllm-bench files; the default adds median and P99 ITL to the seed rows."""
 

@@ -1,4 +1,4 @@
-"""The platform model (issue 33, item 3): read from vLLM's own config objects and model-runner
+"""The platform model: read from vLLM's own config objects and model-runner
 classes, described in one line, and checked against what every swap, a switched patch and the
 step timer declare they do not run on. Every unsupported combination in the registry is built
 and refused (the step timer, optional, left out instead), naming the feature, the reason and

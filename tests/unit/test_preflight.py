@@ -221,7 +221,7 @@ GPUS = [
 def test_the_gpus_a_run_may_use_are_those_cuda_visible_devices_leaves(
     visible: str | None, expected: list[str]
 ) -> None:
-    """nvidia-smi lists every GPU of the machine; a run on 2 of 8 must count 2 (issue 33)."""
+    """nvidia-smi lists every GPU of the machine; a run on 2 of 8 must count 2."""
     from harness.env import visible_gpus
 
     assert [g["index"] for g in visible_gpus(GPUS, visible)] == expected

@@ -1,4 +1,4 @@
-"""The table's stars as one family (issue 31, item 4): a scenario's primary metric tested alone
+"""The table's stars as one family: a scenario's primary metric tested alone
 at 5%, the other noisy rows secondary (starred after the primary, Holm across them), the rule
 said under the table; the gate's interval-judged metrics one family with a stated rate. The
 family-wise rate is measured on A/A relabellings of a real stored run (testkit.permutation)."""

@@ -1,4 +1,4 @@
-"""Profiles per arm (issue 34 item 3): torch profiler traces read back as self time per op
+"""Profiles per arm: torch profiler traces read back as self time per op
 (harness.analysis.profiles), the scenario's `profile:` and `run --profile`."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The analysis's warm-up cut (stats.warmup_cut) counts a settling only where the cut blocks
 differ from the rest by Welch's t, each side with its own spread: a few stalled blocks at the
 start of a launch are heavy tails, not a settling, and cutting them left a rest whose variance
-was too small (issue 49: the precision stop on draft_per_forward)."""
+was too small (the precision stop on draft_per_forward)."""
 
 from __future__ import annotations
 

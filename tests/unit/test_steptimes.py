@@ -1,4 +1,4 @@
-"""The step timer's two clocks (issue 33, item 5). On CUDA each timed call gets a pair of events
+"""The step timer's two clocks. On CUDA each timed call gets a pair of events
 recorded without waiting, read once when the totals are asked for; here the events are a
 stand-in with the same three methods on the host clock (no CUDA on this machine: the torch-level
 comparison with synchronised timing is benchmarks/gpu_torch_mechanisms.py)."""

@@ -1,4 +1,4 @@
-"""Results in vllm-bench's shape (issue 34, item 1): a stored real run, reported, writes one
+"""Results in vllm-bench's shape: a stored real run, reported, writes one
 `vllm bench serve --save-result` dict per arm, whose keys are checked against the installed
 vLLM's own benchmarks/serve.py (read with `ast`, so a vLLM that renames or adds a key is caught)
 and which vLLM's own sweep-plot reader reads; the figures agree with specbench's table."""
