@@ -351,6 +351,16 @@ class LaunchWatch:
         return True
 
 
+def work_dir(run_dir: Path, run: RunSpec) -> Path:
+    """A launch's working folder in its run folder (spec, progress note, kept passes)."""
+    return run_dir / "work" / run.run_key
+
+
+def kept_passes(run_dir: Path, run: RunSpec) -> Path:
+    """Where a launch's worker keeps each pass as it ends (wire.progress.keep_pass)."""
+    return work_dir(run_dir, run) / "passes.jsonl"
+
+
 def with_kept_passes(
     run: RunSpec, result: WorkerResult | None, kept: Path
 ) -> tuple[WorkerResult | None, str]:
@@ -455,7 +465,7 @@ def run_one(
     show: Status | None = None,
 ) -> RunRecord:
     """Launch one worker for `run` and turn however it ended into a RunRecord."""
-    work = run_dir / "work" / run.run_key
+    work = work_dir(run_dir, run)
     report_dir = work / "impl"
     report_dir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path = work / "spec.json", work / "result.json"
@@ -493,7 +503,8 @@ def run_one(
         env.pop(key, None)  # never inherited from the parent's environment
         if value:
             env[key] = value
-    progress, kept, heartbeat = work / "progress.json", work / "passes.jsonl", work / "heartbeat"
+    progress, heartbeat = work / "progress.json", work / "heartbeat"
+    kept = kept_passes(run_dir, run)
     for path, variable in (
         (progress, PROGRESS_ENV),
         (kept, PASSES_ENV),

@@ -30,7 +30,9 @@ from harness.execute.local import (
     Progress,
     device_env,
     failure_tail,
+    kept_passes,
     run_logs,
+    with_kept_passes,
 )
 from harness.lifeline import kill_processes, pid_alive, session_processes
 from harness.machine import machine
@@ -523,16 +525,19 @@ class _PlanRun:
         self.outcome.interrupted = True
         why = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
         for run in list(self.flying.values()):
-            # The executor already stopped it; keep what its logs say.
+            # The executor already stopped it; keep what its logs say, and the passes its
+            # worker kept as each ended (raw data of an unfinished launch, in no interval).
             worker_log, server_log = run_logs(run)
+            result, kept = with_kept_passes(run, None, kept_passes(self.run_dir, run))
             self.keep(
                 unlaunched_record(
                     run,
                     status="interrupted",
-                    error=f"interrupted by {why}",
+                    error=f"interrupted by {why}" + (f"; {kept}" if kept else ""),
                     log_file=worker_log,
                     server_log_file=server_log,
                     log_tail=failure_tail(self.run_dir, run),
+                    result=result,
                 )
             )
         self.progress(

@@ -140,6 +140,10 @@ def test_a_signal_at_each_phase_leaves_no_process_and_a_readable_folder(
         assert status == "interrupted"
         assert [r.status for r in run.runs] == ["interrupted"]
         assert len(named) == 1 and "interrupted" in named[0], history.stderr
+        if phase == "measuring":  # the passes measured before the signal are kept, as data
+            kept = run.runs[0].result
+            assert kept is not None and len(kept.passes) >= 2, run.runs[0].error
+            assert "before it kept in its record" in str(run.runs[0].error)
     print(
         f"{name} at {phase}: exit {code} {took:.1f} s after the signal, manifest {status}, "
         f"history: {named[0] if named else '-'}"
