@@ -114,15 +114,15 @@ METRICS: tuple[MetricDef, ...] = (
         primary=True,
     ),
     *_group(
-        ADJUSTED,
-        MetricDef(ADJUSTED_METRIC, "Output throughput, speed-adjusted (tok/s)", True, unit="tok/s"),
-    ),
-    *_group(
         REQUESTS,
         MetricDef("total_throughput", "Total throughput (tok/s)", True, unit="tok/s"),
         MetricDef("request_throughput", "Request throughput (req/s)", True, unit="req/s"),
         gate=True,
         primary=True,
+    ),
+    *_group(
+        ADJUSTED,
+        MetricDef(ADJUSTED_METRIC, "Output throughput, speed-adjusted (tok/s)", True, unit="tok/s"),
     ),
     *_group(
         COUNTERS,

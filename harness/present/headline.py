@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.config.interpreter import NOT_PERFORMANCE
+from harness.config.metrics import ADJUSTED_METRIC
 from harness.errors import SpecbenchError
 
 # The seed PRs' rows (vLLM #24435 and the Eagle local-argmax PR), in the table's order; the
@@ -22,6 +23,7 @@ PR_KEYS = (
     "output_throughput",
     "total_throughput",
     "request_throughput",
+    ADJUSTED_METRIC,  # where a run has it: the same delta, the machine's speed taken out
     "acceptance_rate",
     "mean_acceptance_length",
     "mean_tpot_ms",
@@ -77,7 +79,11 @@ class RowChoice:
             return set(self.keys) | {STATUS_ROW}
         own = {c.own_part for c in comparison.candidates if c.own_part}
         primary = {r.key for c in comparison.candidates for r in c.rows if r.role == "primary"}
-        return set(PR_KEYS) | own | primary | set(ALWAYS)
+        shown = set(PR_KEYS) | own | primary | set(ALWAYS)
+        adjusted = [r for c in comparison.candidates for r in c.rows if r.key == ADJUSTED_METRIC]
+        if all(math.isnan(r.estimate.delta) for r in adjusted):  # withdrawn: the verdict says
+            shown.discard(ADJUSTED_METRIC)
+        return shown
 
 
 def short_label(label: str) -> str:
@@ -272,6 +278,9 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
         if speedup.ci_low is not None and speedup.ci_high is not None:
             text += f" [{1 + speedup.ci_low:.2f}, {1 + speedup.ci_high:.2f}]"
         parts.append(f"{text} over {comparison.no_speculation} (no speculation)")
+    adjusted = next((r for r in cand.rows if r.key == ADJUSTED_METRIC), None)
+    if adjusted is not None and adjusted is not row and why is None:
+        parts.append(_adjusted(adjusted))
     own = next((r for r in cand.rows if r.key == cand.own_part), None)
     if own is not None and own is not row and cand.status == "ok":
         parts.append(f"its own part, {short_label(own.label)}, {_interval(own)}")
@@ -279,6 +288,15 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
     if parity:
         parts.append(parity)
     return f"{cand.name}: " + "; ".join(parts)
+
+
+def _adjusted(row: MetricRow) -> str:
+    """The speed-adjusted row in a few words: its interval, or that it was withdrawn."""
+    if math.isnan(row.estimate.delta):
+        why = (row.estimate.note or "").split(";")[0].removeprefix("withdrawn: ")
+        why = why.split(", so it does not")[0].split(": the change may")[0]
+        return f"speed-adjusted row withdrawn ({why})" if why else "speed-adjusted row withdrawn"
+    return f"speed-adjusted {_interval(row)}"
 
 
 def verdicts(comparison: Comparison) -> list[str]:

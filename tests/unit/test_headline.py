@@ -285,3 +285,47 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(tmp_path
     [warning] = budget_lines(starved, stored)
     assert warning.startswith("  warning: budget_s=40 leaves about ")
     assert f"budget_s: {costs.budget_for():.0f} would give one" in warning
+
+
+def _with_adjusted(comparison: Comparison, delta: float, note: str) -> Comparison:
+    """The comparison with a speed-adjusted row beside each candidate's output throughput."""
+    from dataclasses import replace
+
+    from harness.config.metrics import ADJUSTED_METRIC
+
+    for cand in comparison.candidates:
+        tput = next(r for r in cand.rows if r.key == "output_throughput")
+        estimate = replace(tput.estimate, delta=delta, note=note)
+        if delta != delta:  # withdrawn: no interval
+            estimate = replace(estimate, ci_low=None, ci_high=None, significant=False)
+        row = replace(
+            tput,
+            key=ADJUSTED_METRIC,
+            label="Output throughput, speed-adjusted (tok/s)",
+            estimate=estimate,
+            role="secondary",
+        )
+        cand.rows.insert(cand.rows.index(tput) + 1, row)
+    return comparison
+
+
+def test_the_speed_adjusted_row_is_in_the_verdict_and_the_pr_rows(tmp_path: Path) -> None:
+    comparison = _with_adjusted(_comparison(tmp_path), 0.01, "speed-adjusted by the forward")
+    [line] = verdicts(comparison)
+    assert "; speed-adjusted +1.0% [" in line
+    assert "Output throughput, speed-adjusted" in render_terminal(comparison, rows="pr")
+
+
+def test_a_withdrawn_speed_adjusted_row_says_why_and_leaves_the_pr_rows(tmp_path: Path) -> None:
+    note = (
+        "withdrawn: the verification forward moved with the change (+4.62% [+1.65%, +7.67%]), "
+        "so it does not measure the machine's speed alone; speed-adjusted by the forward"
+    )
+    comparison = _with_adjusted(_comparison(tmp_path), float("nan"), note)
+    [line] = verdicts(comparison)
+    assert (
+        "; speed-adjusted row withdrawn (the verification forward moved with the change "
+        "(+4.62% [+1.65%, +7.67%]))" in line
+    )
+    assert "speed-adjusted (tok/s)" not in render_terminal(comparison, rows="pr")
+    assert "speed-adjusted (tok/s)" in render_terminal(comparison, rows="all")
