@@ -374,6 +374,7 @@ def with_kept_passes(
     have_warm = result.warmup_passes if result is not None else []
     if len(measured) <= len(have) and len(warm) <= len(have_warm):
         return result, ""
+    wrote = result is not None
     if result is None:
         result = WorkerResult(
             run_key=run.run_key,
@@ -386,6 +387,10 @@ def with_kept_passes(
             "warmup_passes": warm if len(warm) > len(have_warm) else have_warm,
         }
     )
+    if wrote and len(measured) <= len(have):
+        # The worker ended the launch itself (a refusal, an engine's death) and said why in
+        # its own line: the warm-up passes it had not put in its result are kept quietly.
+        return result, ""
     words = f"{len(measured)} measured pass{'' if len(measured) == 1 else 'es'}"
     if warm:
         words += f" and {len(warm)} warm-up pass{'' if len(warm) == 1 else 'es'}"

@@ -391,3 +391,26 @@ def test_a_launch_without_a_result_keeps_its_passes_out_of_every_interval(
     assert passes_frame([record]).empty
     ok = record.model_copy(update={"status": "ok"})  # the same passes in a good launch count
     assert len(passes_frame([ok])) == 2
+
+
+def test_a_launch_its_worker_refused_keeps_its_warm_up_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_data: dict[str, Any]
+) -> None:
+    """A worker that ended its launch itself (a refused proof in the warm-up) said why in its
+    own line: the warm-up passes it kept join the record, and the line stays its own."""
+    from harness.config.scenario import parse_scenario
+    from harness.plan.plan import expand_plan
+    from harness.wire.records import WorkerResult
+
+    run = expand_plan(parse_scenario(scenario_data)).runs[0]
+    kept = tmp_path / "passes.jsonl"
+    monkeypatch.setenv(PASSES_ENV, str(kept))
+    for i in range(2):
+        keep_pass(_pass(i), warmup=True)
+    refused = WorkerResult(run_key=run.run_key, status="failed", error="ProofRefused: ...")
+    result, words = local.with_kept_passes(run, refused, kept)
+    assert words == "" and result is not None and result.error == "ProofRefused: ..."
+    assert [p.repeat for p in result.warmup_passes] == [0, 1] and result.passes == []
+    # With no result at all (a stall in the warm-up), the line says what was kept.
+    result, words = local.with_kept_passes(run, None, kept)
+    assert words.startswith("0 measured passes and 2 warm-up passes before it kept")
