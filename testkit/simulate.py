@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,7 +24,7 @@ from harness.analysis.stats import DeltaEstimate, arm_delta
 from harness.config.scenario import Precision, parse_scenario
 from harness.engine.schedule import WarmUp, drive_shared_launch, pass_throughput
 from harness.plan.plan import expand_plan
-from harness.wire.records import PassRecord, Record, RequestRecord
+from harness.wire.records import PassRecord, Record, RequestRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
 from testkit.scenarios import MINIMAL
 
@@ -393,6 +394,35 @@ class PartsLaunch:
         )
 
 
+def drive_record(
+    run: RunSpec, measure: Callable[[int, ArmSpec, int], PassRecord], block_seed: int
+) -> tuple[list[PassRecord], RunRecord, str | None]:
+    """One shared launch of `run` through the shipped scheduler (no switch, no warm-up pass
+    of its own): its passes, the ok RunRecord the analysis reads, and why it stopped."""
+    passes, stopped = drive_shared_launch(
+        run,
+        measure,
+        None,
+        None,
+        1,
+        None,
+        log=lambda _m: None,
+        warmup=WarmUp(),
+        block_seed=block_seed,
+    )
+    record = RunRecord(
+        run_key="base+opt.r0",
+        variant="base+opt",
+        arms=["base", "opt"],
+        round=0,
+        order=0,
+        status="ok",
+        wall_s=1.0,
+        result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
+    )
+    return passes, record, stopped
+
+
 def parts_trials(
     parts: Parts, blocks: int, trials: int, seed: int, precision: Precision | None = None
 ) -> list[dict[str, DeltaEstimate | Any]]:
@@ -403,34 +433,13 @@ def parts_trials(
     from harness.analysis.attribution import attribute
     from harness.analysis.metric_row import compare_metric
     from harness.results.metrics import COMPONENT_METRICS, passes_frame
-    from harness.wire.records import RunRecord, WorkerResult
 
     run = shared_run(blocks, precision, step_times=True)
     rng = np.random.default_rng(seed)
     out: list[dict[str, Any]] = []
     for trial in range(trials):
         launch = PartsLaunch(parts, rng)
-        passes, stopped = drive_shared_launch(
-            run,
-            launch.measure,
-            None,
-            None,
-            1,
-            None,
-            log=lambda _m: None,
-            warmup=WarmUp(),
-            block_seed=seed * 100_003 + trial,
-        )
-        record = RunRecord(
-            run_key="base+opt.r0",
-            variant="base+opt",
-            arms=["base", "opt"],
-            round=0,
-            order=0,
-            status="ok",
-            wall_s=1.0,
-            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
-        )
+        passes, record, stopped = drive_record(run, launch.measure, seed * 100_003 + trial)
         frame = passes_frame([record])
         found: dict[str, Any] = {}
         for metric in COMPONENT_METRICS:

@@ -22,10 +22,9 @@ from typing import Any
 import numpy as np
 
 from harness.config.scenario import Precision
-from harness.engine.schedule import WarmUp, drive_shared_launch
-from harness.wire.records import PassRecord, RunRecord, SpecDecodeCounters, StepTimes, WorkerResult
+from harness.wire.records import PassRecord, SpecDecodeCounters, StepTimes
 from harness.wire.spec import ArmSpec
-from testkit.simulate import _PASS, _REQUEST, _copy, shared_run
+from testkit.simulate import _PASS, _REQUEST, _copy, drive_record, shared_run
 
 
 @dataclass
@@ -139,27 +138,7 @@ def speed_trials(
     out: list[dict[str, Any]] = []
     for trial in range(trials):
         launch = SpeedLaunch(model, rng)
-        passes, _stopped = drive_shared_launch(
-            run,
-            launch.measure,
-            None,
-            None,
-            1,
-            None,
-            log=lambda _m: None,
-            warmup=WarmUp(),
-            block_seed=seed * 100_003 + trial,
-        )
-        record = RunRecord(
-            run_key="base+opt.r0",
-            variant="base+opt",
-            arms=["base", "opt"],
-            round=0,
-            order=0,
-            status="ok",
-            wall_s=1.0,
-            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
-        )
+        passes, record, _stopped = drive_record(run, launch.measure, seed * 100_003 + trial)
         frame = passes_frame([record])
         primary = compare_metric(throughput, frame, "base", "opt", "one-engine")
         robust = primary is not None and primary.estimate.robust

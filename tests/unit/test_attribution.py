@@ -236,36 +236,14 @@ def test_a_gate_on_the_draft_row_fails_a_slower_drafter(tmp_path: Any) -> None:
     """gates.metrics.draft_ms_per_step: the drafter 10% slower (log) fails a 5% tolerance on
     its own row, judged on its interval like every gated metric; a same-speed drafter does
     not fail it."""
-    from harness.engine.schedule import WarmUp, drive_shared_launch
     from harness.wire.manifest import Manifest
-    from harness.wire.records import RunRecord, WorkerResult
     from harness.workflow import gate_run
     from testkit.factory import stored_run
-    from testkit.simulate import Parts, PartsLaunch, shared_run
+    from testkit.simulate import Parts, PartsLaunch, drive_record, shared_run
 
     def stored(name: str, effect: float, seed: int) -> Any:
         launch = PartsLaunch(Parts(draft_effect=effect), np.random.default_rng(seed))
-        passes, _ = drive_shared_launch(
-            shared_run(30, step_times=True),
-            launch.measure,
-            None,
-            None,
-            1,
-            None,
-            log=lambda _m: None,
-            warmup=WarmUp(),
-            block_seed=seed,
-        )
-        record = RunRecord(
-            run_key="base+opt.r0",
-            variant="base+opt",
-            arms=["base", "opt"],
-            round=0,
-            order=0,
-            status="ok",
-            wall_s=1.0,
-            result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
-        )
+        _, record, _ = drive_record(shared_run(30, step_times=True), launch.measure, seed)
         folder = stored_run(
             tmp_path,
             name,
