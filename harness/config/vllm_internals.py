@@ -338,6 +338,17 @@ INTERNALS: tuple[Internal, ...] = (
         ("attr",),
         _PLUGIN,
     ),
+    # The plugin installs a swap, the step timer and the platform reader where vLLM builds a
+    # worker: inside this method, or just before it runs (harness.engine.plugin). Without it
+    # they would install nowhere.
+    Internal(
+        "overlay plugin",
+        "vllm.v1.worker.worker_base",
+        "WorkerWrapperBase.init_worker",
+        "method",
+        None,
+        _PLUGIN,
+    ),
     # The stall watchdog's heartbeat wraps it: every engine step enters the model runner here
     # (checked in 0.32, 0.33 and 0.34's source). Without it a stuck step is found only by the
     # pass bounds (harness.execute.progress).
