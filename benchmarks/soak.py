@@ -116,7 +116,12 @@ def soak_scenario(path: Path, budget_s: float, mde: float, out: Path) -> Path:
     """The demo with a precision target out of reach and the soak's budget."""
     data: dict[str, Any] = yaml.safe_load(path.read_text())
     data["name"] = "soak"
-    data["precision"] = {**data.get("precision", {}), "mde": mde, "budget_s": budget_s}
+    data["precision"] = {
+        **data.get("precision", {}),
+        "mde": mde,
+        "budget_s": budget_s,
+        "max_blocks": 100_000,  # the budget, not the default cap of 2000 blocks, ends it
+    }
     data["timeout_s"] = max(float(data.get("timeout_s", 900)), budget_s + 600)
     target = out / "soak.yaml"
     target.write_text(yaml.safe_dump(data, sort_keys=False))

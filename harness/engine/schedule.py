@@ -23,11 +23,13 @@ from harness.analysis.stats import (
     warmup_still_settling,
 )
 from harness.errors import ProofRefused
-from harness.wire.progress import FINISHING, keep_pass, write_progress
+from harness.wire.progress import FINISHING, PassTally, keep_pass, write_progress
 from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec, RunSpec
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from harness.results.metrics import PassRows
 
 # Checked warm-up (one-engine): at least min(16, blocks) blocks, at most this many.
@@ -67,6 +69,7 @@ def precision_status(
     tp_size: int,
     harness_pid: int | None,
     kept: PassRows | None = None,
+    frame: pd.DataFrame | None = None,
 ) -> tuple[bool, str]:
     """Whether the precision target is reached on the proven passes so far, compared exactly
     as the report will compare them; and a few words on where it stands. `kept`: the rows of
@@ -89,7 +92,10 @@ def precision_status(
         status="ok",
         wall_s=0.0,
         result=WorkerResult(
-            run_key=run.run_key, status="ok", passes=passes, worker_pid=harness_pid
+            run_key=run.run_key,
+            status="ok",
+            passes=passes if frame is None else [],
+            worker_pid=harness_pid,
         ),
     )
     if run.precision.until == "mde":
@@ -103,7 +109,7 @@ def precision_status(
         Arms.of_launch(run, tp_size),
         run.run_key,
         run.run_key,
-        passes_frame([record], kept=kept),
+        passes_frame([record], kept=kept) if frame is None else frame,
         only=[*targets, "output_throughput"],
     )
     open_items: list[str] = []
@@ -327,6 +333,7 @@ def drive_shared_launch(
     warmup: WarmUp | None = None,
     block_seed: int = 0,
     done: PassDone | None = None,
+    look: Callable[[], tuple[bool, str]] | None = None,
 ) -> tuple[list[PassRecord], str | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
@@ -336,7 +343,9 @@ def drive_shared_launch(
     `switch` is None when no arm swaps an implementation (e.g. an A/A of one configuration).
     `block_seed` draws each block's orientation (block_arms): a launch draws its own
     (new_block_seed) and records it; simulations pass theirs. `done` gets each measured pass
-    once it is whole (its reports in), before the rest of its block runs.
+    once it is whole (its reports in), before the rest of its block runs. `look`: where
+    `done` keeps the passes itself (PassLog, slim), the precision look over what it kept;
+    the passes are then not put in `passes`.
     """
     passes = [] if passes is None else passes
     arms = {a.variant: a for a in run.arms}
@@ -347,6 +356,7 @@ def drive_shared_launch(
     block = 0
     block_seconds: list[float] = []
     kept: PassRows = {}  # each pass summarised once across the precision looks
+    count = len(passes)
     while True:
         if precision is None:
             if block >= run.blocks:
@@ -357,7 +367,11 @@ def drive_shared_launch(
                 and block >= PRECISION_MIN_BLOCKS
                 and block % PRECISION_LOOK_EVERY == 0
             ):
-                reached, where = precision_status(run, passes, tp_size, harness_pid, kept)
+                reached, where = (
+                    look()
+                    if look is not None
+                    else precision_status(run, passes, tp_size, harness_pid, kept)
+                )
                 target = (
                     ("" if precision.metric == "output_throughput" else f"{precision.metric} ")
                     + f"MDE <= ±{100 * precision.mde:.2f}%"
@@ -377,9 +391,11 @@ def drive_shared_launch(
                 break
         t = time.perf_counter()
         for record in _blocks(
-            run, arms, measure, switch, block, len(passes), block_seed, stream=0, done=done
+            run, arms, measure, switch, block, count, block_seed, stream=0, done=done
         ):
-            passes.append(record)
+            if look is None:
+                passes.append(record)
+            count += 1
         block_seconds.append(time.perf_counter() - t)
         block += 1
     return passes, stopped
@@ -465,13 +481,45 @@ def check_warmup_proof(
 
 
 class PassLog:
-    """A launch's passes told as each one ends: kept on disk at once (wire.progress.keep_pass,
-    so a launch that never writes its result still keeps them) and counted in the progress
-    note the parent shows and its stall watchdog bounds (wire.progress.write_progress)."""
+    """A launch's measured passes as each one ends: kept on disk at once (wire.progress
+    .keep_pass, so a launch that never writes its result still keeps them), counted in the
+    progress note the parent shows and its stall watchdog bounds (wire.progress
+    .write_progress), and put in `result.passes`.
 
-    def __init__(self, run: RunSpec) -> None:
+    `slim`: a pass kept on disk stays only there (`result.passes_in_file` counts them; the
+    parent reads them back), and a precision run's looks read each pass's row, packed, and
+    whether it proved its arm's implementation, both taken once as it ended. The worker's
+    memory then grows by a few hundred bytes a pass however long it measures (it held every
+    pass, requests and all, before: about 52 KiB a pass of the demo). `check_pass`: why a
+    pass's step times cannot be trusted (None: they can); the first such line withdraws
+    every pass's step times."""
+
+    def __init__(
+        self,
+        run: RunSpec,
+        result: WorkerResult,
+        slim: bool = False,
+        tp_size: int = 1,
+        harness_pid: int | None = None,
+        check_pass: Callable[[PassRecord], str | None] | None = None,
+    ) -> None:
+        from harness.results.metrics import PassTable
+
+        if slim and run.precision is not None:
+            # What a look imports, now rather than at the first look mid-measuring (about
+            # 11 MiB of the worker's memory: the soak saw it as a step after 100 passes).
+            import harness.analysis.compare  # noqa: F401
+
+        self.run, self.result, self.slim = run, result, slim
+        self.tp_size, self.harness_pid, self.check_pass = tp_size, harness_pid, check_pass
         self.expected, self.at_least = run.expected_passes, run.precision is not None
-        self.measured: list[PassRecord] = []
+        self.implementations = {a.variant: a.implementation for a in run.arms}
+        self.tally = PassTally()
+        self.parts_problem: str | None = None
+        # A slim precision run's looks: each pass's row, and whether it proved its arm.
+        self.table = PassTable()
+        self.proven: list[bool] = []
+        self.kept: PassRows = {}  # the other looks': each pass summarised once
         self.warm = 0
         self.warm_since: float | None = None
         self.measuring_since: float | None = None
@@ -491,24 +539,76 @@ class PassLog:
         self.measuring_since = self.measuring_since or time.time()
 
     def measured_pass(self, record: PassRecord) -> None:
-        keep_pass(record)
-        self.measured.append(record)
+        on_disk = keep_pass(record)
+        self.tally.add(record)
+        if self.check_pass is not None and self.parts_problem is None:
+            self.parts_problem = self.check_pass(record)
+        if self.slim and self.at_least:
+            self._summarise(record)
+        if self.slim and on_disk:
+            self.result.passes_in_file += 1
+        else:
+            self.result.passes.append(record)
         self._note("measuring")
+
+    def _summarise(self, record: PassRecord) -> None:
+        from harness.analysis.proof import proof_problems
+        from harness.results.metrics import PASS_HEAD, pass_row
+
+        run = self.run
+        head = (
+            run.run_key,
+            record.arm or run.variant,
+            run.round,
+            run.cell,
+            run.order,
+            run.order,
+            record.block,
+            record.repeat,
+        )
+        self.table.add(dict(zip(PASS_HEAD, head, strict=True)), pass_row(record))
+        implementation = self.implementations.get(record.arm or "")
+        self.proven.append(
+            implementation is None
+            or record.arm is None
+            or not proof_problems(
+                record.impl_reports, implementation, self.tp_size, self.harness_pid
+            )
+        )
+
+    def look(self) -> tuple[bool, str]:
+        """The precision look (precision_status) over every measured pass so far; a slim
+        launch's unproven passes enter no number, as compare's rule has it."""
+        if not self.slim:
+            return precision_status(
+                self.run, self.result.passes, self.tp_size, self.harness_pid, self.kept
+            )
+        frame = self.table.frame(self.proven)
+        return precision_status(self.run, [], self.tp_size, self.harness_pid, frame=frame)
 
     def finished(self) -> None:
         """Every pass is measured: what is left (profiled passes, the engine's shutdown) runs
-        no pass the stall watchdog bounds as one."""
+        no pass the stall watchdog bounds as one. Withdraws the step times where a pass's
+        parts did not add up."""
+        if self.parts_problem is not None:
+            print(f"specbench: {self.parts_problem}", file=sys.stderr)
+            self.result.left_out.append(self.parts_problem)
+            self.result.step_times_withdrawn = True
+            self.result.passes = [
+                p.model_copy(update={"step_times": None}) for p in self.result.passes
+            ]
         self._note(FINISHING)
 
     def _note(self, stage: str) -> None:
         write_progress(
             stage,
-            self.measured,
+            [],
             self.expected,
             self.at_least,
             self.measuring_since,
             self.warm,
             self.warm_since,
+            self.tally,
         )
 
 
@@ -522,15 +622,18 @@ def measure_launch(
     harness_pid: int,
     result: WorkerResult,
     impl_files: Callable[[], list[ImplReport]] = list,
+    slim: bool = False,
+    check_pass: Callable[[PassRecord], str | None] | None = None,
 ) -> tuple[str | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `result.passes` (one-engine: the checked warm-up's passes into
     `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds.
     A one-engine overlay is first checked on where its functions ran during the engine's
     start and the warm-up (every process's report files: `impl_files`), and refused before
-    the first measured block when they cannot be measured per arm."""
-    passes = result.passes
-    told = PassLog(run)
+    the first measured block when they cannot be measured per arm. `slim` and
+    `check_pass`: PassLog's (a slim launch's passes are in its pass file, not in
+    `result.passes`)."""
+    told = PassLog(run, result, slim, tp_size, harness_pid, check_pass)
     told.warming()
     t = time.perf_counter()
 
@@ -543,9 +646,7 @@ def measure_launch(
             warm_up()
         warm_s = time.perf_counter() - t
         for repeat in range(run.repeats):
-            record = timed(repeat, None, None)
-            passes.append(record)
-            told.measured_pass(record)
+            told.measured_pass(timed(repeat, None, None))
         told.finished()
         return None, warm_s
     swap: SwitchFn | None = switch if any(a.switch_to for a in run.arms) else None
@@ -581,9 +682,9 @@ def measure_launch(
         tp_size,
         harness_pid,
         log=log,
-        passes=passes,
         block_seed=seed,
         done=told.measured_pass,
+        look=told.look,
     )
     told.finished()
     return stopped, warm_s

@@ -454,6 +454,10 @@ def run_worker(
             os.getpid(),
             result,
             lambda: read_impl_reports(report_dir),
+            # Each pass goes to the pass file, not memory: flat however long it measures.
+            slim=True,
+            # Checked on this machine before any of its numbers are printed.
+            check_pass=(lambda p: steptimes.check_parts([p], speculative)) if step_timed else None,
         )
         if profile_dir:
             stage = "a profiled pass"
@@ -480,12 +484,6 @@ def run_worker(
     finally:
         watching.set()
 
-    if step_timed:  # checked on this machine before any of its numbers are printed
-        bad = steptimes.check_parts(result.passes, speculative)
-        if bad is not None:
-            print(f"specbench: {bad}", file=sys.stderr)
-            result.left_out.append(bad)
-            result.passes = [p.model_copy(update={"step_times": None}) for p in result.passes]
     t = time.perf_counter()
     llm = None  # the closures above share this cell: drop the engine for them too
     gc.collect()

@@ -384,6 +384,7 @@ def with_kept_passes(
     result = result.model_copy(
         update={
             "passes": measured if len(measured) > len(have) else have,
+            "passes_in_file": 0 if len(measured) > len(have) else result.passes_in_file,
             "warmup_passes": warm if len(warm) > len(have_warm) else have_warm,
         }
     )
@@ -398,6 +399,30 @@ def with_kept_passes(
     if bad:
         words += f"; {bad} kept line{'' if bad == 1 else 's'} unreadable"
     return result, words
+
+
+def with_passes_from_file(result: WorkerResult, kept: Path) -> str | None:
+    """A finished launch's measured passes read back from its pass file: a worker keeps a
+    long launch's passes there only, as each ends (its memory stays flat), and counts them in
+    `result.passes_in_file`. They join the passes its result carries (those it could not
+    keep on disk), in pass order, without step times where the worker withdrew them. What
+    cannot be found is the launch's failure, in words (None when every pass is there)."""
+    if not result.passes_in_file:
+        return None
+    measured, _, bad = read_kept_passes(kept)
+    have = {(p.repeat, p.arm, p.block) for p in result.passes}
+    read = [p for p in measured if (p.repeat, p.arm, p.block) not in have]
+    if len(read) != result.passes_in_file:
+        unreadable = f" ({bad} line(s) unreadable)" if bad else ""
+        return (
+            f"the worker kept {result.passes_in_file} measured passes in {kept.name}, but "
+            f"{len(read)} could be read back{unreadable}"
+        )
+    if result.step_times_withdrawn:
+        read = [p.model_copy(update={"step_times": None}) for p in read]
+    result.passes = sorted([*result.passes, *read], key=lambda p: p.repeat)
+    result.passes_in_file = 0
+    return None
 
 
 def models_command(names: list[str], models_cache: Path | None) -> list[str]:
@@ -561,6 +586,7 @@ def run_one(
     if result is not None and result.run_key != run.run_key:
         problem, result = f"worker answered for {result.run_key!r}, not {run.run_key!r}", None
     if result is not None and result.status == "ok" and code == 0:
+        problem = with_passes_from_file(result, kept)
         got, want = len(result.passes), run.expected_passes
         # A precision run stops when its target or budget says so, after whole blocks.
         short = (
@@ -569,7 +595,7 @@ def run_one(
         if short:
             status, problem = "failed", f"worker returned {got} passes, expected {want}"
         else:
-            status = "ok"
+            status = "ok" if problem is None else "failed"
     else:
         status = "failed"
         problem = problem or (result.error if result and result.error else None)

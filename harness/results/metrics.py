@@ -197,6 +197,132 @@ def _by_column(percentiles: tuple[str, ...]) -> dict[str, list[MetricDef]]:
 # growing list of passes again and again: id(pass) -> (the pass, its row).
 PassRows = dict[int, tuple[PassRecord, dict[str, object]]]
 
+# The columns passes_frame puts before each pass's own row.
+PASS_HEAD = ("run_key", "variant", "round", "cell", "order", "launch", "block", "repeat")
+
+
+class _Chunks:
+    """Values appended into fixed arrays of CHUNK each, allocated once and never grown: a
+    column that grows for hours leaves no freed blocks behind it (a growing array's
+    reallocations did, and the heap kept them)."""
+
+    CHUNK = 1 << 16
+
+    __slots__ = ("dtype", "chunks", "n")
+
+    def __init__(self, dtype: type | str) -> None:
+        self.dtype = dtype
+        self.chunks: list[np.ndarray] = []
+        self.n = 0
+
+    def append(self, value: object) -> None:
+        at = self.n % self.CHUNK
+        if at == 0:
+            self.chunks.append(np.empty(self.CHUNK, dtype=self.dtype))
+        self.chunks[-1][at] = value
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        if not self.chunks:
+            return np.empty(0, dtype=self.dtype)
+        out: np.ndarray = np.concatenate(self.chunks)[: self.n]
+        return out
+
+
+class _Column:
+    """One column of a PassTable: ints while they are all ints, else the values (a value
+    equal to the one before shares its object: a launch's run key, arm, workload hash)."""
+
+    __slots__ = ("ints", "items", "last")
+
+    def __init__(self) -> None:
+        self.ints = _Chunks(np.int64)
+        self.items: _Chunks | None = None
+        self.last: object = None
+
+    def add(self, value: object) -> None:
+        if (
+            self.items is None
+            and isinstance(value, (int, np.integer))
+            and not isinstance(value, bool)
+        ):
+            self.ints.append(int(value))
+            return
+        if self.items is None:
+            self.items = _Chunks(object)
+            for old in self.ints.array().tolist():
+                self.items.append(old)
+        if isinstance(value, str) and value == self.last:
+            value = self.last
+        self.items.append(value)
+        self.last = value
+
+    def values(self) -> object:
+        return self.ints.array() if self.items is None else self.items.array().tolist()
+
+
+def _is_float(value: object) -> bool:
+    return isinstance(value, (float, np.floating))
+
+
+class PassTable:
+    """passes_frame's rows kept column by column, for a launch that adds one per pass for
+    hours (a slim precision run's looks): no Python object per pass, so neither the rows nor
+    the heap they leave between looks grow the worker's memory by more than the numbers
+    themselves (8 bytes a value). A pass whose row has other columns than the first's is
+    kept as its dict. `frame()` equals passes_frame over the same passes."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, _Column] = {}
+        self.numbers = _Chunks(float)  # the float columns, row after row
+        self.floats: tuple[str, ...] = ()
+        self.order: list[str] = []
+        self.rows = 0  # in the columns
+        self.where = _Chunks(np.int64)  # each column row's place among all passes
+        self.odd: list[tuple[int, dict[str, object]]] = []  # (place, head and row)
+
+    def add(self, head: dict[str, object], row: dict[str, object]) -> None:
+        """One pass: its PASS_HEAD values and its own row (pass_row's)."""
+        whole = {**head, **row}
+        keys = list(whole)
+        floats = tuple(k for k, v in whole.items() if _is_float(v))
+        place = self.rows + len(self.odd)
+        if self.rows == 0 and not self.odd:
+            self.order, self.floats = keys, floats
+            self.columns = {k: _Column() for k in keys if k not in floats}
+        if keys != self.order or floats != self.floats:
+            self.odd.append((place, whole))
+            return
+        for key, value in whole.items():
+            if key in self.columns:
+                self.columns[key].add(value)
+            else:
+                assert isinstance(value, (float, np.floating))
+                self.numbers.append(float(value))
+        self.where.append(place)
+        self.rows += 1
+
+    def frame(self, keep: list[bool] | None = None) -> pd.DataFrame:
+        """The rows as passes_frame gives them, in pass order (those `keep` marks, where
+        given)."""
+        if self.rows == 0 and not self.odd:
+            return pd.DataFrame()
+        numbers = self.numbers.array().reshape(self.rows, len(self.floats))
+        at = {k: i for i, k in enumerate(self.floats)}
+        frame = pd.DataFrame(
+            {
+                k: numbers[:, at[k]].copy() if k in at else self.columns[k].values()
+                for k in self.order
+            },
+            index=self.where.array(),
+        )
+        if self.odd:
+            others = pd.DataFrame([r for _, r in self.odd], index=[p for p, _ in self.odd])
+            frame = pd.concat([frame, others]).sort_index()
+        if keep is not None:
+            frame = frame[np.asarray(keep, dtype=bool)]
+        return frame.reset_index(drop=True)
+
 
 def passes_frame(
     runs: list[RunRecord],

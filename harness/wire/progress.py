@@ -39,26 +39,27 @@ def write_progress(
     measuring_since: float | None,
     warmup_passes: int = 0,
     warmup_since: float | None = None,
+    told: PassTally | None = None,
 ) -> None:
     """Worker side: the note PROGRESS_ENV names (never raises: progress is not a result).
     `passes`: the measured passes so far; `warmup_passes`: the checked warm-up's passes done
-    since `warmup_since` (one-engine launches; the stall watchdog bounds them as passes)."""
+    since `warmup_since` (one-engine launches; the stall watchdog bounds them as passes);
+    `told`: the passes, requests and last tokens/s counted as each pass ended, in place of
+    `passes` (a worker that keeps its passes on disk only)."""
     target = os.environ.get(PROGRESS_ENV)
     if not target:
         return
-    last = passes[-1] if passes else None
-    tokens = (
-        sum(r.output_tokens for r in last.requests) / last.duration_s
-        if last is not None and last.duration_s > 0
-        else None
-    )
+    if told is None:
+        told = PassTally()
+        for p in passes:
+            told.add(p)
     data = {
         "stage": stage,
-        "passes": len(passes),
+        "passes": told.passes,
         "expected": expected,
         "at_least": at_least,
-        "requests": sum(len(p.requests) for p in passes),
-        "tokens_per_s": tokens,
+        "requests": told.requests,
+        "tokens_per_s": told.tokens_per_s,
         "measuring_since_unix": measuring_since,
         "warmup_passes": warmup_passes,
         "warmup_since_unix": warmup_since,
@@ -66,6 +67,21 @@ def write_progress(
     }
     with contextlib.suppress(OSError):
         _replace(Path(target), json.dumps(data))
+
+
+class PassTally:
+    """What the progress note says of the measured passes, counted once per pass as it ends:
+    the passes and requests so far and the last pass's output tokens per second."""
+
+    def __init__(self) -> None:
+        self.passes = self.requests = 0
+        self.tokens_per_s: float | None = None
+
+    def add(self, record: PassRecord) -> None:
+        self.passes += 1
+        self.requests += len(record.requests)
+        tokens = sum(r.output_tokens for r in record.requests)
+        self.tokens_per_s = tokens / record.duration_s if record.duration_s > 0 else None
 
 
 def read_progress(path: Path) -> dict[str, Any] | None:
@@ -79,16 +95,17 @@ def read_progress(path: Path) -> dict[str, Any] | None:
 # --- each pass as it finishes ------------------------------------------------------------------
 
 
-def keep_pass(record: PassRecord, warmup: bool = False) -> None:
+def keep_pass(record: PassRecord, warmup: bool = False) -> bool:
     """Worker side: append `record` as one line to the file PASSES_ENV names, in one write,
     fsync'd before the next pass starts. A kill mid-write leaves at most a torn last line,
-    which read_kept_passes skips. Never raises: the result still carries every pass."""
+    which read_kept_passes skips. Never raises; says whether the line is on disk (where it is
+    not, the result must still carry the whole pass)."""
     target = os.environ.get(PASSES_ENV)
     if not target:
-        return
+        return False
     line = json.dumps({"warmup": warmup, "pass": record.model_dump(mode="json")}) + "\n"
     data = line.encode()
-    with contextlib.suppress(OSError):
+    try:
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             while data:
@@ -96,6 +113,9 @@ def keep_pass(record: PassRecord, warmup: bool = False) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError:
+        return False
+    return True
 
 
 def read_kept_passes(path: Path) -> tuple[list[PassRecord], list[PassRecord], int]:

@@ -40,6 +40,10 @@ harness.wire.manifest.Manifest.migrate when older files need it):
       .prompts_as: whether text prompts were rendered with the chat template (optional).
   11 - profiles: WorkerResult.profiled, the passes profiled per arm after the measured ones
       (their trace files under the run's profiles/). Optional: older files read unchanged.
+  12 - long launches: WorkerResult.passes_in_file, the measured passes a worker kept only in
+      its launch's pass file (the parent reads them back into `passes`, so stored records
+      say 0), and .step_times_withdrawn (the step timer's parts did not add up: every
+      pass's step_times is None). Optional: older files read unchanged.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -298,6 +302,18 @@ class WorkerResult(Record):
         default=None,
         description="How the prompts were sent: rendered with the tokenizer's "
         "chat template, raw, or token ids (engine.chat); None in older files.",
+    )
+    passes_in_file: int = Field(
+        default=0,
+        ge=0,
+        description="Measured passes kept only in the launch's pass file, not in `passes` "
+        "(a worker's memory stays flat however long it measures); the parent reads them "
+        "back, so a stored record says 0.",
+    )
+    step_times_withdrawn: bool = Field(
+        default=False,
+        description="The step timer's parts did not add up on this machine (the line is "
+        "in left_out): no pass keeps its step_times.",
     )
 
 
