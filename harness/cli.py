@@ -289,6 +289,15 @@ def report(
     ] = False,
     rows: RowsOpt = "pr",
     github_summary: GithubSummaryOpt = False,
+    across_runs: Annotated[
+        bool,
+        typer.Option(
+            "--across-runs",
+            help="Read the earlier runs of this comparison from the results folder again "
+            "(the notes under the table, all runs combined) and keep them in the run's "
+            "across_runs.json; without it the report reads only the run's own folder.",
+        ),
+    ] = False,
 ) -> int:
     """Re-render the comparison of a stored run from its raw records (tables, figures)."""
     from harness.wire.manifest import resolve_run_dir
@@ -296,7 +305,12 @@ def report(
 
     run_dir = resolve_run_dir(results)
     _, text = write_report(
-        run_dir, html=html, force=force, rows=rows, github_summary=github_summary
+        run_dir,
+        html=html,
+        force=force,
+        rows=rows,
+        github_summary=github_summary,
+        fresh=across_runs,
     )
     print((run_dir / "table.md").read_text() if markdown else text, end="")
     if html:

@@ -5,7 +5,9 @@ arguments and prints; a notebook or a CI script calls these and gets the same re
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
 from harness.analysis.repeats import across_note, combined, repeat_note
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
+from harness.atomic import write_json_atomic
 from harness.config.interpreter import NOT_PERFORMANCE, interpreted
 from harness.config.scenario import (
     Scenario,
@@ -44,18 +47,48 @@ Inconclusive = Literal["inconclusive", "pass", "fail"]
 Progress = Callable[[str], None]
 
 
-def analyze(run: Run, force: bool = False) -> Analysis:
-    """A stored run's comparison (a sweep: every cell's, and the break-even), with the note
-    that this comparison was run before where it was."""
+# What a run's folder says of the earlier runs of its comparison, as they stood when it ran.
+ACROSS_RUNS = "across_runs.json"
+ACROSS_RUNS_VERSION = 1
+
+
+def analyze(run: Run, force: bool = False, fresh: bool = False) -> Analysis:
+    """A stored run's comparison (a sweep: every cell's, and the break-even), with the notes
+    on the earlier runs of its comparison. `fresh` (the run just made): they are read from
+    the run store and kept in the run's folder (ACROSS_RUNS); else read from there, so a
+    report depends only on its own folder and says what the store held when the run ran."""
     if run.is_sweep:
         return compare_sweep(run, force)
     comparison = compare_run(run, force)
-    earlier = earlier_runs(run)
-    for note in (repeat_note(earlier), across_note(run, earlier, force)):
-        if note:
-            comparison.warnings.append(note)
+    comparison.warnings += across_notes(run, force) if fresh else kept_across_notes(run)
     comparison.machine = machine_note(run.manifest.machine)
     return comparison
+
+
+def across_notes(run: Run, force: bool = False) -> list[str]:
+    """The notes on the earlier runs of this run's comparison in the run store (how many,
+    and all of them combined), kept in its folder for later reports."""
+    earlier = earlier_runs(run)
+    notes = [n for n in (repeat_note(earlier), across_note(run, earlier, force)) if n]
+    data = {
+        "version": ACROSS_RUNS_VERSION,
+        "earlier": [p.name for p in earlier],
+        "notes": notes,
+    }
+    with contextlib.suppress(OSError):  # a read-only folder still gets its table
+        write_json_atomic(run.path / ACROSS_RUNS, data)
+    return notes
+
+
+def kept_across_notes(run: Run) -> list[str]:
+    """The notes its run kept (across_notes); none from a folder without them."""
+    try:
+        data = json.loads((run.path / ACROSS_RUNS).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("version") != ACROSS_RUNS_VERSION:
+        return []
+    return [str(note) for note in data.get("notes", [])]
 
 
 def machine_note(machine: dict[str, Any] | None) -> str | None:
@@ -86,12 +119,14 @@ def write_report(
     force: bool = False,
     rows: str = "pr",
     github_summary: bool = False,
+    fresh: bool = False,
 ) -> tuple[Analysis, str]:
     """Compare a stored run and write its tables (`rows`: pr, all or keys), summary, frames
     and figures (harness.present.outputs; `github_summary`: the Markdown to the job summary
-    too); the analysis and the terminal table."""
+    too); the analysis and the terminal table. `fresh`: analyze's (the earlier runs read
+    from the store again, not from the run's folder)."""
     run = _run(run)
-    analysis = analyze(run, force)
+    analysis = analyze(run, force, fresh)
     return analysis, write_outputs(run, analysis, html, figures, rows, github_summary)
 
 
@@ -339,7 +374,7 @@ def run_scenario(
     )
     run = load_run(outcome.run_dir, plan.scenario)
     try:
-        analysis = analyze(run)
+        analysis = analyze(run, fresh=True)
     except IncomparableError as exc:
         raise IncomparableError(f"{exc}; the run's records are kept in {outcome.run_dir}") from None
     # After Ctrl-C, exit promptly: tables now, figures with `specbench report`.

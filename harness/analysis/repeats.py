@@ -30,8 +30,8 @@ def repeat_note(earlier: list[Path]) -> str | None:
     return (
         f"this comparison was run {len(earlier)} time(s) before in this results folder "
         f"({names}): re-running until one comes out significant inflates false positives "
-        "(up to 3 runs: about 18%); `specbench gate RUN --combine` decides on all of them, "
-        "each run a launch"
+        "(each run judged alone, up to 5 runs: 23%); `specbench gate RUN --combine` decides "
+        "on all of them, each run a launch, with an interval valid however many it combines"
     )
 
 

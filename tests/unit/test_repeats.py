@@ -3,6 +3,7 @@ gated together with --combine, each run a launch (df = runs - 1)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,10 @@ def test_earlier_runs_of_the_same_comparison_are_found_and_named(tmp_path: Path)
     assert comparison_key(results.manifest) == comparison_key(load_run(first).manifest)
     assert earlier_runs(results) == [first]
     assert earlier_runs(load_run(first)) == []
-    comparison, text = write_report(second, figures=False)
+    comparison, text = write_report(second, figures=False, fresh=True)
     assert "this comparison was run 1 time(s) before in this results folder (r1)" in text
     assert "--combine" in text
-    _, first_text = write_report(first, figures=False)
+    _, first_text = write_report(first, figures=False, fresh=True)
     assert "run 1 time(s) before" not in first_text
 
 
@@ -91,3 +92,33 @@ def test_combine_keeps_the_speedup_over_the_arm_without_speculation(tmp_path: Pa
     assert comparison.speedups["medusa"].error_n == 4  # two rounds in each of two runs
     assert [d.arm for d in comparison.decompositions] == ["medusa"]
     assert "Speedup vs no speculation" in render_terminal(comparison)
+
+
+def test_a_report_reads_only_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes on earlier runs are read from the store once, when the run is made (here:
+    fresh), kept in the run's across_runs.json, and a later report reads that file, not the
+    store: the same notes with the earlier run gone, and no store read at all."""
+    import shutil
+
+    import harness.workflow as workflow
+
+    stored(tmp_path, "r1", 100.0, 1)
+    second = stored(tmp_path, "r2", 200.0, 2)
+    _, made = write_report(second, figures=False, fresh=True)
+    assert "this comparison was run 1 time(s) before in this results folder (r1)" in made
+    kept = json.loads((second / workflow.ACROSS_RUNS).read_text())
+    assert kept["version"] == 1 and kept["earlier"] == ["r1"] and len(kept["notes"]) == 2
+    shutil.rmtree(tmp_path / "r1")
+
+    def no_store(_run: object) -> list[Path]:
+        raise AssertionError("a report read the run store")
+
+    monkeypatch.setattr(workflow, "earlier_runs", no_store)
+    _, again = write_report(second, figures=False)
+    assert "this comparison was run 1 time(s) before in this results folder (r1)" in again
+    assert "across all 2 runs" in again
+    (second / workflow.ACROSS_RUNS).unlink()
+    _, bare = write_report(second, figures=False)
+    assert "time(s) before" not in bare and "across all" not in bare

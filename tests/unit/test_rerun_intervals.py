@@ -43,10 +43,10 @@ def test_runs_combined_from_their_deltas_are_a_t_over_runs_at_the_spending_level
 def test_a_rerun_prints_its_runs_combined_and_the_looks_allowed_for(tmp_path: Path) -> None:
     for i in range(3):
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 40 + i)
-    first, _ = write_report(tmp_path / "r0", figures=False)
+    first, _ = write_report(tmp_path / "r0", figures=False, fresh=True)
     assert isinstance(first, Comparison)
     assert not any("across all" in w for w in first.warnings)  # one run: its fixed interval
-    analysis, _ = write_report(tmp_path / "r2", figures=False)
+    analysis, _ = write_report(tmp_path / "r2", figures=False, fresh=True)
     assert isinstance(analysis, Comparison)
     notes = [w for w in analysis.warnings if w.startswith("across all 3 runs")]
     assert len(notes) == 1, analysis.warnings
