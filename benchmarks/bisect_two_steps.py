@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.bisect import render_outcome  # noqa: E402
+from harness.present.bisect import render_outcome  # noqa: E402
 from testkit.bisection import CostModel, Simulated, named, planted, reported  # noqa: E402
 
 

@@ -17,16 +17,21 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness.analysis.bisection import (
+    GOOD,
+    Change,
     Interval,
     Levels,
+    Measured,
+    Outcome,
     Search,
+    Step,
     Verdict,
     first_points,
     look_interval,
@@ -43,95 +48,19 @@ from harness.atomic import write_json_atomic, write_text_atomic
 from harness.config.scenario import Scenario, load_scenario, parse_scenario
 from harness.errors import ExitCode, ScenarioError, SpecbenchError
 from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_range, release_base
+from harness.present.bisect import SIDE_WORDS, delta_iv, delta_of, render_outcome
 from harness.wire.manifest import MANIFEST, Manifest
 
 Progress = Callable[[str], Any]
 # 2: good_vs_bad pooled over the looks, `changes` (the parts beside each culprit), the
 #    culprit's own step, `max_runs`.
 BISECT_VERSION = 2
-GOOD = "good"
-# What SAME and DIFFERENT say about a candidate: where it lies against half the step, not
-# whether it changed (a commit with a third of the step is on good's side).
-SIDE_WORDS = {"SAME": "good's side", "DIFFERENT": "bad's side", "UNKNOWN": "UNKNOWN"}
 # A further step beside a culprit: its part's interval excludes zero at this rate (two-sided,
 # spent across the looks), so a bisect with one step names a second in few runs.
 SIDE_ALPHA = 0.05
 # A candidate between good's level and bad's (two steps, one on each side): it differs from
 # both at this rate (two-sided, spent across the looks).
 SPLIT_ALPHA = 0.05
-
-
-@dataclass
-class Measured:
-    """One candidate's comparison with good in one step."""
-
-    index: int
-    verdict: Verdict
-    delta: float
-    low: float
-    high: float
-
-    @property
-    def interval(self) -> Interval:
-        return Interval(self.delta, self.low, self.high)
-
-
-@dataclass
-class Step:
-    """One run: good and one or two candidates, in one engine where they overlay."""
-
-    run_id: str
-    folder: str
-    arms: list[int]
-    target_mde: float | None
-    design: str
-    measured: list[Measured] = field(default_factory=list)
-
-
-@dataclass
-class Change:
-    """A part of the range beside a culprit, checked for a further step: commits lo+1..hi,
-    their change (hi against lo, from every measurement against good), the verdict (STEP,
-    NONE: no step of half the threshold or more, UNKNOWN, UNCHECKED: the budget of runs
-    was spent, or NOT ASKED: --check-beside 0), and the culprit found in it with its own step
-    (against its parent)."""
-
-    lo: int
-    hi: int
-    verdict: str
-    delta: float
-    low: float
-    high: float
-    culprit: int | None = None
-    culprit_step: list[float] | None = None  # [delta, low, high]
-
-    @property
-    def interval(self) -> Interval:
-        return Interval(self.delta, self.low, self.high)
-
-
-@dataclass
-class Outcome:
-    """What a bisect found: `culprit` (an index into candidates), none (`same`), or UNKNOWN
-    between `lo` and `hi`."""
-
-    candidates: list[Candidate]
-    metric: str
-    threshold: float
-    steps: list[Step]
-    verdict: str  # "CULPRIT", "NO CHANGE" or "UNKNOWN"
-    culprit: int | None
-    lo: int
-    hi: int
-    step: Measured | None  # good against bad, pooled over its looks
-    folder: Path
-    changes: list[Change] = field(default_factory=list)  # beside each culprit, in order
-    culprit_step: Measured | None = None  # the culprit against its parent
-    looks_z: float = 1.96  # the half-width, in standard errors, of good..bad's decision
-
-    @property
-    def exit_code(self) -> int:
-        return int(ExitCode.INCONCLUSIVE) if self.verdict == "UNKNOWN" else int(ExitCode.OK)
 
 
 def _name(index: int, candidate: Candidate) -> str:
@@ -382,7 +311,7 @@ class Bisector:
                     else m.verdict
                 )
             self.progress(
-                f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: {_fmt(m)} -> {said}"
+                f"bisect: {c.ref[:12]} ({c.subject[:50]}) against good: {delta_of(m)} -> {said}"
             )
 
     def _between(self, a: int, b: int, pending: dict[int, Interval] | None = None) -> Interval:
@@ -584,7 +513,7 @@ class Bisector:
         for a, b in parts:
             change = self._between(a, b)
             self.progress(
-                f"bisect: {self._ref(a)}..{self._ref(b)}: {_fmt_iv(change)} -> {verdicts[a, b]}"
+                f"bisect: {self._ref(a)}..{self._ref(b)}: {delta_iv(change)} -> {verdicts[a, b]}"
             )
             out.append(Change(a, b, verdicts[a, b], change.delta, change.low, change.high))
         return out
@@ -670,18 +599,6 @@ def _decided_any(found: dict[int, Measured]) -> bool:
     return any(m.verdict != "UNKNOWN" for m in found.values())
 
 
-def _fmt(m: Measured) -> str:
-    return _fmt_iv(m.interval)
-
-
-def _fmt_iv(iv: Interval) -> str:
-    if iv.low == iv.high == iv.delta:
-        return f"{100 * iv.delta:+.2f}% (exact)"
-    if not (iv.low == iv.low and iv.high == iv.high):  # NaN: no interval
-        return f"{100 * iv.delta:+.2f}% (no interval)"
-    return f"{100 * iv.delta:+.2f}% [{100 * iv.low:+.2f}, {100 * iv.high:+.2f}]"
-
-
 def outcome_dict(out: Outcome) -> dict[str, Any]:
     return {
         "bisect_version": BISECT_VERSION,
@@ -700,108 +617,6 @@ def outcome_dict(out: Outcome) -> dict[str, Any]:
         "changes": [asdict(ch) for ch in out.changes],
         "steps": [asdict(s) for s in out.steps],
     }
-
-
-def _part(out: Outcome, change: Change) -> list[str]:
-    """One part beside a culprit: what it holds, with its interval."""
-    c = out.candidates
-    ref = GOOD if change.lo == 0 else c[change.lo].ref[:12]
-    where = (
-        f"{ref}..{c[change.hi].ref[:12]}"
-        if change.hi - change.lo > 1
-        else f"{c[change.hi].ref[:12]} (against {ref})"
-    )
-    size = _fmt_iv(change.interval)
-    half = 100 * out.threshold / 2
-    if change.verdict == "STEP" and change.culprit is not None:
-        k = change.culprit
-        own = Interval(*(change.culprit_step or [math.nan] * 3))
-        return [
-            f"  {where}: a further step, {size}: culprit {c[k].ref} {c[k].subject}, its "
-            f"own step {_fmt_iv(own)} (against its parent)"
-        ]
-    if change.verdict == "STEP":
-        return [
-            f"  {where}: a further step, {size}, not narrowed to one commit within the "
-            "budget (add --tries)"
-        ]
-    if change.verdict == "NONE":
-        return [
-            f"  {where}: no further step of {half:.1f}% or more: {size} (a smaller one "
-            "may lie there)"
-        ]
-    if change.verdict == "UNCHECKED":
-        return [f"  {where}: not checked: the budget of runs was spent ({size} so far)"]
-    if change.verdict == "NOT ASKED":
-        return [
-            f"  {where}: not checked for a further step: {size} from what was measured "
-            "anyway (--check-beside 3 measures it, at about one engine run a round)"
-        ]
-    return [
-        f"  {where}: undecided: {size} (a step of up to "
-        f"{100 * max(abs(change.low), abs(change.high)):.1f}% may lie there)"
-    ]
-
-
-def render_outcome(out: Outcome) -> str:
-    """The bisect's answer and the comparisons that led there. SAME is written as what it
-    is: on good's side of half the step (closer to good than to bad), never "the same"."""
-    c = out.candidates
-    lines = []
-    if out.verdict == "CULPRIT" and out.culprit is not None:
-        culprit = c[out.culprit]
-        measured = [m for s in out.steps for m in s.measured if m.index == out.culprit]
-        lines.append(f"culprit: {culprit.ref} {culprit.subject}")
-        if out.culprit_step is not None:
-            lines.append(
-                f"  its own step ({out.metric}, against its parent): {_fmt(out.culprit_step)}"
-            )
-        if measured:
-            lines.append(f"  {out.metric} against good ({c[0].ref[:12]}): {_fmt(measured[-1])}")
-        if out.culprit - 1 > 0:
-            parent = [m for s in out.steps for m in s.measured if m.index == out.culprit - 1]
-            shown = f": {_fmt(parent[-1])} against good" if parent else ""
-            lines.append(
-                f"  its parent {c[out.culprit - 1].ref[:12]} is closer to good than "
-                f"to bad (within half the step){shown}; that is not no change"
-            )
-        else:
-            lines.append("  its parent is good itself")
-        if out.changes:
-            lines.append("beside it (each part's change from every measurement against good):")
-            for change in out.changes:
-                lines += _part(out, change)
-    elif out.verdict == "NO CHANGE":
-        lines.append(
-            f"no commit differs by {100 * out.threshold / 2:.1f}% or more: good "
-            f"against bad {_fmt(out.step) if out.step else ''} (pooled over its "
-            f"looks; decided at {out.looks_z:.2f} standard errors, the error rate "
-            "spent across them); a smaller change may lie in the range"
-        )
-    elif out.lo >= out.hi:
-        lines.append(
-            f"UNKNOWN: not one change: {c[out.lo].ref[:12]} measures as good after "
-            f"{c[out.hi].ref[:12]} measured as bad (a change undone later, or noise; "
-            "bisect a narrower range)"
-        )
-    else:
-        lines.append(
-            f"UNKNOWN: could not decide between {c[out.lo].ref[:12]} and "
-            f"{c[out.hi].ref[:12]} within the budget (add --tries or --budget)"
-        )
-    lines.append("")
-    lines.append(
-        f"comparisons ({out.metric}, each candidate against good; good's side: closer "
-        "to good than to bad, within half the step; bad's side: beyond it; run "
-        f"folders under {out.folder / 'runs'}):"
-    )
-    for s in out.steps:
-        for m in s.measured:
-            lines.append(
-                f"  {c[m.index].ref[:12]:<12}  {_fmt(m):<28} "
-                f"{SIDE_WORDS[m.verdict]:<11} {s.design}, {Path(s.folder).name}"
-            )
-    return "\n".join(lines) + "\n"
 
 
 # --- candidates ---------------------------------------------------------------------------------

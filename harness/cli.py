@@ -662,7 +662,8 @@ def bisect(
     good's: midpoints compared with good in one engine (on bad's side of half the step, on
     good's side, UNKNOWN), measured again while UNKNOWN. The same command again resumes an
     interrupted bisect."""
-    from harness.bisect import render_outcome, run_bisect
+    from harness.bisect import run_bisect
+    from harness.present.bisect import render_outcome
 
     outcome = run_bisect(
         scenario,

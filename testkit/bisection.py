@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 import yaml
 
-from harness.analysis.bisection import RUN_CORRELATION, Interval
-from harness.bisect import Bisector, Outcome, Step
+from harness.analysis.bisection import RUN_CORRELATION, Interval, Outcome, Step
+from harness.bisect import Bisector
 from harness.config.scenario import parse_scenario
 from harness.plan.commits import Candidate
 from testkit.scenarios import MINIMAL

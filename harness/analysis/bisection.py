@@ -39,13 +39,19 @@ A metric known exactly (greedy acceptance) has a zero-width interval: it always 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from scipy import stats as sps
 
+from harness.errors import ExitCode
+from harness.plan.commits import Candidate
+
 Verdict = Literal["DIFFERENT", "SAME", "UNKNOWN"]
+# The bisect's reference candidate: index 0, the good end of the range.
+GOOD = "good"
 
 
 @dataclass(frozen=True)
@@ -300,3 +306,80 @@ class Levels:
         d = float(g @ self._mean)
         half = Z95 * math.sqrt(max(float(g @ self._cov @ g), 0.0))
         return Interval(d, d - half, d + half)
+
+
+# --- what a bisect measured and found (harness.bisect makes them, harness.present.bisect
+# words them) ---
+
+
+@dataclass
+class Measured:
+    """One candidate's comparison with good in one step."""
+
+    index: int
+    verdict: Verdict
+    delta: float
+    low: float
+    high: float
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.delta, self.low, self.high)
+
+
+@dataclass
+class Step:
+    """One run: good and one or two candidates, in one engine where they overlay."""
+
+    run_id: str
+    folder: str
+    arms: list[int]
+    target_mde: float | None
+    design: str
+    measured: list[Measured] = field(default_factory=list)
+
+
+@dataclass
+class Change:
+    """A part of the range beside a culprit, checked for a further step: commits lo+1..hi,
+    their change (hi against lo, from every measurement against good), the verdict (STEP,
+    NONE: no step of half the threshold or more, UNKNOWN, UNCHECKED: the budget of runs
+    was spent, or NOT ASKED: --check-beside 0), and the culprit found in it with its own step
+    (against its parent)."""
+
+    lo: int
+    hi: int
+    verdict: str
+    delta: float
+    low: float
+    high: float
+    culprit: int | None = None
+    culprit_step: list[float] | None = None  # [delta, low, high]
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.delta, self.low, self.high)
+
+
+@dataclass
+class Outcome:
+    """What a bisect found: `culprit` (an index into candidates), none (`same`), or UNKNOWN
+    between `lo` and `hi`."""
+
+    candidates: list[Candidate]
+    metric: str
+    threshold: float
+    steps: list[Step]
+    verdict: str  # "CULPRIT", "NO CHANGE" or "UNKNOWN"
+    culprit: int | None
+    lo: int
+    hi: int
+    step: Measured | None  # good against bad, pooled over its looks
+    folder: Path
+    changes: list[Change] = field(default_factory=list)  # beside each culprit, in order
+    culprit_step: Measured | None = None  # the culprit against its parent
+    looks_z: float = 1.96  # the half-width, in standard errors, of good..bad's decision
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.INCONCLUSIVE) if self.verdict == "UNKNOWN" else int(ExitCode.OK)

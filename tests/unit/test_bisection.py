@@ -16,6 +16,7 @@ from harness.analysis.bisection import (
     Interval,
     Levels,
     Search,
+    Step,
     first_points,
     midpoint_verdict,
     pooled,
@@ -24,7 +25,7 @@ from harness.analysis.bisection import (
     range_verdict,
     spread_points,
 )
-from harness.bisect import Step, render_outcome
+from harness.present.bisect import render_outcome
 from testkit.bisection import CostModel, Simulated, planted, reported
 
 
