@@ -48,6 +48,7 @@ from harness.atomic import write_json_atomic, write_text_atomic
 from harness.config.scenario import Scenario, load_scenario, parse_scenario
 from harness.errors import ExitCode, ScenarioError, SpecbenchError
 from harness.plan.commits import Candidate, build_commit, commit_diffs, commit_range, release_base
+from harness.plan.design import one_engine_blocker
 from harness.present.bisect import SIDE_WORDS, delta_iv, delta_of, render_outcome
 from harness.wire.manifest import MANIFEST, Manifest
 
@@ -167,7 +168,7 @@ class Bisector:
             variants[_name(index, self.candidates[index])] = variant
         data["variants"] = variants
         data["name"] = f"{self.scenario.name}-bisect"
-        one_engine = parse_scenario(data, "bisect", max_cells=None).one_engine_blocker() is None
+        one_engine = one_engine_blocker(parse_scenario(data, "bisect", max_cells=None)) is None
         blocks = self._blocks(attempt)
         if one_engine and blocks is not None:
             data.pop("precision", None)  # a fixed count of balanced blocks (2 passes per arm)

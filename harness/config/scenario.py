@@ -776,55 +776,6 @@ class Scenario(StrictModel):
                 raise ValueError(sentence(self, found))
         return self
 
-    def one_engine_blocker(self) -> str | None:
-        """Why the variants cannot share one engine (None when they can): they must differ
-        at most by the choice of one implementation swap, switchable at run time."""
-        base = self.variants[self.baseline]
-        base_impl = parse_implementation(base.implementation)[0] if base.implementation else None
-        learns = self.learning_drafter
-        if learns is not None:
-            return learns
-        changes = [n for n, v in self.variants.items() if v.change]
-        swaps = [n for n, v in self.variants.items() if v.implementation or v.patch]
-        if changes and swaps:
-            return (
-                f"variants.{changes[0]}.{self.variants[changes[0]].change} overlays a "
-                f"change and variants.{swaps[0]} swaps an implementation: one engine "
-                "hosts one or the other"
-            )
-        for name, v in self.variants.items():
-            if not v.speculation:
-                return (
-                    f"variants.{name} runs without speculation: vLLM 0.32 cannot switch "
-                    "drafting off at run time, so it needs its own engine"
-                )
-            if v.engine:
-                return f"variants.{name}.engine changes the engine configuration"
-            if v.env:
-                return f"variants.{name}.env changes the environment of the engine"
-            if v.patch != base.patch and not self.shared_patch:
-                return (
-                    f"variants.{name}.patch installs a patch function in its own engine "
-                    "(switchable: true shares one, if it reads ctx.active())"
-                )
-            if v.python != base.python and not v.change:
-                # (a variant with its own change overlays it; python: is its fallback build)
-                return f"variants.{name}.python runs another vLLM build, in its own engine"
-            impl = parse_implementation(v.implementation) if v.implementation else None
-            forced = IMPLEMENTATION_CONFIG.get(impl, {}) if impl else {}
-            extra = sorted(set(v.speculative_config) - set(forced))
-            if extra:
-                return (
-                    f"variants.{name}.speculative_config.{extra[0]} changes the engine "
-                    "configuration"
-                )
-            if (impl[0] if impl else None) != base_impl:
-                return (
-                    f"variants.{name}.implementation differs from the baseline's in the "
-                    "swap itself, not only its choice"
-                )
-        return None
-
     @property
     def learning_drafter(self) -> str | None:
         """Why the drafter learns across requests, so that in one engine each arm's passes
@@ -866,13 +817,6 @@ class Scenario(StrictModel):
         ):
             return None
         return patched[0].patch
-
-    @property
-    def resolved_design(self) -> Literal["one-engine", "launch-per-arm"]:
-        """The design `run` uses: the scenario's, or (auto) one-engine where possible."""
-        if self.design == "auto":
-            return "one-engine" if self.one_engine_blocker() is None else "launch-per-arm"
-        return self.design
 
     @property
     def exact_parity(self) -> bool:
@@ -1101,22 +1045,10 @@ _REFUSALS: tuple[tuple[Callable[[Scenario], Any], Callable[[Scenario, Any], str]
         lambda s, _: "engine.max_num_seqs: set batch_size instead",
     ),
     (
-        lambda s: s.one_engine_blocker() if s.design == "one-engine" else None,
-        lambda s, blocker: f"design: one-engine is not possible: {blocker}",
-    ),
-    (
         _foreign_break_even,
         lambda s, candidate: (
             f"sweep.break_even.candidate: {candidate!r} is not a candidate "
             f"(candidates: {', '.join(s.candidates)})"
-        ),
-    ),
-    (
-        lambda s: s.precision is not None and s.resolved_design != "one-engine",
-        lambda s, _: (
-            "precision: needs the one-engine design ("
-            + (s.one_engine_blocker() or "design: launch-per-arm was chosen")
-            + ")"
         ),
     ),
     (
@@ -1217,14 +1149,6 @@ def sweep_cells(scenario: Scenario, source: str = "<scenario>") -> list[Cell]:
                 f"{source}: sweep cell {label}: {format_validation_error(exc)}"
             ) from None
         cells.append(Cell(f"c{i:0{width}d}", values, cell))
-    designs = {c.scenario.resolved_design for c in cells}
-    if len(designs) > 1:
-        by = {d: next(c.label for c in cells if c.scenario.resolved_design == d) for d in designs}
-        raise ScenarioError(
-            f"{source}: sweep: cells differ in design ("
-            + "; ".join(f"{d} at {label}" for d, label in sorted(by.items()))
-            + "); set design: launch-per-arm"
-        )
     _CELLS[id(scenario)] = (scenario, cells)
     while len(_CELLS) > _CELLS_KEPT:
         _CELLS.pop(next(iter(_CELLS)))

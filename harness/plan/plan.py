@@ -18,6 +18,7 @@ from harness.config.scenario import (
     sweep_cells,
 )
 from harness.errors import ScenarioError
+from harness.plan.design import check_cells, resolved_design
 from harness.plan.overlay import Overlays, refusal, resolve_overlays
 from harness.wire.overlay import OverlaySpec
 from harness.wire.spec import ArmSpec, Design, Plan, PlanCell, RunSpec
@@ -140,17 +141,13 @@ def overlay_design(scenario: Scenario, overlays: Overlays | None) -> Design:
         if variant.python is None:
             raise ScenarioError(refusal(name, str(variant.change), findings))
     if not blocked:
-        return scenario.resolved_design
+        return resolved_design(scenario)
     name = next(iter(blocked))
     why = (
         f"variants.{name}.{scenario.variants[name].change} cannot be overlaid "
         f"({blocked[name][0].line()}); it runs on its build (python:), in its own engine"
     )
-    if scenario.design == "one-engine":
-        raise ScenarioError(f"design: one-engine is not possible: {why}")
-    if scenario.precision is not None:
-        raise ScenarioError(f"precision: needs the one-engine design ({why})")
-    return "launch-per-arm"
+    return resolved_design(scenario, why)
 
 
 def proof_labels(scenario: Scenario, overlays: Overlays | None) -> dict[str, str | None]:
@@ -243,6 +240,8 @@ def expand_plan(
         base_dir = scenario_file.parent if scenario_file is not None else Path()
     base_dir = base_dir.resolve()
     cells = sweep_cells(scenario, str(scenario_file or scenario.name))
+    if scenario.sweep is not None:
+        check_cells(cells, str(scenario_file or scenario.name))
     overlays = {c.id: resolve_overlays(c.scenario, base_dir) for c in cells}
     first = cells[0]
     if scenario.sweep is None:

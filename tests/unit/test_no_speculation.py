@@ -16,6 +16,7 @@ from harness.analysis.speedup import decompose, decomposition_frame
 from harness.config.engine_args import engine_args_for
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
+from harness.plan.design import one_engine_blocker, resolved_design
 from harness.plan.plan import expand_plan
 from harness.present.figures import forest_plot, speedup_decomposition
 from harness.present.tables import render_markdown, render_terminal
@@ -39,9 +40,9 @@ def test_speculative_config_none_is_an_arm_without_speculation(
     # Without speculation vLLM refuses per-request spec-decode metrics: neither is set.
     assert "speculative_config" not in args and "per_request_spec_decode_metrics" not in args
     assert engine_args_for(s, "base")["speculative_config"]["method"] == "medusa"
-    blocker = s.one_engine_blocker()
+    blocker = one_engine_blocker(s)
     assert blocker is not None and "cannot switch drafting off at run time" in blocker
-    assert s.resolved_design == "launch-per-arm"
+    assert resolved_design(s) == "launch-per-arm"
     assert not s.expects_identical_outputs("nospec")
     scenario_data["variants"]["nospec"] = {"speculation": False}
     assert parse_scenario(scenario_data).no_speculation_arm == "nospec"
@@ -94,7 +95,7 @@ def test_what_a_no_speculation_arm_refuses(
         else:
             node[leaf] = value
     with pytest.raises(ScenarioError) as err:
-        parse_scenario(data)
+        expand_plan(parse_scenario(data))  # the design is refused where it is decided: plan
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 

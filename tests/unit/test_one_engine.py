@@ -75,7 +75,7 @@ def test_engine_changes_need_their_own_launches(scenario_data: dict[str, Any]) -
     assert expand_plan(parse_scenario(scenario_data)).design == "launch-per-arm"
     scenario_data["design"] = "one-engine"
     with pytest.raises(ScenarioError, match="variants.opt.engine changes the engine"):
-        parse_scenario(scenario_data)
+        expand_plan(parse_scenario(scenario_data))
 
 
 def test_precision_needs_one_engine_and_one_round(scenario_data: dict[str, Any]) -> None:
@@ -87,7 +87,7 @@ def test_precision_needs_one_engine_and_one_round(scenario_data: dict[str, Any])
     scenario_data["rounds"] = 1
     scenario_data["variants"]["opt"]["env"] = {"X": "1"}
     with pytest.raises(ScenarioError, match="precision: needs the one-engine design"):
-        parse_scenario(scenario_data)
+        expand_plan(parse_scenario(scenario_data))  # refused where the design is decided
 
 
 def test_cli_precision_override_is_validated(scenario_data: dict[str, Any]) -> None:

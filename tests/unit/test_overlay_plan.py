@@ -19,6 +19,7 @@ import yaml
 
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
+from harness.plan.design import one_engine_blocker
 from harness.plan.diffs import read_diff, read_source
 from harness.plan.plan import expand_plan
 from harness.wire.overlay import OverlaySpec
@@ -235,7 +236,7 @@ def test_scenario_fields_refuse_mixing_changes_with_swaps() -> None:
         base={"baseline": True, "implementation": "medusa-proposer:baseline"},
         cand={"diff": str(MEDUSA_DIFF)},
     )
-    assert "one engine hosts one or the other" in str(parse_scenario(data).one_engine_blocker())
+    assert "one engine hosts one or the other" in str(one_engine_blocker(parse_scenario(data)))
     with pytest.raises(ScenarioError, match="a sweep cannot vary this field"):
         parse_scenario(
             {

@@ -134,14 +134,16 @@ def test_a_drafter_that_learns_across_requests_never_shares_an_engine(scenario_d
 
     scenario_data["draft"] = {"method": "suffix", "num_speculative_tokens": 2}
     scenario_data["variants"] = {"base": {"baseline": True}, "opt": {}}
+    from harness.plan.design import one_engine_blocker, resolved_design
+
     learning = parse_scenario(scenario_data)
-    assert learning.resolved_design == "launch-per-arm"
-    assert "would teach the other arm's drafter" in str(learning.one_engine_blocker())
+    assert resolved_design(learning) == "launch-per-arm"
+    assert "would teach the other arm's drafter" in str(one_engine_blocker(learning))
     scenario_data["design"] = "one-engine"
     with pytest.raises(ScenarioError, match="suffix_decoding_max_cached_requests: 0"):
-        parse_scenario(scenario_data)
+        resolved_design(parse_scenario(scenario_data))
     scenario_data["draft"]["config"] = {"suffix_decoding_max_cached_requests": 0}
-    assert parse_scenario(scenario_data).resolved_design == "one-engine"
+    assert resolved_design(parse_scenario(scenario_data)) == "one-engine"
 
 
 def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:

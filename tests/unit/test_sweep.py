@@ -115,7 +115,7 @@ def test_bad_sweeps_are_one_line(
     tmp_path: Path, scenario_data: dict[str, Any], sweep: dict[str, Any], fragment: str
 ) -> None:
     with pytest.raises(ScenarioError) as err:
-        parse_scenario(_sweep(scenario_data, **sweep), "s.yaml")
+        expand_plan(parse_scenario(_sweep(scenario_data, **sweep), "s.yaml"))
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
