@@ -5,11 +5,12 @@ and how to switch the implementation inside vLLM's processes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -583,12 +584,7 @@ class PassLog:
             return precision_status(
                 self.run, self.result.passes, self.tp_size, self.harness_pid, self.kept
             )
-        import pandas as pd
-
-        # Text columns as Python objects, not pandas' Arrow strings: the Arrow buffers a look
-        # makes went to Arrow's own allocator, which kept them, and the worker grew by about
-        # 3 KiB a pass (a probe through this function: 3.3 KiB a pass, 0.4 without them).
-        with pd.option_context("future.infer_string", False):
+        with _object_strings():
             frame = self.table.frame(self.proven)
             return precision_status(self.run, [], self.tp_size, self.harness_pid, frame=frame)
 
@@ -616,6 +612,32 @@ class PassLog:
             self.warm_since,
             self.tally,
         )
+
+
+@contextlib.contextmanager
+def _object_strings() -> Iterator[None]:
+    """Text as Python objects, not pandas 3's Arrow strings, while a slim look runs: the
+    Arrow buffers each look made went to Arrow's own allocator, which kept them, and the
+    worker grew by about 3 KiB a pass (a probe through PassLog.look on the demo's real
+    passes: 3.3 KiB a pass with them, 0.44 without). pandas 3 deprecates the option it
+    takes (pandas 2 has it off already; where it is gone, the look runs as it is)."""
+    import warnings
+
+    import pandas as pd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            pd.get_option("future.infer_string")
+            context: contextlib.AbstractContextManager[object] = pd.option_context(
+                "future.infer_string", False
+            )
+        except KeyError:  # pandas without the option (its OptionError)
+            context = contextlib.nullcontext()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with context:
+            yield
 
 
 def measure_launch(

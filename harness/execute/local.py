@@ -371,6 +371,7 @@ def with_kept_passes(
     reads the passes of launches with status ok only."""
     measured, warm, bad = read_kept_passes(kept)
     have = result.passes if result is not None else []
+    in_file = result.passes_in_file if result is not None else 0
     have_warm = result.warmup_passes if result is not None else []
     if len(measured) <= len(have) and len(warm) <= len(have_warm):
         return result, ""
@@ -388,9 +389,10 @@ def with_kept_passes(
             "warmup_passes": warm if len(warm) > len(have_warm) else have_warm,
         }
     )
-    if wrote and len(measured) <= len(have):
+    if wrote and len(measured) <= len(have) + in_file:
         # The worker ended the launch itself (a refusal, an engine's death) and said why in
-        # its own line: the warm-up passes it had not put in its result are kept quietly.
+        # its own line: the passes it kept in the pass file only, and the warm-up passes it
+        # had not put in its result, are kept quietly.
         return result, ""
     words = f"{len(measured)} measured pass{'' if len(measured) == 1 else 'es'}"
     if warm:

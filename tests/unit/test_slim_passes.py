@@ -185,3 +185,27 @@ def test_unproven_passes_enter_no_slim_look(
     # No report names the baseline's implementation: its passes are all unproven.
     assert log.proven == [bool(i % 2) for i in range(16)]
     assert set(log.table.frame(log.proven)["variant"]) == {"opt"}
+
+
+def test_a_launch_its_worker_ended_keeps_its_file_passes_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that ended its launch itself (an engine's death mid-measuring) says why in
+    its own line: the passes it kept only in the file join its failed record without words
+    appended to that line; a launch with no result still gets them, with the words."""
+    from harness.execute.local import with_kept_passes
+
+    run = shared_run(4, step_times=True)
+    kept = tmp_path / "passes.jsonl"
+    monkeypatch.setenv(PASSES_ENV, str(kept))
+    result, made = _launch(run, slim=True)
+    died = result.model_copy(
+        update={"status": "failed", "error": "vLLM's engine core process died during pass 9"}
+    )
+    back, words = with_kept_passes(run, died, kept)
+    assert words == "" and back is not None
+    assert back.passes == made and back.passes_in_file == 0
+    assert back.error == "vLLM's engine core process died during pass 9"
+    none, said = with_kept_passes(run, None, kept)
+    assert none is not None and none.passes == made
+    assert said.startswith(f"{len(made)} measured passes and ")
