@@ -337,10 +337,10 @@ KEEPING_WORKER = textwrap.dedent("""\
     guard_process_group()
     from pathlib import Path
     from harness.engine.schedule import PassLog
-    from harness.wire.protocol import WorkerSpec
+    from harness.wire.protocol import WorkerSpec; from harness.wire.records import WorkerResult
     from tests.unit.test_stall import _pass
     spec = WorkerSpec.model_validate_json(Path(sys.argv[sys.argv.index("--spec") + 1]).read_text())
-    told = PassLog(spec.run)
+    told = PassLog(spec.run, WorkerResult(run_key=spec.run.run_key, status="failed"))
     told.warming()
     for i in range(2):
         told.measuring()
