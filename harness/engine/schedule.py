@@ -554,20 +554,19 @@ class PassLog:
 
     def _summarise(self, record: PassRecord) -> None:
         from harness.analysis.proof import proof_problems
-        from harness.results.metrics import PASS_HEAD, pass_row
+        from harness.results.metrics import pass_head, pass_row
 
         run = self.run
-        head = (
+        head = pass_head(
             run.run_key,
             record.arm or run.variant,
             run.round,
             run.cell,
             run.order,
-            run.order,
             record.block,
             record.repeat,
         )
-        self.table.add(dict(zip(PASS_HEAD, head, strict=True)), pass_row(record))
+        self.table.add(head, pass_row(record))
         implementation = self.implementations.get(record.arm or "")
         self.proven.append(
             implementation is None

@@ -197,8 +197,28 @@ def _by_column(percentiles: tuple[str, ...]) -> dict[str, list[MetricDef]]:
 # growing list of passes again and again: id(pass) -> (the pass, its row).
 PassRows = dict[int, tuple[PassRecord, dict[str, object]]]
 
-# The columns passes_frame puts before each pass's own row.
-PASS_HEAD = ("run_key", "variant", "round", "cell", "order", "launch", "block", "repeat")
+
+def pass_head(
+    run_key: str,
+    variant: str,
+    round: int,
+    cell: str | None,
+    order: int,
+    block: int | None,
+    repeat: int,
+) -> dict[str, object]:
+    """The columns passes_frame puts before each pass's own row: the launch (engine process)
+    and, in a shared launch, the balanced block."""
+    return {
+        "run_key": run_key,
+        "variant": variant,
+        "round": round,
+        "cell": cell,
+        "order": order,
+        "launch": order,
+        "block": block,
+        "repeat": repeat,
+    }
 
 
 class _Chunks:
@@ -282,7 +302,7 @@ class PassTable:
         self.odd: list[tuple[int, dict[str, object]]] = []  # (place, head and row)
 
     def add(self, head: dict[str, object], row: dict[str, object]) -> None:
-        """One pass: its PASS_HEAD values and its own row (pass_row's)."""
+        """One pass: its pass_head columns and its own row (pass_row's)."""
         whole = {**head, **row}
         keys = list(whole)
         floats = tuple(k for k, v in whole.items() if _is_float(v))
@@ -344,20 +364,10 @@ def passes_frame(
             own = pass_row(p, slo, percentiles)
             if kept is not None:
                 kept[id(p)] = (p, own)
-        rows.append(
-            {
-                "run_key": run.run_key,
-                "variant": p.arm or run.variant,
-                "round": run.round,
-                "cell": run.cell,
-                # The launch (engine process) and, in a shared launch, the balanced block.
-                "order": run.order,
-                "launch": run.order,
-                "block": p.block,
-                "repeat": p.repeat,
-                **own,
-            }
+        head = pass_head(
+            run.run_key, p.arm or run.variant, run.round, run.cell, run.order, p.block, p.repeat
         )
+        rows.append({**head, **own})
     return pd.DataFrame(rows)
 
 

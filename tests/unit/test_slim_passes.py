@@ -16,7 +16,7 @@ import pytest
 from harness.config.scenario import Precision
 from harness.engine.schedule import measure_launch, precision_status
 from harness.execute.local import with_passes_from_file
-from harness.results.metrics import PASS_HEAD, PassTable, pass_row, passes_frame
+from harness.results.metrics import PassTable, pass_head, pass_row, passes_frame
 from harness.wire.progress import read_kept_passes
 from harness.wire.protocol import PASSES_ENV
 from harness.wire.records import PassRecord, RunRecord, WorkerResult
@@ -69,8 +69,10 @@ def test_the_column_store_gives_passes_frames_frame() -> None:
     passes[17] = passes[17].model_copy(update={"step_times": None})
     table = PassTable()
     for p in passes:
-        head = (run.run_key, p.arm, run.round, run.cell, run.order, run.order, p.block, p.repeat)
-        table.add(dict(zip(PASS_HEAD, head, strict=True)), pass_row(p))
+        head = pass_head(
+            run.run_key, p.arm or run.variant, run.round, run.cell, run.order, p.block, p.repeat
+        )
+        table.add(head, pass_row(p))
     want = passes_frame([_record(run, passes)])
     pd.testing.assert_frame_equal(table.frame(), want[list(table.frame().columns)])
     assert set(table.frame().columns) == set(want.columns)
@@ -100,8 +102,10 @@ def test_a_slim_precision_launch_looks_and_stops_as_the_in_memory_one(
     # The looks agree on the same passes: the column store's against precision_status's.
     rows = PassTable()
     for p in made_slim:
-        head = (run.run_key, p.arm, run.round, run.cell, run.order, run.order, p.block, p.repeat)
-        rows.add(dict(zip(PASS_HEAD, head, strict=True)), pass_row(p))
+        head = pass_head(
+            run.run_key, p.arm or run.variant, run.round, run.cell, run.order, p.block, p.repeat
+        )
+        rows.add(head, pass_row(p))
     assert precision_status(run, [], 1, 7, frame=rows.frame()) == precision_status(
         run, made_slim, 1, 7
     )
