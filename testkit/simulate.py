@@ -410,17 +410,21 @@ def drive_record(
         warmup=WarmUp(),
         block_seed=block_seed,
     )
-    record = RunRecord(
-        run_key="base+opt.r0",
+    return passes, shared_record(passes), stopped
+
+
+def shared_record(passes: list[PassRecord], key: str = "base+opt.r0") -> RunRecord:
+    """The ok record of one shared launch of arms 'base' and 'opt' holding `passes`."""
+    return RunRecord(
+        run_key=key,
         variant="base+opt",
         arms=["base", "opt"],
         round=0,
         order=0,
         status="ok",
         wall_s=1.0,
-        result=WorkerResult(run_key="base+opt.r0", status="ok", passes=passes),
+        result=WorkerResult(run_key=key, status="ok", passes=passes),
     )
-    return passes, record, stopped
 
 
 def parts_trials(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, machine_load
 from harness.engine.contention import foreign_share, sample
-from harness.wire.records import PassRecord, RunRecord, WorkerResult
+from harness.wire.records import PassRecord, RunRecord
+from testkit.simulate import shared_record
 
 # Busy for argv[1] seconds, then idle but alive (a process's time leaves /proc with it).
 SPIN = (
@@ -101,17 +102,7 @@ def _record(key: str, shares: dict[str, list[float]]) -> RunRecord:
                     load1=1.0,
                 )
             )
-    result = WorkerResult(run_key=key, status="ok", passes=passes)
-    return RunRecord(
-        run_key=key,
-        variant="base+opt",
-        arms=["base", "opt"],
-        round=0,
-        order=0,
-        status="ok",
-        wall_s=1.0,
-        result=result,
-    )
+    return shared_record(passes, key)
 
 
 def test_a_quiet_machine_gets_a_line_and_no_finding() -> None:
