@@ -122,7 +122,7 @@ def judge_metric(
     exact = False
     if low is None or high is None or est.known_exactly:
         if est.known_exactly:
-            low = high = est.delta  # identical in every unit: the value is known exactly
+            low = high = est.delta  # exact: the same in every unit
             exact = True
         else:
             return _replace(base, reason=f"no interval: {est.note or 'not estimable'}")
@@ -131,7 +131,7 @@ def judge_metric(
     best = max(sign * low, sign * high)
     bound = f"{_fmt(-sign * tolerance, kind)}"
     shown = (
-        f"{_fmt(est.delta, kind)} (same in every unit)"
+        f"{_fmt(est.delta, kind)} (exact)"
         if exact
         else f"{_fmt(est.delta, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}]"
     )
@@ -210,7 +210,7 @@ def control_family(result: GateResult) -> None:
             f"needs Holm-adjusted one-sided p < {100 * FAMILY_RATE:g}% across all {m}, so a "
             f"candidate at or inside every tolerance is failed at most {100 * FAMILY_RATE:g}% "
             "of the time; a PASS needs every check to PASS (its whole 95% interval inside the "
-            "tolerance). Checks known exactly, parity and proof are decided exactly."
+            "tolerance). Exact checks, parity and proof are decided without an interval."
         )
 
 

@@ -394,7 +394,7 @@ def _decision(
         noisy=False,
         n_baseline=0,
         n_candidate=0,
-        note="no spread: known exactly" if exact else None,
+        note="no spread: exact" if exact else None,
     )
     row = MetricRow(check, label, higher, float("nan"), float("nan"), estimate)
     d = judge_metric(row, tolerance, candidate, "runs")

@@ -108,7 +108,7 @@ def _delta(est: DeltaEstimate) -> str:
     """A combined delta with its interval, in its own unit, starred where significant."""
     scale, unit = (1.0, "pp") if est.kind == "points" else (100.0, "%")
     if est.ci_low is None or est.ci_high is None:
-        why = "known exactly" if est.known_exactly else (est.note or "no interval")
+        why = "exact" if est.known_exactly else (est.note or "no interval")
         return f"{scale * est.delta:+.2f}{unit} ({why})"
     star = " *" if est.significant else ""
     return (

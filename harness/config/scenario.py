@@ -700,8 +700,8 @@ class Scenario(StrictModel):
         default="output_throughput",
         description="The metric the A/B is about: its row is tested alone at 5% (its star "
         "means 5%); every other noisy row is secondary, starred only after the primary is, "
-        "at Holm-adjusted 5% across them. Rows the same in every unit (acceptance under "
-        "greedy decoding) are not tested. One of: " + ", ".join(PRIMARY_METRICS) + ".",
+        "at Holm-adjusted 5% across them. Exact rows (the same in every unit: acceptance "
+        "under greedy decoding) are not tested. One of: " + ", ".join(PRIMARY_METRICS) + ".",
     )
     metrics: LatencyPercentiles = Field(
         default_factory=LatencyPercentiles,

@@ -240,7 +240,7 @@ def forest_plot(comparison: Comparison, title: str) -> Any | None:
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(
         f"{title}: every delta with its 95% interval\n(green better, red worse, blue "
-        "not significant; diamond: known exactly; hollow: no interval)",
+        "not significant; diamond: exact; hollow: no interval)",
         fontsize=9,
     )
     return fig

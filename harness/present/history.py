@@ -135,7 +135,7 @@ def _step_lines(series: Series) -> list[str]:
             for s in series.value_steps
         ]
     elif series.exact:
-        out.append(f"  {what}: identical in every run (exact under greedy decoding)")
+        out.append(f"  {what}: exact, the same in every run (greedy decoding)")
     elif series.value_detectable is not None and not series.value_drifts:
         out.append(
             f"  {what}: no change point; across runs (launch-to-launch noise) it shows "

@@ -83,7 +83,7 @@ def format_delta(row: MetricRow, with_ci: bool = True) -> str:
             else ""
         )
     if with_ci:
-        text += ci if ci else (" (same in every unit)" if est.known_exactly else " [no CI]")
+        text += ci if ci else (" (exact)" if est.known_exactly else " [no CI]")
     if row.star:
         text += f" {SIGNIFICANT_MARK}"
     # Per-pass spread says little when passes pair up inside one engine; the footnote gives
@@ -514,13 +514,13 @@ def star_rule(comparison: Comparison) -> str:
         default=0,
     )
     exact = (
-        " Rows the same in every unit are known exactly and not tested."
+        " Exact rows (the same in every unit) are not tested."
         if any(r.role == "exact" for c in comparison.candidates for r in c.rows)
         else ""
     )
     if primary is None:
         text = (
-            f"Stars: the primary metric ({comparison.primary_metric}) is known exactly "
+            f"Stars: the primary metric ({comparison.primary_metric}) is exact "
             f"or not estimated here; {SIGNIFICANT_MARK} on the {secondary} noisy rows = "
             "significant after Holm's adjustment across them (family-wise 5% per "
             "candidate)."
@@ -549,7 +549,7 @@ def _share(f: Factor) -> str:
     if f.low is None or f.high is None:
         return f"{100 * f.value:+.2f}%"
     if f.low == f.high == f.value:
-        return f"{100 * f.value:+.2f}% (same in every unit)"
+        return f"{100 * f.value:+.2f}% (exact)"
     return f"{100 * f.value:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}]"
 
 

@@ -84,7 +84,7 @@ def test_a_slower_drafter_is_carried_by_the_draft_part_and_the_parts_add_up() ->
         "output-throughput delta, -"
     )
     assert "draft time -1.80% [" in line and line.endswith("carried by the draft time.")
-    assert "tokens per pass +0.00% (same in every unit)" in line
+    assert "tokens per pass +0.00% (exact)" in line
 
 
 def test_a_cost_outside_the_steps_is_a_finding() -> None:

@@ -166,7 +166,7 @@ def test_welch_fallback_counts_rounds_not_launches() -> None:
 def test_points_and_exact_values() -> None:
     same = row(0.0, None, None, kind="points", note="no spread between units: no interval")
     decision = judge_metric(same, 1.0, "opt")
-    assert decision.verdict == "PASS" and "same in every unit" in decision.reason
+    assert decision.verdict == "PASS" and "(exact)" in decision.reason
     lost = row(-1.5, None, None, kind="points", note="no spread between units: no interval")
     assert judge_metric(lost, 1.0, "opt").verdict == "REGRESSION"
     unknown = row(0.01, None, None, note="one launch per arm: not estimable (add rounds)")
@@ -500,7 +500,7 @@ def test_gate_against_a_run_with_the_same_counts_passes_every_exact_metric(tmp_p
     by_check = {d.check: d for d in result.decisions}
     for check in ("acceptance_pos_2", "acceptance_rate"):
         assert by_check[check].verdict == "REGRESSION", by_check[check].reason
-        assert "same in every unit" in by_check[check].reason
+        assert "(exact)" in by_check[check].reason
     assert by_check["acceptance_pos_2"].delta == 100 * 20 / 313 - 100 * 31 / 313
     assert by_check["acceptance_rate"].delta == 100 * 181 / 939 - 100 * 192 / 939
     assert by_check["acceptance_pos_0"].verdict == "PASS"

@@ -192,7 +192,7 @@ def test_deterministic_metrics_compare_exactly_across_runs(tmp_path: Path) -> No
         write_report(dest, figures=False)
     _, own = gate_run(tmp_path / "real2")
     acceptance = next(d for d in own.decisions if d.check == "acceptance_rate")
-    assert acceptance.verdict == "PASS" and "same in every unit" in acceptance.reason
+    assert acceptance.verdict == "PASS" and "(exact)" in acceptance.reason
     _, result = gate_run(tmp_path / "real2", against="history")
     acceptance = next(d for d in result.decisions if d.check == "acceptance_rate")
     assert acceptance.verdict == "PASS", acceptance.reason
@@ -228,7 +228,7 @@ def test_gate_against_a_saved_baseline_decides_deterministic_metrics_exactly(
     by_check = {d.check: d for d in result.decisions}
     for check in ("acceptance_rate", "acceptance_pos_0", "acceptance_pos_2"):
         assert by_check[check].verdict == "PASS", by_check[check].reason
-        assert "same in every unit" in by_check[check].reason
+        assert "(exact)" in by_check[check].reason
     assert by_check["output_throughput"].verdict == "INCONCLUSIVE"
 
 

@@ -59,7 +59,7 @@ def test_stored_runs_without_the_field_load_hash_and_render() -> None:
     text = render_terminal(compare_run(run))
     assert "Stars: Output throughput (tok/s) is the primary metric, tested alone" in text
     assert "The other 11 noisy rows are secondary" in text and "Holm" in text
-    assert "Rows the same in every unit are known exactly and not tested" in text
+    assert "Exact rows (the same in every unit) are not tested" in text
 
 
 def test_holm_adjusted_p_values() -> None:
