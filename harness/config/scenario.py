@@ -805,8 +805,12 @@ class Scenario(StrictModel):
     @property
     def shared_patch(self) -> str | None:
         """The one patch every arm can share an engine with, which a one-engine launch
-        installs: the baseline has none, and every variant that has one names the same,
-        switchable (None when there is none)."""
+        installs: every arm, the baseline included, carries the same one (on in every arm:
+        nothing to switch), or the baseline has none and every variant that has one names
+        the same, switchable (None when there is none)."""
+        carried = {v.patch for v in self.variants.values()}
+        if len(carried) == 1:
+            return carried.pop()
         if self.variants[self.baseline].patch is not None:
             return None
         patched = [v for v in self.variants.values() if v.patch is not None]

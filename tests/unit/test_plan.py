@@ -122,6 +122,23 @@ def test_a_patch_runs_in_its_own_engine_unless_switchable(scenario_data: dict[st
         parse_scenario(scenario_data)
 
 
+def test_a_patch_every_arm_carries_is_installed_in_the_shared_engine(
+    scenario_data: dict[str, Any],
+) -> None:
+    """The same patch in every arm, the baseline's included, switchable or not: one engine
+    with it installed and on in every arm (each arm's passes prove it ran). It was planned
+    as one engine without the patch, and the first switch failed in vLLM's worker."""
+    same = {"patch": "common_fix:install"}
+    scenario_data["variants"] = {"base": {"baseline": True, **same}, "other": dict(same)}
+    [shared] = expand_plan(parse_scenario(scenario_data)).runs
+    assert shared.design == "one-engine" and shared.patch == "common_fix:install"
+    arms = {a.variant: (a.implementation, a.switch_to) for a in shared.arms}
+    assert arms == {
+        "base": ("patch:common_fix:install", "patch:on"),
+        "other": ("patch:common_fix:install", "patch:on"),
+    }
+
+
 def test_worker_spec_is_versioned(tmp_path: Path, scenario_data: dict[str, Any]) -> None:
     """The worker protocol's spec is a model with a version; a worker of another specbench
     (a variant's environment) answers a spec it cannot read with a failed result that says so."""
