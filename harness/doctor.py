@@ -209,6 +209,48 @@ def _cpu_checks(sys_root: Path) -> list[Check]:
     return out
 
 
+def _cpu_set(spec: str) -> set[int] | None:
+    """The CPUs a VLLM_CPU_OMP_THREADS_BIND value names ('0-3', '0,2|1,3'; '|' between
+    ranks), or None where it names none ('auto', 'nobind', or what is not a CPU list)."""
+    cpus: set[int] = set()
+    for part in spec.replace("|", ",").split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return None
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def omp_binding_check(value: str | None, cpu_count: int) -> Check:
+    """vLLM's OpenMP binding on CPU. Its default binds each rank's threads and leaves a core
+    to the engine core, whose queue reader spins for a second after each read: OpenMP on
+    every core competes with it (docs/measurements.md: each pass ~60% slower and 10x noisier
+    on 2 cores, with no binding or both cores bound)."""
+    name, fix = "vLLM's OpenMP binding (CPU)", "unset VLLM_CPU_OMP_THREADS_BIND"
+    if value in (None, "", "auto"):
+        return Check("ok", name, "vLLM's own (auto): a core is left to the engine core")
+    if value == "nobind":
+        return Check(
+            "warning",
+            name,
+            "nobind: OpenMP threads move between cores and compete with the engine core's "
+            "polling, so passes are slower and far noisier",
+            fix,
+        )
+    cpus = _cpu_set(value)
+    if cpus is None:
+        return Check("unknown", name, f"{value!r} is not a CPU list", fix)
+    if len(cpus) >= cpu_count:
+        return Check(
+            "warning",
+            name,
+            f"{value}: every core runs OpenMP, none is left to the engine core's polling, "
+            "so passes are slower and far noisier",
+            fix,
+        )
+    return Check("ok", name, f"{value}: {cpu_count - len(cpus)} core(s) left to the rest")
+
+
 def _load_checks(sample_s: float, proc_root: Path) -> list[Check]:
     out = []
     flags = next(
@@ -352,4 +394,5 @@ def machine_checks(
     sample_s: float = 1.0, sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")
 ) -> list[Check]:
     """The machine's fitness to benchmark on, `sample_s` seconds of /proc sampling included."""
-    return _cpu_checks(sys_root) + _load_checks(sample_s, proc_root) + _gpu_checks()
+    binding = omp_binding_check(os.environ.get("VLLM_CPU_OMP_THREADS_BIND"), usable_cpus())
+    return _cpu_checks(sys_root) + [binding] + _load_checks(sample_s, proc_root) + _gpu_checks()

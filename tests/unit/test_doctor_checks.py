@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.doctor import Check, machine_checks
+from harness.doctor import Check, machine_checks, omp_binding_check
 
 
 def _sys_tree(root: Path, governor: str, no_turbo: str, smt: str) -> Path:
@@ -90,3 +90,31 @@ def test_gpu_persistence_clocks_and_other_processes_from_nvidia_smi(
     out = capsys.readouterr().out
     assert "machine checks (as pyperf's `system` command checks" in out
     assert "  warning  GPU 0 (NVIDIA H200) persistence mode: Disabled" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "cpus", "status"),
+    [
+        (None, 2, "ok"),
+        ("auto", 2, "ok"),
+        ("1", 2, "ok"),
+        ("0-2|4-6", 8, "ok"),
+        ("nobind", 2, "warning"),
+        ("0-1", 2, "warning"),
+        ("0,1|2,3", 4, "warning"),
+        ("cores please", 2, "unknown"),
+    ],
+)
+def test_openmp_on_every_core_is_a_warning(value: str | None, cpus: int, status: str) -> None:
+    check = omp_binding_check(value, cpus)
+    assert check.status == status, check.line()
+    if status != "ok":
+        assert "unset VLLM_CPU_OMP_THREADS_BIND" in check.line()
+
+
+def test_doctor_reads_the_binding_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    checks = _by_name(machine_checks(0.1, tmp_path))
+    assert checks["vLLM's OpenMP binding (CPU)"].status == "warning"
