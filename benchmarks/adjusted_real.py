@@ -17,7 +17,6 @@ candidate's median pass time.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from harness.analysis.adjusted import KEY  # noqa: E402
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 KINDS = {
     "aa": None,
@@ -69,23 +69,10 @@ def run_one(kind: str, blocks: int, results: Path) -> Path | None:
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"adjusted-{kind}.yaml"
     path.write_text(yaml.safe_dump(scenario(kind, blocks), sort_keys=False))
-    done = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "specbench"),
-            "run",
-            str(path),
-            "--results-dir",
-            str(results),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    line = next((x for x in done.stderr.splitlines() if x.startswith("specbench: results:")), None)
-    if line is None:
+    done, run_dir = run_scenario(path, results)
+    if run_dir is None:
         print(f"{kind}: exit {done.returncode}\n{done.stderr[-2000:]}", file=sys.stderr)
-        return None
-    return Path(line.split("results:", 1)[1].strip())
+    return run_dir
 
 
 def read(run_dir: Path) -> None:

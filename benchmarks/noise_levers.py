@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -53,6 +52,7 @@ from noise_sources import FIELDS, Sampler, per_pass  # noqa: E402
 from harness.analysis.adjusted import KEY as ADJUSTED  # noqa: E402
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
 # lever -> (environment, workload overrides)
@@ -157,26 +157,13 @@ def run_lever(lever: str, budget_s: float, results: Path) -> dict[str, Any]:
     sampler, watch = Sampler(), Watch()
     sampler.start()
     watch.start()
-    done = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "specbench"),
-            "run",
-            str(path),
-            "--results-dir",
-            str(results),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    done, run_dir = run_scenario(path, results)
     sampler.done.set()
     watch.done.set()
     sampler.join()
     watch.join()
-    line = next((x for x in done.stderr.splitlines() if x.startswith("specbench: results:")), None)
-    if line is None:
+    if run_dir is None:
         return {"lever": lever, "error": done.stderr[-1500:]}
-    run_dir = Path(line.split("results:", 1)[1].strip())
     samples = pd.DataFrame(sampler.rows, columns=["t", *FIELDS, "freq"])
     return read(lever, run_dir, samples, watch.rows)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -143,26 +143,13 @@ def main() -> int:
         parser.error("give a scenario, or --run and --samples")
     sampler = Sampler()
     sampler.start()
-    done = subprocess.run(
-        [
-            str(ROOT / ".venv" / "bin" / "specbench"),
-            "run",
-            str(args.scenario),
-            "--results-dir",
-            str(args.results_dir),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    done, run_dir = run_scenario(args.scenario, args.results_dir)
     sampler.done.set()
     sampler.join()
     samples = pd.DataFrame(sampler.rows, columns=["t", *FIELDS, "freq"])
-    line = next((x for x in done.stderr.splitlines() if x.startswith("specbench: results:")), None)
-    if line is None:
+    if run_dir is None:
         print(done.stderr[-2000:], file=sys.stderr)
         return done.returncode or 1
-    run_dir = Path(line.split("results:", 1)[1].strip())
     path = run_dir.parent / f"{run_dir.name}.samples.json"
     path.write_text(json.dumps(samples.to_dict("list")))
     print(f"samples: {path}")

@@ -15,7 +15,6 @@ vLLM's own, both cores). One engine, about 1.5 minutes.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 ROWS = ("draft_ms_per_step", "forward_ms_per_step", "rest_ms_per_step", "outside_ms_per_pass")
 
@@ -80,23 +80,11 @@ def main() -> int:
         path.write_text(
             yaml.safe_dump(scenario(args.wait_us, args.blocks, args.threads_bind), sort_keys=False)
         )
-        done = subprocess.run(
-            [
-                str(ROOT / ".venv" / "bin" / "specbench"),
-                "run",
-                str(path),
-                "--results-dir",
-                str(args.results_dir),
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
+        done, ran = run_scenario(path, args.results_dir)
+        if done.returncode != 0 or ran is None:
             print(done.stderr[-3000:], file=sys.stderr)
-            return done.returncode
-        line = next(x for x in done.stderr.splitlines() if x.startswith("specbench: results:"))
-        run_dir = Path(line.split("results:", 1)[1].strip())
+            return done.returncode or 1
+        run_dir = ran
     run = load_run(run_dir)
     comparison = compare_run(run)
     [cand] = comparison.candidates

@@ -13,6 +13,8 @@ from typing import Any
 from harness.lifeline import proc_stat, session_processes
 from testkit import ROOT
 
+RESULTS_LINE = "specbench: results:"  # the line `run` ends with, naming its run folder
+
 
 def sigint_default() -> None:
     """preexec_fn: SIGINT at its default in the child, whatever the suite was started with. A
@@ -29,6 +31,31 @@ def start_specbench(*args: str, **popen: Any) -> subprocess.Popen[Any]:
     arguments (stdout, stderr, env, text, preexec_fn to start it otherwise)."""
     popen.setdefault("preexec_fn", sigint_default)
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, **popen)
+
+
+def run_scenario(
+    scenario: Path, results_dir: Path
+) -> tuple[subprocess.CompletedProcess[str], Path | None]:
+    """`specbench run SCENARIO --results-dir RESULTS_DIR` to its end, as a benchmark runs it:
+    the finished process (stderr kept) and the run folder its last line names (None where it
+    named none: the run failed before it had one)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(results_dir),
+        ],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    line = next((x for x in done.stderr.splitlines() if x.startswith(RESULTS_LINE)), None)
+    return done, Path(line[len(RESULTS_LINE) :].strip()) if line is not None else None
 
 
 def alive(pid: int) -> bool:
