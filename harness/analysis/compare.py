@@ -484,10 +484,7 @@ def compare_scenario(
         comparison.warnings.insert(0, NOT_PERFORMANCE + " (no gate or history reads them)")
     for line in dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")
-    load = machine_load(runs, scenario.baseline)
-    comparison.machine_load = load.line
-    comparison.contention = list(load.findings)
-    comparison.warnings.extend(load.findings)
+    comparison.load = machine_load(runs, scenario.baseline)
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.contention import Load
 from harness.analysis.profiles import OpDelta
 from harness.analysis.stats import DeltaEstimate
 
@@ -221,11 +222,10 @@ class Comparison:
     prompts: str | None = None
     # How the run used the machine (shared, or a wait for another benchmark): workflow.
     machine: str | None = None
-    # What else loaded the machine during the passes (analysis.contention), one line.
-    machine_load: str | None = None
-    # Its findings (a busy machine, a disturbance lined up with an arm), also in warnings:
-    # the index keeps them, and `history` marks the run.
-    contention: list[str] = field(default_factory=list)
+    # What else loaded the machine during the passes (analysis.contention's facts; its
+    # findings, a busy machine or a disturbance lined up with an arm, are worded by
+    # present.contention among the warnings, and summary.json keeps them for `history`).
+    load: Load | None = None
     acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.

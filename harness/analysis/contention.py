@@ -1,8 +1,9 @@
-"""What else loaded the machine during a run's passes, named under the table: the
-median share of the machine's CPUs that processes other than the launch's own used during the
-measured passes, its worst block, a finding when it is high, and a finding when it lines up
-with one arm (a disturbance that favours one arm is a bias the interval cannot show, not
-noise). Read from each pass's `foreign_cpu` (harness.engine.contention)."""
+"""What else loaded the machine during a run's passes, as facts that
+harness.present.contention words under the table: the median share of the machine's CPUs
+that processes other than the launch's own used during the measured passes, its worst block,
+whether that is high, and whether it lines up with one arm (a disturbance that favours one
+arm is a bias the interval cannot show, not noise). Read from each pass's `foreign_cpu`
+(harness.engine.contention)."""
 
 from __future__ import annotations
 
@@ -26,73 +27,80 @@ ALIGNED_MIN = 0.02
 
 
 @dataclass
+class Aligned:
+    """A disturbance lined up with one arm: `arm`'s passes saw other processes use `points`
+    (a share of the CPUs) more than the other arm's, at p-value `p`."""
+
+    arm: str
+    points: float
+    p: float
+
+
+@dataclass
 class Load:
-    """The summary line and the findings."""
+    """What else loaded the machine during the measured passes, as facts (shares of the
+    machine's CPUs); harness.present.contention words them."""
 
-    line: str | None
-    findings: list[str]
+    passes: int  # measured passes with a reading
+    median: float  # their median share
+    worst: float  # the worst block's mean share, or the worst pass's without blocks
+    worst_block: int | None  # None: no blocks, `worst` is a pass's
+    worst_launch: str | None
+    # "busy": the median above BUSY_SHARE; "part": enough passes above it; None: neither.
+    busy: str | None
+    busy_passes: int  # passes above BUSY_SHARE
+    busy_from: tuple[str, int] | None  # (launch, block) of the first block above it
+    aligned: list[Aligned]
+    busy_share: float = BUSY_SHARE
 
 
-def machine_load(runs: list[RunRecord], baseline: str) -> Load:
+def machine_load(runs: list[RunRecord], baseline: str) -> Load | None:
+    """The load facts of a run's measured passes (None: no pass has a reading)."""
     rows = [
         (p.arm or r.variant, r.run_key, p.block, p.foreign_cpu)
         for r, p in measured_passes(runs)
         if p.foreign_cpu is not None
     ]
     if not rows:
-        return Load(None, [])
+        return None
     shares = np.array([x[3] for x in rows], dtype=float)
     median = float(np.median(shares))
     blocks: dict[tuple[str, int], list[float]] = {}
     for _, key, block, share in rows:
         if block is not None:
             blocks.setdefault((key, block), []).append(share)
-    worst = ""
+    worst_at: tuple[str, int] | None = None
     if blocks:
-        (key, block), values = max(blocks.items(), key=lambda kv: float(np.mean(kv[1])))
-        worst = f", worst block {block} of {key} {100 * float(np.mean(values)):.1f}%"
+        worst_at, values = max(blocks.items(), key=lambda kv: float(np.mean(kv[1])))
+        worst = float(np.mean(values))
     else:
-        worst = f", worst pass {100 * float(shares.max()):.1f}%"
-    line = (
-        f"other processes used a median {100 * median:.1f}% of the machine's CPUs during "
-        f"the {len(rows)} measured passes{worst}"
-    )
-    findings = []
-    busy = int(np.sum(shares > BUSY_SHARE))
+        worst = float(shares.max())
+    busy_passes = int(np.sum(shares > BUSY_SHARE))
+    busy: str | None = None
     if median > BUSY_SHARE:
-        findings.append(
-            f"the machine was busy: other processes used a median "
-            f"{100 * median:.1f}% of its CPUs during the passes (above "
-            f"{100 * BUSY_SHARE:.0f}%): the interval carries their noise, and "
-            "a disturbance that varies with them may bias the delta"
-        )
-    elif busy >= max(2, PART_BUSY * len(rows)):
-        first = next(
-            (
-                (key, block)
-                for (key, block), values in blocks.items()
-                if float(np.mean(values)) > BUSY_SHARE
-            ),
-            None,
-        )
-        since = f", from block {first[1]} of {first[0]} on" if first else ""
-        findings.append(
-            f"the machine was busy in part of the run: other processes used more "
-            f"than {100 * BUSY_SHARE:.0f}% of its CPUs in {busy} of {len(rows)} "
-            f"passes{since}: those passes carry their noise"
-        )
-    arms = sorted({x[0] for x in rows})
-    for arm in [a for a in arms if a != baseline]:
+        busy = "busy"
+    elif busy_passes >= max(2, PART_BUSY * len(rows)):
+        busy = "part"
+    busy_from = next(
+        (at for at, values in blocks.items() if float(np.mean(values)) > BUSY_SHARE), None
+    )
+    aligned = []
+    for arm in [a for a in sorted({x[0] for x in rows}) if a != baseline]:
         found = _aligned(rows, baseline, arm)
         if found is not None:
             diff, p = found
-            more = arm if diff > 0 else baseline
-            findings.append(
-                f"a disturbance lined up with {more}: other processes used "
-                f"{100 * abs(diff):.1f} points more of the CPUs during its passes "
-                f"(p={p:.2g}); a bias the interval cannot show, not noise"
-            )
-    return Load(line, findings)
+            aligned.append(Aligned(arm if diff > 0 else baseline, abs(diff), p))
+    return Load(
+        passes=len(rows),
+        median=median,
+        worst=worst,
+        worst_block=worst_at[1] if worst_at else None,
+        worst_launch=worst_at[0] if worst_at else None,
+        busy=busy,
+        busy_passes=busy_passes,
+        busy_from=busy_from,
+        aligned=aligned,
+    )
 
 
 def _aligned(

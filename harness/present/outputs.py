@@ -18,6 +18,7 @@ from harness.analysis.gate import GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path, write_json_atomic, write_text_atomic
 from harness.present import vllm_bench
+from harness.present.contention import load_findings, load_line, warnings_of
 from harness.present.figures import markdown_links, write_figures
 from harness.present.page import report_page
 from harness.present.tables import (
@@ -34,20 +35,36 @@ from harness.results.run import Run
 #   1 - first versioned summary: run_id, status, comparison (with design, unit, variance
 #       components, discarded/unproven passes), timings.
 #   2 - sweeps: "sweep" (cells, each with its comparison, and the break-even lines) in place
-#       of "comparison"; runs without a sweep are unchanged.
+#       of "comparison"; runs without a sweep are unchanged. Since: a comparison's "load"
+#       holds the machine's load as facts beside its words ("machine_load", "contention");
+#       added only, so no reader must know.
 SUMMARY_VERSION = 2
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:
     """The machine-readable comparison of a stored run (of each cell, for a sweep)."""
-    key = "sweep" if isinstance(comparison, SweepComparison) else "comparison"
+    if isinstance(comparison, SweepComparison):
+        key, data = "sweep", comparison.to_dict()
+        for cell, raw in zip(comparison.cells, data["cells"], strict=True):
+            _with_words(cell.comparison, raw["comparison"])
+    else:
+        key, data = "comparison", _with_words(comparison, comparison.to_dict())
     return {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.run_id,
         "status": run.manifest.status,
-        key: comparison.to_dict(),
+        key: data,
         "timings": run.manifest.timings,
     }
+
+
+def _with_words(comparison: Comparison, data: dict[str, Any]) -> dict[str, Any]:
+    """A comparison's dict with the lines its facts are read by: every warning, the machine's
+    load line and its findings (`contention`, which the run store keeps for `history`)."""
+    data["warnings"] = warnings_of(comparison)
+    data["machine_load"] = load_line(comparison.load) if comparison.load is not None else None
+    data["contention"] = load_findings(comparison.load)
+    return data
 
 
 def write_parquet(path: Path, frame: pd.DataFrame) -> None:

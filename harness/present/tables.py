@@ -31,6 +31,7 @@ from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
+from harness.present.contention import load_line, warnings_of
 from harness.present.headline import (
     PARITY_ROW,
     SPEEDUP_ROW,
@@ -365,7 +366,9 @@ def key_notes(comparison: Comparison) -> list[str]:
                 f"{OWN_MARK} {cand.name}: {short_label(row.label)} is the part of "
                 f"the step its change lives in: {cand.own_part_why}."
             )
-    first.extend(f"warning: {w}" for w in comparison.warnings if not w.startswith(NOT_PERFORMANCE))
+    first.extend(
+        f"warning: {w}" for w in warnings_of(comparison) if not w.startswith(NOT_PERFORMANCE)
+    )
     return first
 
 
@@ -611,10 +614,9 @@ def footnotes(comparison: Comparison) -> list[str]:
             + (f"; prompts: {comparison.prompts}" if comparison.prompts else "")
             + (f"; platform: {comparison.platform}" if comparison.platform else "")
         )
-    if comparison.machine or comparison.machine_load:
-        notes.append(
-            "Machine: " + "; ".join(x for x in (comparison.machine_load, comparison.machine) if x)
-        )
+    load = load_line(comparison.load) if comparison.load is not None else None
+    if comparison.machine or load:
+        notes.append("Machine: " + "; ".join(x for x in (load, comparison.machine) if x))
     if comparison.acceptance_note:
         notes.append(f"Acceptance: {comparison.acceptance_note}")
     parity = parity_note(comparison)
@@ -644,7 +646,7 @@ def footnotes(comparison: Comparison) -> list[str]:
     ]:
         for failure in failures:
             notes.append(f"FAILED {name}: {failure}")
-    notes.extend(f"warning: {w}" for w in comparison.warnings)
+    notes.extend(f"warning: {w}" for w in warnings_of(comparison))
     for cand in comparison.candidates:
         notes.extend(_throughput_notes(cand))
     return notes
@@ -909,7 +911,7 @@ def sweep_notes(sweep: SweepComparison) -> list[str]:
         ]:
             notes.extend(f"FAILED {cell.id} {name}: {f}" for f in failures)
         notes.extend(f"UNPROVEN {cell.id}: {line}" for line in comp.unproven)
-        notes.extend(f"warning {cell.id}: {w}" for w in comp.warnings)
+        notes.extend(f"warning {cell.id}: {w}" for w in warnings_of(comp))
         notes.extend(f"Stopped {cell.id}: {line}" for line in comp.stopped)
     return notes
 

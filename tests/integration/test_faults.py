@@ -21,7 +21,7 @@ import yaml
 from harness.engine.serve_worker import SERVER_MODULE_ENV
 from harness.execute.local import WORKER_MODULE_ENV
 from harness.results.run import load_run
-from testkit.processes import alive, processes_in, start_specbench
+from testkit.processes import alive, processes_in, run_scenario, start_specbench
 from testkit.scenarios import fake_model, fault_scenario
 from tests.conftest import ROOT
 from tests.faults import TAKEN_PORT_ENV, fault_env
@@ -36,25 +36,7 @@ FAKE_TIMEOUT_S = 20
 
 def _run_cli(tmp_path: Path, scenario: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, WORKER_MODULE_ENV: "tests.fakes.worker", "FAKE_PID_DIR": str(tmp_path)}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(scenario),
-            "--results-dir",
-            str(tmp_path / "results"),
-            "--run-id",
-            "r",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    return run_scenario(scenario, tmp_path / "results", "--run-id", "r", env=env, timeout=300)[0]
 
 
 def _pids(tmp_path: Path) -> list[int]:

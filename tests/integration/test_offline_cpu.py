@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from harness.errors import ExitCode
 from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import Run, load_run
 from harness.wire.records import SCHEMA_VERSION
+from testkit.processes import run_scenario
 from tests.conftest import ROOT, SCENARIOS
 from tests.faults import NOOP_SWITCH_ENV, fault_env
 from tests.patches.kill_engine_core import KILL_AT_ENV
@@ -48,26 +47,15 @@ def run_cli(
 ) -> CliRun:
     """`specbench run`; `rows`: the table's rows, by default all of them and every note
     unfolded, which these tests read (the default layout: tests/unit/test_headline.py)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(scenario),
-            "--results-dir",
-            str(results_dir),
-            "--run-id",
-            run_id,
-            "--rows",
-            rows,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=1800,
-        check=False,
+    proc, _ = run_scenario(
+        scenario,
+        results_dir,
+        "--run-id",
+        run_id,
+        "--rows",
+        rows,
         env=env if env is not None else {**os.environ},
+        timeout=1800,
     )
     return CliRun(proc.returncode, proc.stdout, proc.stderr, load_run(results_dir / run_id))
 

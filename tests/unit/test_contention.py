@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, machine_load
+from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, Load, machine_load
 from harness.engine.contention import foreign_share, sample
+from harness.present.contention import load_findings, load_line
 from harness.wire.records import PassRecord, RunRecord
 from testkit.simulate import shared_record
 
@@ -105,22 +106,37 @@ def _record(key: str, shares: dict[str, list[float]]) -> RunRecord:
     return shared_record(passes, key)
 
 
+class Worded:
+    """A run's load as the table words it (harness.present.contention)."""
+
+    def __init__(self, load: Load | None) -> None:
+        assert load is not None
+        self.facts, self.line = load, load_line(load)
+        self.findings = load_findings(load)
+
+
 def test_a_quiet_machine_gets_a_line_and_no_finding() -> None:
-    load = machine_load(
-        [_record("x.r0", {"base": [0.01, 0.02, 0.01, 0.03], "opt": [0.02, 0.01, 0.02, 0.01]})],
-        "base",
+    load = Worded(
+        machine_load(
+            [_record("x.r0", {"base": [0.01, 0.02, 0.01, 0.03], "opt": [0.02, 0.01, 0.02, 0.01]})],
+            "base",
+        )
     )
     assert load.line is not None and load.line.startswith(
         "other processes used a median 1.5% of the machine's CPUs during the 8 measured "
         "passes, worst block "
     )
     assert load.findings == []
+    assert load.facts.passes == 8 and load.facts.busy is None and load.facts.aligned == []
+    assert load.facts.worst_launch == "x.r0" and load.facts.worst_block is not None
 
 
 def test_a_busy_machine_and_an_arm_aligned_disturbance_are_findings() -> None:
-    busy = machine_load(
-        [_record("x.r0", {"base": [0.30, 0.32, 0.29, 0.31], "opt": [0.31, 0.30, 0.33, 0.30]})],
-        "base",
+    busy = Worded(
+        machine_load(
+            [_record("x.r0", {"base": [0.30, 0.32, 0.29, 0.31], "opt": [0.31, 0.30, 0.33, 0.30]})],
+            "base",
+        )
     )
     assert any(
         f.startswith("the machine was busy: other processes used a median 30.")
@@ -128,39 +144,48 @@ def test_a_busy_machine_and_an_arm_aligned_disturbance_are_findings() -> None:
     )
     assert not any("lined up" in f for f in busy.findings)
     assert BUSY_SHARE == 0.10
-    aligned = machine_load(
-        [
-            _record(
-                "x.r0",
-                {"base": [0.01, 0.02, 0.01, 0.02, 0.01], "opt": [0.08, 0.09, 0.08, 0.10, 0.09]},
-            )
-        ],
-        "base",
+    aligned = Worded(
+        machine_load(
+            [
+                _record(
+                    "x.r0",
+                    {"base": [0.01, 0.02, 0.01, 0.02, 0.01], "opt": [0.08, 0.09, 0.08, 0.10, 0.09]},
+                )
+            ],
+            "base",
+        )
     )
     [finding] = aligned.findings
+    [fact] = aligned.facts.aligned
+    assert fact.arm == "opt" and round(100 * fact.points, 1) == 7.4 and fact.p < 0.01
     assert finding.startswith(
         "a disturbance lined up with opt: other processes used 7.4 "
         "points more of the CPUs during its passes (p="
     )
     # Below ALIGNED_MIN the arms' difference is noise to name, not a finding.
-    small = machine_load(
-        [
-            _record(
-                "x.r0", {"base": [0.010, 0.011, 0.010, 0.011], "opt": [0.015, 0.016, 0.015, 0.016]}
-            )
-        ],
-        "base",
+    small = Worded(
+        machine_load(
+            [
+                _record(
+                    "x.r0",
+                    {"base": [0.010, 0.011, 0.010, 0.011], "opt": [0.015, 0.016, 0.015, 0.016]},
+                )
+            ],
+            "base",
+        )
     )
     assert ALIGNED_MIN > 0.005 and small.findings == []
     # The same difference in every block is as aligned as it gets (no spread: no t to
     # compute); it was passed over as "no finding" before.
-    constant = machine_load([_record("x.r0", {"base": [0.01] * 4, "opt": [0.21] * 4})], "base")
+    constant = Worded(
+        machine_load([_record("x.r0", {"base": [0.01] * 4, "opt": [0.21] * 4})], "base")
+    )
     assert any(
         f.startswith("a disturbance lined up with opt: other processes used 20.0 points more")
         and "(p=0)" in f
         for f in constant.findings
     )
-    same = machine_load([_record("x.r0", {"base": [0.05] * 4, "opt": [0.05] * 4})], "base")
+    same = Worded(machine_load([_record("x.r0", {"base": [0.05] * 4, "opt": [0.05] * 4})], "base"))
     assert same.findings == []
 
 
@@ -168,8 +193,11 @@ def test_contention_from_part_way_through_says_from_which_block() -> None:
     """A hog started halfway (as on this machine: 0% before, ~48% of the CPUs after): the
     median stays under the threshold, and the finding says from which block."""
     quiet, loud = [0.0] * 6, [0.47, 0.49, 0.48, 0.46, 0.5]
-    load = machine_load([_record("x.r0", {"base": quiet + loud, "opt": quiet + loud})], "base")
+    load = Worded(
+        machine_load([_record("x.r0", {"base": quiet + loud, "opt": quiet + loud})], "base")
+    )
     [finding] = load.findings
+    assert load.facts.busy == "part" and load.facts.busy_from == ("x.r0", 6)
     assert finding.startswith(
         "the machine was busy in part of the run: other processes "
         "used more than 10% of its CPUs in 10 of 22 passes, from block 6 "
