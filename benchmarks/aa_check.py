@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 
 def aa_scenario(
@@ -77,23 +77,7 @@ def main() -> int:
         for i in range(args.runs):
             start = time.perf_counter()
             run_id = f"aa-{int(time.time())}-{i}"
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "harness.cli",
-                    "run",
-                    str(scenario),
-                    "--results-dir",
-                    str(tmp),
-                    "--run-id",
-                    run_id,
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            proc, _ = run_scenario(scenario, tmp, "--run-id", run_id)
             wall = time.perf_counter() - start
             if proc.returncode not in (0, 6):
                 sys.exit(f"A/A run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.results.run import load_run  # noqa: E402
+from testkit.processes import run_scenario  # noqa: E402
 
 PARTS = (
     "startup_s",
@@ -41,23 +41,7 @@ PARTS = (
 def one_run(scenario: Path, results: Path, index: int) -> dict[str, float]:
     run_id = f"breakdown-{index}"
     start = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(scenario),
-            "--results-dir",
-            str(results),
-            "--run-id",
-            run_id,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc, _ = run_scenario(scenario, results, "--run-id", run_id)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"run {index} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")

@@ -34,22 +34,22 @@ def start_specbench(*args: str, **popen: Any) -> subprocess.Popen[Any]:
 
 
 def run_scenario(
-    scenario: Path, results_dir: Path
+    scenario: Path,
+    results_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path | None]:
-    """`specbench run SCENARIO --results-dir RESULTS_DIR` to its end, as a benchmark runs it:
-    the finished process (stderr kept) and the run folder its last line names (None where it
-    named none: the run failed before it had one)."""
+    """`specbench run SCENARIO --results-dir RESULTS_DIR ARGS` (python -m harness.cli, from the
+    repository root) to its end: the finished process (stdout and stderr kept) and the run
+    folder its last line names (None where it named none: the run failed before it had one).
+    `env`: the whole environment (default: this process's)."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli",
-            "run",
-            str(scenario),
-            "--results-dir",
-            str(results_dir),
-        ],
+        [sys.executable, "-m", "harness.cli", "run", str(scenario)]
+        + ["--results-dir", str(results_dir), *args],
         cwd=ROOT,
+        env=env,
+        timeout=timeout,
         check=False,
         capture_output=True,
         text=True,
