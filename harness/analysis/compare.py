@@ -25,7 +25,13 @@ from harness.analysis.categories import (
     has_categories,
     requests_per_category,
 )
-from harness.analysis.comparison import CandidateResult, Comparison, MetricRow, ProfileTable
+from harness.analysis.comparison import (
+    CandidateResult,
+    Comparison,
+    MetricRow,
+    ProfileTable,
+    Warmup,
+)
 from harness.analysis.contention import machine_load
 from harness.analysis.metric_row import compare_metric
 from harness.analysis.parity import output_parity
@@ -256,10 +262,9 @@ def _fill_candidate(
     passes: pd.DataFrame,
     arms: Arms,
     metrics: list[MetricDef],
-    warnings: list[str],
 ) -> None:
     """A candidate that ran, and whose baseline ran: its rows, family marks and (greedy) output
-    parity; a parity that must hold and does not adds a warning."""
+    parity (present words a parity that must hold and does not as a warning)."""
     baseline, name = arms.baseline, cand.name
     for metric in metrics:
         row = (
@@ -288,15 +293,9 @@ def _fill_candidate(
         cand.parity = output_parity(
             runs, baseline, name, arms.expect_identical.get(name, False), arms.exact_parity
         )
-        if cand.parity is not None and cand.parity.violated:
-            warnings.append(
-                f"{name}: greedy outputs differ from {baseline}'s where they must not "
-                f"({cand.parity.identical}/{cand.parity.compared} identical, first "
-                f"divergence at token {cand.parity.first_divergence})"
-            )
 
 
-def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[str], list[str]]:
+def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[str], list[Warmup]]:
     """Per launch, in run order: why its measuring stopped early, and how long it warmed up."""
     ordered = sorted(runs, key=lambda r: r.order)
     stopped = [
@@ -305,12 +304,7 @@ def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[str], list[str]]:
         if r.result is not None and r.result.stopped
     ]
     warmups = [
-        f"{r.run_key}: {r.result.warmup_blocks} block(s) "
-        + (
-            "and hit its cap still settling"
-            if r.result.warmup_capped
-            else "until the arms' difference settled"
-        )
+        Warmup(r.run_key, r.result.warmup_blocks, r.result.warmup_capped)
         for r in ordered
         if r.result is not None and r.result.warmup_blocks
     ]
@@ -362,7 +356,7 @@ def compare_records(
             failures=_failures(runs, name),
         )
         if cand.status == "ok" and status(baseline) == "ok":
-            _fill_candidate(cand, runs, passes, arms, metrics, warnings)
+            _fill_candidate(cand, runs, passes, arms, metrics)
         results.append(cand)
     per_arm = passes.groupby("variant").size().to_dict() if not passes.empty else {}
     stopped, warmups = _stops_and_warmups(runs)

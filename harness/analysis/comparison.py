@@ -204,6 +204,16 @@ class Decomposition:
 
 
 @dataclass
+class Warmup:
+    """A shared launch's checked warm-up: how many blocks, and whether it hit its cap still
+    settling (else the arms' difference settled)."""
+
+    launch: str
+    blocks: int
+    capped: bool
+
+
+@dataclass
 class Comparison:
     run_id: str
     scenario: str
@@ -233,7 +243,7 @@ class Comparison:
     # Launches or passes whose implementation was not proven: `run` exits non-zero.
     unproven: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # why precision launches ended
-    warmups: list[str] = field(default_factory=list)  # each shared launch's checked warm-up
+    warmups: list[Warmup] = field(default_factory=list)  # each shared launch's checked warm-up
     # Arm -> the vLLM build it ran under, one line (harness.wire.manifest.describe_build).
     builds: dict[str, str] = field(default_factory=dict)
     # Arm -> its own change overlaid on vLLM's functions, one line

@@ -4,7 +4,6 @@ keeps as `contention` for the run store (`history` marks such runs)."""
 
 from __future__ import annotations
 
-from harness.analysis.comparison import Comparison
 from harness.analysis.contention import Load
 
 
@@ -48,8 +47,3 @@ def load_findings(load: Load | None) -> list[str]:
         for a in load.aligned
     )
     return out
-
-
-def warnings_of(comparison: Comparison) -> list[str]:
-    """Every warning of a comparison: the machine's load findings first, then the rest."""
-    return load_findings(comparison.load) + comparison.warnings

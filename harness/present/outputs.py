@@ -18,7 +18,7 @@ from harness.analysis.gate import GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path, write_json_atomic, write_text_atomic
 from harness.present import vllm_bench
-from harness.present.contention import load_findings, load_line, warnings_of
+from harness.present.contention import load_findings, load_line
 from harness.present.figures import markdown_links, write_figures
 from harness.present.page import report_page
 from harness.present.tables import (
@@ -28,6 +28,7 @@ from harness.present.tables import (
     render_sweep_markdown,
     render_sweep_terminal,
     render_terminal,
+    warnings_of,
 )
 from harness.results.run import Run
 

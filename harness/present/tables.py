@@ -25,13 +25,14 @@ from harness.analysis.comparison import (
     Comparison,
     Factor,
     MetricRow,
+    Warmup,
 )
 from harness.analysis.gate import Decision, GateResult
 from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
-from harness.present.contention import load_line, warnings_of
+from harness.present.contention import load_findings, load_line
 from harness.present.headline import (
     PARITY_ROW,
     SPEEDUP_ROW,
@@ -120,6 +121,33 @@ def format_baseline_parity(comparison: Comparison) -> str:
         None,
     )
     return "reference" if own is None else f"reference, repeats itself {100 * own:.1f}%"
+
+
+def parity_warning(cand: CandidateResult, baseline: str) -> str | None:
+    """A candidate whose greedy outputs must match the baseline's and do not."""
+    p = cand.parity
+    if p is None or not p.violated:
+        return None
+    return (
+        f"{cand.name}: greedy outputs differ from {baseline}'s where they must not "
+        f"({p.identical}/{p.compared} identical, first divergence at token "
+        f"{p.first_divergence})"
+    )
+
+
+def warnings_of(comparison: Comparison) -> list[str]:
+    """Every warning of a comparison, in words: parity that must hold and does not, the
+    machine's load findings (present.contention), then the ones analysis wrote."""
+    parity = [parity_warning(c, comparison.baseline) for c in comparison.candidates]
+    return (
+        [w for w in parity if w is not None] + load_findings(comparison.load) + comparison.warnings
+    )
+
+
+def warmup_line(w: Warmup) -> str:
+    """A shared launch's checked warm-up, for the notes."""
+    how = "and hit its cap still settling" if w.capped else "until the arms' difference settled"
+    return f"{w.launch}: {w.blocks} block(s) {how}"
 
 
 def parity_note(comparison: Comparison) -> str | None:
@@ -632,7 +660,7 @@ def footnotes(comparison: Comparison) -> list[str]:
     else:
         notes.extend(f"Build {name}: {line}" for name, line in comparison.builds.items())
     notes.extend(f"{name}: overlay: {line}" for name, line in comparison.overlays.items())
-    notes.extend(f"Warm-up: {line}" for line in comparison.warmups)
+    notes.extend(f"Warm-up: {warmup_line(w)}" for w in comparison.warmups)
     notes.extend(f"Stopped: {line}" for line in comparison.stopped)
     if comparison.discarded:
         notes.append(

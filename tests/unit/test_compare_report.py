@@ -14,7 +14,7 @@ from harness.analysis.crossrun import check_comparable
 from harness.analysis.parity import output_parity
 from harness.config.scenario import parse_scenario
 from harness.errors import IncomparableError, ResultsError
-from harness.present.tables import render_markdown, render_terminal
+from harness.present.tables import render_markdown, render_terminal, warnings_of
 from harness.results.run import Run, load_run
 from harness.wire.manifest import Manifest
 from harness.wire.records import SCHEMA_VERSION, RunRecord
@@ -189,7 +189,7 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
         runs, Arms("base", ["opt"], expect_identical={"opt": True}), "r", "unit"
     )
     assert strict.parity_violations == ["opt"]
-    assert "greedy outputs differ" in strict.warnings[0]
+    assert "greedy outputs differ" in warnings_of(strict)[0]
     assert "MISMATCH" in render_terminal(strict)
 
 
