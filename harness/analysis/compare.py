@@ -41,7 +41,6 @@ from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
 from harness.config.catalog import parse_implementation
 from harness.config.engine_args import engine_args_for
-from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import PART_ROWS, Scenario, part_of_module
 from harness.config.swaps import SWAPS
 from harness.env import COMPAT_FIELDS, fingerprint_differences
@@ -470,12 +469,11 @@ def compare_scenario(
     )
     if kv is not None:
         comparison.warnings.append(kv)
-    if any(
+    comparison.interpreted = any(
         r.result.platform.interpreted
         for r in runs
         if r.result is not None and r.result.platform is not None
-    ):
-        comparison.warnings.insert(0, NOT_PERFORMANCE + " (no gate or history reads them)")
+    )
     for line in dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out):
         comparison.warnings.append(f"left out on this platform: {line}")
     comparison.load = machine_load(runs, scenario.baseline)

@@ -226,6 +226,9 @@ class Comparison:
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     setup: str = ""
+    # A launch ran under Triton's interpreter (Model Runner V2 on a CPU): its timings are
+    # not performance (present puts config.interpreter.NOT_PERFORMANCE first).
+    interpreted: bool = False
     # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
     platform: str | None = None
     # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.

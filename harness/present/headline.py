@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
-from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.metrics import ADJUSTED_METRIC
 from harness.errors import SpecbenchError
 
@@ -202,7 +201,7 @@ def _judgement(row: MetricRow) -> str:
 
 def no_result(comparison: Comparison, cand: CandidateResult) -> str | None:
     """Why a candidate has no result to read, or None when it has one."""
-    if any(w.startswith(NOT_PERFORMANCE) for w in comparison.warnings):
+    if comparison.interpreted:
         return (
             "not performance: Model Runner V2 under Triton's interpreter, its timings are numpy's"
         )

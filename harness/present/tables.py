@@ -135,12 +135,21 @@ def parity_warning(cand: CandidateResult, baseline: str) -> str | None:
     )
 
 
-def warnings_of(comparison: Comparison) -> list[str]:
-    """Every warning of a comparison, in words: parity that must hold and does not, the
-    machine's load findings (present.contention), then the ones analysis wrote."""
+def not_performance(comparison: Comparison) -> list[str]:
+    """The interpreter's line, first of all, where a launch ran under Triton's interpreter."""
+    return [NOT_PERFORMANCE + " (no gate or history reads them)"] if comparison.interpreted else []
+
+
+def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
+    """Every warning of a comparison, in words: not performance (unless `interpreter` is
+    False), parity that must hold and does not, the machine's load findings
+    (present.contention), then the ones analysis wrote."""
     parity = [parity_warning(c, comparison.baseline) for c in comparison.candidates]
     return (
-        [w for w in parity if w is not None] + load_findings(comparison.load) + comparison.warnings
+        (not_performance(comparison) if interpreter else [])
+        + [w for w in parity if w is not None]
+        + load_findings(comparison.load)
+        + comparison.warnings
     )
 
 
@@ -376,7 +385,7 @@ def key_notes(comparison: Comparison) -> list[str]:
     """The notes the verdict depends on, most important first: the interpreter's 'not
     performance', failures, passes left out or unproven, each candidate's own part, and the
     other warnings."""
-    first = [w for w in comparison.warnings if w.startswith(NOT_PERFORMANCE)]
+    first = not_performance(comparison)
     for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
         (c.name, c.failures) for c in comparison.candidates
     ]:
@@ -394,9 +403,7 @@ def key_notes(comparison: Comparison) -> list[str]:
                 f"{OWN_MARK} {cand.name}: {short_label(row.label)} is the part of "
                 f"the step its change lives in: {cand.own_part_why}."
             )
-    first.extend(
-        f"warning: {w}" for w in warnings_of(comparison) if not w.startswith(NOT_PERFORMANCE)
-    )
+    first.extend(f"warning: {w}" for w in warnings_of(comparison, interpreter=False))
     return first
 
 

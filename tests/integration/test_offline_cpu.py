@@ -19,6 +19,7 @@ import yaml
 from harness.analysis.compare import compare_run
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.errors import ExitCode
+from harness.present.tables import warnings_of
 from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import Run, load_run
 from harness.wire.records import SCHEMA_VERSION
@@ -315,7 +316,7 @@ def test_medusa_switch_ran_both_proposers_in_one_engine_process(medusa_run: CliR
     assert len(pids) == 1
     comparison = compare_run(medusa_run.results)
     assert comparison.design == "one-engine" and not comparison.unproven
-    assert not comparison.discarded and comparison.warnings == []
+    assert not comparison.discarded and warnings_of(comparison) == []
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     # Real passes sometimes stall: the estimator is then the stall-robust one, named.
     assert tput.estimate.test in ("paired t (blocks)", "Yuen 20% trimmed (blocks)")
