@@ -481,11 +481,7 @@ def compare_scenario(
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}
     if design == "one-engine" and len(launches) == 1 and scenario.tensor_parallel_size > 1:
-        comparison.warnings.append(
-            f"TP {scenario.tensor_parallel_size} in one launch: on this kind of machine the "
-            "effect differed between TP 2 launches by more than one launch's interval shows "
-            "(docs/vllm_on_cpu.md); this interval leaves that out: give rounds: 3 or more"
-        )
+        comparison.tp_in_one_launch = scenario.tensor_parallel_size
     mark_own_parts(comparison, scenario)  # compare_run adds what its overlay says
     return comparison
 

@@ -229,6 +229,9 @@ class Comparison:
     # A launch ran under Triton's interpreter (Model Runner V2 on a CPU): its timings are
     # not performance (present puts config.interpreter.NOT_PERFORMANCE first).
     interpreted: bool = False
+    # The TP size of a one-engine run measured in a single launch (TP > 1 only): the effect
+    # differs between TP launches by more than one launch's interval shows.
+    tp_in_one_launch: int | None = None
     # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
     platform: str | None = None
     # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.

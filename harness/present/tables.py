@@ -140,6 +140,19 @@ def not_performance(comparison: Comparison) -> list[str]:
     return [NOT_PERFORMANCE + " (no gate or history reads them)"] if comparison.interpreted else []
 
 
+def tp_warning(comparison: Comparison) -> list[str]:
+    """A TP > 1 one-engine run measured in one launch: its interval leaves the launches' spread
+    out."""
+    tp = comparison.tp_in_one_launch
+    if tp is None:
+        return []
+    return [
+        f"TP {tp} in one launch: on this kind of machine the effect differed between TP 2 "
+        "launches by more than one launch's interval shows (docs/vllm_on_cpu.md); this "
+        "interval leaves that out: give rounds: 3 or more"
+    ]
+
+
 def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
     """Every warning of a comparison, in words: not performance (unless `interpreter` is
     False), parity that must hold and does not, the machine's load findings
@@ -150,6 +163,7 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
         + [w for w in parity if w is not None]
         + load_findings(comparison.load)
         + comparison.warnings
+        + tp_warning(comparison)
     )
 
 
