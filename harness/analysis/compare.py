@@ -460,15 +460,13 @@ def compare_scenario(
         }
     )
     comparison.prompts = "; ".join(told) if told else None
-    kv = kv_capacity_differs(
+    comparison.kv_blocks = kv_capacity_differs(
         {
             r.run_key: (r.variant, r.result.platform if r.result else None)
             for r in runs
             if len(r.arms) <= 1
         }
     )
-    if kv is not None:
-        comparison.warnings.append(kv)
     comparison.interpreted = any(
         r.result.platform.interpreted
         for r in runs

@@ -232,6 +232,9 @@ class Comparison:
     # The TP size of a one-engine run measured in a single launch (TP > 1 only): the effect
     # differs between TP launches by more than one launch's interval shows.
     tp_in_one_launch: int | None = None
+    # Each launch's KV capacity in blocks, where the arms' launches got different ones
+    # (wire.platform.kv_capacity_differs); empty where they agree.
+    kv_blocks: dict[str, int] = field(default_factory=dict)
     # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
     platform: str | None = None
     # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.

@@ -140,6 +140,19 @@ def not_performance(comparison: Comparison) -> list[str]:
     return [NOT_PERFORMANCE + " (no gate or history reads them)"] if comparison.interpreted else []
 
 
+def kv_warning(blocks: dict[str, int]) -> list[str]:
+    """Launches of different arms with different KV capacities, and the pin that evens them."""
+    if not blocks:
+        return []
+    return [
+        "KV cache capacity differs between the arms' launches ("
+        + ", ".join(f"{key}: {b} blocks" for key, b in blocks.items())
+        + "): vLLM sized each from the memory free at its start, so the arms could hold "
+        "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
+        f"{min(blocks.values())}}}"
+    ]
+
+
 def tp_warning(comparison: Comparison) -> list[str]:
     """A TP > 1 one-engine run measured in one launch: its interval leaves the launches' spread
     out."""
@@ -161,6 +174,7 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
     return (
         (not_performance(comparison) if interpreter else [])
         + [w for w in parity if w is not None]
+        + kv_warning(comparison.kv_blocks)
         + load_findings(comparison.load)
         + comparison.warnings
         + tp_warning(comparison)

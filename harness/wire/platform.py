@@ -131,24 +131,17 @@ def refusals(platform: Platform, run: RunSpec, refuse: bool = True) -> list[str]
     return out
 
 
-def kv_capacity_differs(platforms: dict[str, tuple[str, Platform | None]]) -> str | None:
-    """A warning when launches of different arms got different KV capacity (launch key ->
-    (arm, platform)); None when they agree or did not say."""
+def kv_capacity_differs(platforms: dict[str, tuple[str, Platform | None]]) -> dict[str, int]:
+    """Each launch's KV capacity in blocks (launch key -> (arm, platform)) when launches of
+    different arms got different capacities; empty when they agree or did not say."""
     blocks = {
         key: (arm, p.kv_blocks)
         for key, (arm, p) in platforms.items()
         if p is not None and p.kv_blocks is not None
     }
     if len({b for _, b in blocks.values()}) <= 1 or len({a for a, _ in blocks.values()}) <= 1:
-        return None
-    least = min(b for _, b in blocks.values() if b is not None)
-    return (
-        "KV cache capacity differs between the arms' launches ("
-        + ", ".join(f"{key}: {b} blocks" for key, (_, b) in blocks.items())
-        + "): vLLM sized each from the memory free at its start, so the arms could hold "
-        "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
-        f"{least}}}"
-    )
+        return {}
+    return {key: b for key, (_, b) in blocks.items() if b is not None}
 
 
 def describe_launches(platforms: dict[str, Platform | None]) -> str | None:

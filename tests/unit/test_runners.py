@@ -147,6 +147,7 @@ def test_a_drafter_that_learns_across_requests_never_shares_an_engine(scenario_d
 
 
 def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
+    from harness.present.tables import kv_warning
     from harness.wire.platform import Platform, kv_capacity_differs
 
     def p(blocks: int | None) -> Platform:
@@ -160,10 +161,12 @@ def test_arms_with_unequal_kv_capacity_are_named_with_the_pin() -> None:
             kv_blocks=blocks,
         )
 
-    assert kv_capacity_differs({"a.r0": ("a", p(100)), "b.r0": ("b", p(100))}) is None
-    assert kv_capacity_differs({"a.r0": ("a", p(90)), "a.r1": ("a", p(100))}) is None
-    line = kv_capacity_differs({"a.r0": ("a", p(120)), "b.r0": ("b", p(100))})
-    assert line is not None and "a.r0: 120 blocks, b.r0: 100 blocks" in line
+    assert kv_capacity_differs({"a.r0": ("a", p(100)), "b.r0": ("b", p(100))}) == {}
+    assert kv_capacity_differs({"a.r0": ("a", p(90)), "a.r1": ("a", p(100))}) == {}
+    blocks = kv_capacity_differs({"a.r0": ("a", p(120)), "b.r0": ("b", p(100))})
+    assert blocks == {"a.r0": 120, "b.r0": 100}
+    [line] = kv_warning(blocks)
+    assert "a.r0: 120 blocks, b.r0: 100 blocks" in line
     assert line.endswith("engine: {num_gpu_blocks_override: 100}")
     assert "KV cache 120 blocks" in p(120).describe()
 
