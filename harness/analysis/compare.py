@@ -333,12 +333,7 @@ def compare_records(
     implementations = arms.implementations
     no_speculation, primary_metric = arms.no_speculation, arms.primary_metric
     passes, discarded, unproven = _proven_passes(runs, arms, passes)
-    warnings: list[str] = []
-    if not passes.empty and passes["workload_hash"].nunique() > 1:
-        warnings.append(
-            "passes saw different prompts (workload hashes differ): deltas mix "
-            "workload and variant effects"
-        )
+    mixed_workloads = not passes.empty and bool(passes["workload_hash"].nunique() > 1)
 
     def status(variant: str) -> str:
         has_ok = not passes.empty and (passes["variant"] == variant).any()
@@ -369,7 +364,7 @@ def compare_records(
         candidates=results,
         baseline_failures=_failures(runs, baseline),
         passes_per_arm={str(k): int(v) for k, v in per_arm.items()},
-        warnings=warnings,
+        mixed_workloads=mixed_workloads,
         design=design,
         discarded=discarded,
         unproven=unproven,
@@ -472,8 +467,9 @@ def compare_scenario(
         for r in runs
         if r.result is not None and r.result.platform is not None
     )
-    for line in dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out):
-        comparison.warnings.append(f"left out on this platform: {line}")
+    comparison.left_out = list(
+        dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out)
+    )
     comparison.load = machine_load(runs, scenario.baseline)
     comparison.acceptance_note = scenario.acceptance_note
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)

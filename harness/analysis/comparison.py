@@ -229,6 +229,10 @@ class Comparison:
     # A launch ran under Triton's interpreter (Model Runner V2 on a CPU): its timings are
     # not performance (present puts config.interpreter.NOT_PERFORMANCE first).
     interpreted: bool = False
+    # The passes saw different prompts (their workload hashes differ).
+    mixed_workloads: bool = False
+    # What the launches' workers left out on their platform, one line each, as they said it.
+    left_out: list[str] = field(default_factory=list)
     # The TP size of a one-engine run measured in a single launch (TP > 1 only): the effect
     # differs between TP launches by more than one launch's interval shows.
     tp_in_one_launch: int | None = None

@@ -135,6 +135,11 @@ def parity_warning(cand: CandidateResult, baseline: str) -> str | None:
     )
 
 
+MIXED_WORKLOADS = (
+    "passes saw different prompts (workload hashes differ): deltas mix workload and variant effects"
+)
+
+
 def not_performance(comparison: Comparison) -> list[str]:
     """The interpreter's line, first of all, where a launch ran under Triton's interpreter."""
     return [NOT_PERFORMANCE + " (no gate or history reads them)"] if comparison.interpreted else []
@@ -171,10 +176,13 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
     False), parity that must hold and does not, the machine's load findings
     (present.contention), then the ones analysis wrote."""
     parity = [parity_warning(c, comparison.baseline) for c in comparison.candidates]
+    mixed = [MIXED_WORKLOADS] if comparison.mixed_workloads else []
     return (
         (not_performance(comparison) if interpreter else [])
+        + mixed
         + [w for w in parity if w is not None]
         + kv_warning(comparison.kv_blocks)
+        + [f"left out on this platform: {line}" for line in comparison.left_out]
         + load_findings(comparison.load)
         + comparison.warnings
         + tp_warning(comparison)

@@ -12,6 +12,7 @@ import pytest
 from harness.analysis.compare import Arms, compare_records
 from harness.analysis.crossrun import check_comparable
 from harness.analysis.parity import output_parity
+from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import parse_scenario
 from harness.errors import IncomparableError, ResultsError
 from harness.present.tables import render_markdown, render_terminal, warnings_of
@@ -191,6 +192,39 @@ def test_parity_violation_is_flagged_only_where_expected() -> None:
     assert strict.parity_violations == ["opt"]
     assert "greedy outputs differ" in warnings_of(strict)[0]
     assert "MISMATCH" in render_terminal(strict)
+
+
+def test_facts_become_warnings_in_present_in_reading_order() -> None:
+    """Analysis records facts; present words them (tables.warnings_of), the interpreter's
+    line first, and the table, the key notes and summary.json read the same list."""
+    comparison = compare_records(
+        _runs(cand_tokens_offset=5),
+        Arms("base", ["opt"], expect_identical={"opt": True}),
+        "r",
+        "unit",
+    )
+    comparison.warnings = ["analysis's own line"]
+    comparison.interpreted = True
+    comparison.mixed_workloads = True
+    comparison.kv_blocks = {"base.r0": 120, "opt.r0": 100}
+    comparison.left_out = ["step timer: parts did not add up in pass 5"]
+    comparison.tp_in_one_launch = 2
+    got = warnings_of(comparison)
+    assert [w.split(":")[0].split(" (")[0] for w in got[1:]] == [
+        "passes saw different prompts",
+        "opt",
+        "KV cache capacity differs between the arms' launches",
+        "left out on this platform",
+        "analysis's own line",
+        "TP 2 in one launch",
+    ]
+    assert got[0].startswith(NOT_PERFORMANCE)
+    assert "pin it with engine: {num_gpu_blocks_override: 100}" in got[3]
+    assert "greedy outputs differ from base's" in got[2]
+    assert warnings_of(comparison, interpreter=False) == got[1:]
+    text = render_terminal(comparison, rows="all")
+    flat = " ".join(text.split())
+    assert all(" ".join(w.split()) in flat for w in got)
 
 
 def _noisy_runs(base_offsets: list[int], cand_offsets: list[int]) -> list[RunRecord]:
