@@ -471,7 +471,7 @@ def compare_scenario(
         dict.fromkeys(x for r in runs if r.result is not None for x in r.result.left_out)
     )
     comparison.load = machine_load(runs, scenario.baseline)
-    comparison.acceptance_note = scenario.acceptance_note
+    comparison.unrealistic_acceptance = scenario.unrealistic_acceptance
     comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
     launches = {r.order for r in runs if r.status == "ok"}
     if design == "one-engine" and len(launches) == 1 and scenario.tensor_parallel_size > 1:

@@ -249,7 +249,9 @@ class Comparison:
     # findings, a busy machine or a disturbance lined up with an arm, are worded by
     # present.contention among the warnings, and summary.json keeps them for `history`).
     load: Load | None = None
-    acceptance_note: str = ""  # why acceptance here is unrealistic (random tokens, ...)
+    # Why acceptance here is unlike real text's (config.Scenario.unrealistic_acceptance:
+    # "random", "ignore_eos"); present words it.
+    unrealistic_acceptance: list[str] = field(default_factory=list)
     design: str = "launch-per-arm"
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.
     discarded: dict[str, int] = field(default_factory=dict)

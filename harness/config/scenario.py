@@ -863,27 +863,14 @@ class Scenario(StrictModel):
         return next((n for n, v in self.variants.items() if not v.speculation), None)
 
     @property
-    def acceptance_note(self) -> str:
-        """One plain line when the workload makes acceptance unrealistic (random token ids,
-        or generation forced past end-of-sequence), else ''. Synthetic acceptance says so
-        itself in the setup line."""
+    def unrealistic_acceptance(self) -> list[str]:
+        """Why the workload makes acceptance unlike real text's: "random" (random token ids)
+        and "ignore_eos" (generation forced past end-of-sequence); none without a draft or
+        with synthetic acceptance (the setup line says that itself)."""
         if self.draft is None or self.draft.synthetic_acceptance is not None:
-            return ""
-        why = [
-            reason
-            for reason, applies in (
-                ("random token ids", self.workload.kind == "random"),
-                ("ignore_eos (generation forced past end-of-sequence)", self.workload.ignore_eos),
-            )
-            if applies
-        ]
-        if not why:
-            return ""
-        return (
-            f"acceptance is not what real text gives: {' and '.join(why)}; such a "
-            "workload measures the proposer's cost, not its acceptance (use a jsonl or "
-            "sharegpt workload of real prompts for that)"
-        )
+            return []
+        reasons = {"random": self.workload.kind == "random", "ignore_eos": self.workload.ignore_eos}
+        return [reason for reason, applies in reasons.items() if applies]
 
     def describe_setup(self) -> str:
         """One line on how each pass was driven, for the report's footnotes."""

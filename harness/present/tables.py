@@ -668,6 +668,22 @@ def attribution_line(a: Attribution) -> str:
     )
 
 
+ACCEPTANCE_REASONS = {
+    "random": "random token ids",
+    "ignore_eos": "ignore_eos (generation forced past end-of-sequence)",
+}
+
+
+def acceptance_note(reasons: list[str]) -> str:
+    """Why acceptance here is not what real text gives, and what would give it."""
+    why = " and ".join(ACCEPTANCE_REASONS.get(r, r) for r in reasons)
+    return (
+        f"acceptance is not what real text gives: {why}; such a workload measures the "
+        "proposer's cost, not its acceptance (use a jsonl or sharegpt workload of real "
+        "prompts for that)"
+    )
+
+
 def footnotes(comparison: Comparison) -> list[str]:
     notes = [
         "Passes per arm: "
@@ -688,8 +704,8 @@ def footnotes(comparison: Comparison) -> list[str]:
     load = load_line(comparison.load) if comparison.load is not None else None
     if comparison.machine or load:
         notes.append("Machine: " + "; ".join(x for x in (load, comparison.machine) if x))
-    if comparison.acceptance_note:
-        notes.append(f"Acceptance: {comparison.acceptance_note}")
+    if comparison.unrealistic_acceptance:
+        notes.append(f"Acceptance: {acceptance_note(comparison.unrealistic_acceptance)}")
     parity = parity_note(comparison)
     if parity:
         notes.append(parity)

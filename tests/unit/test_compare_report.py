@@ -15,7 +15,7 @@ from harness.analysis.parity import output_parity
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import parse_scenario
 from harness.errors import IncomparableError, ResultsError
-from harness.present.tables import render_markdown, render_terminal, warnings_of
+from harness.present.tables import acceptance_note, render_markdown, render_terminal, warnings_of
 from harness.results.run import Run, load_run
 from harness.wire.manifest import Manifest
 from harness.wire.records import SCHEMA_VERSION, RunRecord
@@ -311,3 +311,26 @@ def test_gpu_parity_keeps_its_false_alarms_under_pass_level_divergence() -> None
     shipped = sum(sim._trial(rng, structure, 1.0, False) for _ in range(trials)) / trials
     naive = sum(sim._trial(rng, structure, 1.0, True) for _ in range(trials)) / trials
     assert shipped <= 0.10 and naive >= 0.15, (shipped, naive)
+
+
+def test_unrealistic_acceptance_is_a_fact_of_the_scenario_worded_in_present(
+    scenario_data: dict[str, Any],
+) -> None:
+    scenario_data["workload"].update({"kind": "random", "ignore_eos": True})
+    assert parse_scenario(scenario_data).unrealistic_acceptance == ["random", "ignore_eos"]
+    note = acceptance_note(["random", "ignore_eos"])
+    assert note.startswith(
+        "acceptance is not what real text gives: random token ids and ignore_eos "
+        "(generation forced past end-of-sequence); "
+    )
+    scenario_data["draft"]["config"] = {
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_length": 2.0,
+    }
+    assert parse_scenario(scenario_data).unrealistic_acceptance == []  # says so in the setup
+    del scenario_data["draft"]
+    scenario_data["variants"] = {
+        "base": {"baseline": True},
+        "eager": {"engine": {"enforce_eager": True}},
+    }
+    assert parse_scenario(scenario_data).unrealistic_acceptance == []
