@@ -37,6 +37,7 @@ from harness.analysis.metric_row import compare_metric
 from harness.analysis.parity import output_parity
 from harness.analysis.profiles import arm_profiles, op_deltas
 from harness.analysis.proof import ran_paths, unproven_passes
+from harness.analysis.setup import Setup
 from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
 from harness.config.catalog import parse_implementation
@@ -443,7 +444,7 @@ def compare_scenario(
     comparison = compare_records(
         runs, Arms.of(scenario, design, labels), run_id, scenario.name, passes
     )
-    comparison.setup = scenario.describe_setup()
+    comparison.setup = Setup.of(scenario)
     comparison.platform = describe_launches(
         {r.run_key: r.result.platform if r.result is not None else None for r in runs}
     )

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.analysis.contention import Load
 from harness.analysis.profiles import OpDelta
+from harness.analysis.setup import Setup
 from harness.analysis.stats import DeltaEstimate
 
 
@@ -225,7 +226,7 @@ class Comparison:
     baseline_failures: list[str]
     passes_per_arm: dict[str, int]
     warnings: list[str] = field(default_factory=list)
-    setup: str = ""
+    setup: Setup | None = None  # how each pass was driven
     # A launch ran under Triton's interpreter (Model Runner V2 on a CPU): its timings are
     # not performance (present puts config.interpreter.NOT_PERFORMANCE first).
     interpreted: bool = False

@@ -872,33 +872,6 @@ class Scenario(StrictModel):
         reasons = {"random": self.workload.kind == "random", "ignore_eos": self.workload.ignore_eos}
         return [reason for reason, applies in reasons.items() if applies]
 
-    def describe_setup(self) -> str:
-        """One line on how each pass was driven, for the report's footnotes."""
-        w = self.workload
-        per_pass = (
-            f"{w.num_prompts} {w.kind} prompts x {w.max_tokens} tokens per pass, "
-            f"TP {self.tensor_parallel_size}"
-        )
-        if self.draft is not None and self.draft.synthetic_acceptance is not None:
-            per_pass += (
-                f"; acceptance SYNTHETIC ({self.draft.synthetic_acceptance}): vLLM's "
-                "synthetic rejection sampling, alike in every arm, so a throughput "
-                "delta is the implementation's alone"
-            )
-        if self.mode == "offline":
-            return f"offline: LLM.generate in the worker, batch {self.batch_size}; {per_pass}"
-        load = self.serve
-        rate = (
-            f"{load.request_rate:g} req/s (burstiness {load.burstiness:g})"
-            if load.request_rate is not None
-            else "all at once"
-        )
-        return (
-            f"serve: a vLLM OpenAI server per launch, streamed /v1/completions, "
-            f"concurrency {load.concurrency or self.batch_size}, arrivals {rate}, "
-            f"max_num_seqs {self.batch_size}; {per_pass}"
-        )
-
     @property
     def baseline(self) -> str:
         return next(name for name, variant in self.variants.items() if variant.baseline)

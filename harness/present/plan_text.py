@@ -17,6 +17,7 @@ from harness.analysis.forecast import (
     forecast,
     wall_bound,
 )
+from harness.analysis.setup import Setup
 from harness.config.scenario import Scenario
 from harness.results.run import Run
 from harness.wire.spec import Plan
@@ -37,7 +38,7 @@ def render_plan(
     lines = [
         f"scenario {plan.scenario_name} ({plan.scenario_hash}): baseline "
         f"{plan.baseline}, candidates {', '.join(plan.candidates)}",
-        f"  {scenario.describe_setup()}",
+        f"  {setup_line(Setup.of(scenario))}",
     ]
     precision = scenario.precision
     row = (
@@ -153,3 +154,29 @@ def budget_lines(plan: Plan, stored: Run | None) -> list[str]:
         f"{typical.budget_for():.0f} would give one"
         for b in short
     ]
+
+
+def setup_line(setup: Setup) -> str:
+    """One line on how each pass was driven, for the footnotes and `specbench plan`."""
+    per_pass = (
+        f"{setup.num_prompts} {setup.kind} prompts x {setup.max_tokens} tokens per pass, "
+        f"TP {setup.tensor_parallel_size}"
+    )
+    if setup.synthetic_acceptance is not None:
+        per_pass += (
+            f"; acceptance SYNTHETIC ({setup.synthetic_acceptance}): vLLM's synthetic "
+            "rejection sampling, alike in every arm, so a throughput delta is the "
+            "implementation's alone"
+        )
+    if setup.mode == "offline":
+        return f"offline: LLM.generate in the worker, batch {setup.batch_size}; {per_pass}"
+    rate = (
+        f"{setup.request_rate:g} req/s (burstiness {setup.burstiness:g})"
+        if setup.request_rate is not None
+        else "all at once"
+    )
+    return (
+        f"serve: a vLLM OpenAI server per launch, streamed /v1/completions, "
+        f"concurrency {setup.concurrency}, arrivals {rate}, "
+        f"max_num_seqs {setup.batch_size}; {per_pass}"
+    )

@@ -44,6 +44,7 @@ from harness.present.headline import (
     tidy_paths,
     verdicts,
 )
+from harness.present.plan_text import setup_line
 from harness.present.speedup import (
     render_markdown_decompositions,
     render_terminal_decompositions,
@@ -695,9 +696,9 @@ def footnotes(comparison: Comparison) -> list[str]:
     notes.append(
         f"Design: {comparison.design}: {DESIGNS.get(comparison.design, '')}{_units(comparison)}."
     )
-    if comparison.setup:
+    if comparison.setup is not None:
         notes.append(
-            f"Setup: {comparison.setup}"
+            f"Setup: {setup_line(comparison.setup)}"
             + (f"; prompts: {comparison.prompts}" if comparison.prompts else "")
             + (f"; platform: {comparison.platform}" if comparison.platform else "")
         )

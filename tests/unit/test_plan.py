@@ -188,7 +188,8 @@ def test_plan_text_without_a_stored_run_gives_the_bound(
     """No run to time it from: the launches as before, then the bound the launches' limits
     imply (2 launches x (600 s timeout + 15 s to stop) = 20.5 min), and one line saying why
     there is no estimate."""
-    from harness.present.plan_text import render_plan
+    from harness.analysis.setup import Setup
+    from harness.present.plan_text import render_plan, setup_line
 
     scenario_data.update(design="launch-per-arm", timeout_s=600)
     scenario = parse_scenario(scenario_data)
@@ -197,7 +198,7 @@ def test_plan_text_without_a_stored_run_gives_the_bound(
     spec = '{"method": "medusa", "model": "tiny-llama-medusa", "num_speculative_tokens": 3}'
     assert lines == [
         f"scenario unit ({plan.scenario_hash}): baseline base, candidates opt",
-        f"  {scenario.describe_setup()}",
+        f"  {setup_line(Setup.of(scenario))}",
         "  design: launch-per-arm",
         f"    1. base.r0                  1 pass(es) x 4 prompts "
         f"impl=medusa-proposer:baseline spec={spec} (steps timed)",

@@ -328,5 +328,9 @@ def test_synthetic_acceptance_is_said_and_relaxes_parity(scenario_data: dict[str
         "synthetic_acceptance_rates": [0.6, 0.4, 0.2],
     }
     scenario = parse_scenario(scenario_data)
-    assert "acceptance SYNTHETIC (per-position rates 0.6, 0.4, 0.2)" in scenario.describe_setup()
+    from harness.analysis.setup import Setup
+    from harness.present.plan_text import setup_line
+
+    setup = setup_line(Setup.of(scenario))
+    assert "acceptance SYNTHETIC (per-position rates 0.6, 0.4, 0.2)" in setup
     assert not scenario.expects_identical_outputs("opt")
