@@ -51,7 +51,6 @@ class Load:
     busy_passes: int  # passes above BUSY_SHARE
     busy_from: tuple[str, int] | None  # (launch, block) of the first block above it
     aligned: list[Aligned]
-    busy_share: float = BUSY_SHARE
 
 
 def machine_load(runs: list[RunRecord], baseline: str) -> Load | None:

@@ -4,7 +4,7 @@ keeps as `contention` for the run store (`history` marks such runs)."""
 
 from __future__ import annotations
 
-from harness.analysis.contention import Load
+from harness.analysis.contention import BUSY_SHARE, Load
 
 
 def load_line(load: Load) -> str:
@@ -24,7 +24,7 @@ def load_findings(load: Load | None) -> list[str]:
     if load is None:
         return []
     out = []
-    threshold = f"{100 * load.busy_share:.0f}%"
+    threshold = f"{100 * BUSY_SHARE:.0f}%"
     if load.busy == "busy":
         out.append(
             f"the machine was busy: other processes used a median {100 * load.median:.1f}% "

@@ -36,10 +36,12 @@ from harness.results.run import Run
 #   1 - first versioned summary: run_id, status, comparison (with design, unit, variance
 #       components, discarded/unproven passes), timings.
 #   2 - sweeps: "sweep" (cells, each with its comparison, and the break-even lines) in place
-#       of "comparison"; runs without a sweep are unchanged. Since: a comparison's "load"
-#       holds the machine's load as facts beside its words ("machine_load", "contention");
-#       added only, so no reader must know.
-SUMMARY_VERSION = 2
+#       of "comparison"; runs without a sweep are unchanged.
+#   3 - a comparison carries facts that present words: "setup" and "warmups" are objects
+#       (were lines), "unrealistic_acceptance" (reasons) replaces "acceptance_note", and
+#       "load", "interpreted", "mixed_workloads", "left_out", "tp_in_one_launch" and
+#       "kv_blocks" are new; the words stay in "warnings", "machine_load" and "contention".
+SUMMARY_VERSION = 3
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:

@@ -173,9 +173,10 @@ def tp_warning(comparison: Comparison) -> list[str]:
 
 
 def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
-    """Every warning of a comparison, in words: not performance (unless `interpreter` is
-    False), parity that must hold and does not, the machine's load findings
-    (present.contention), then the ones analysis wrote."""
+    """Every warning of a comparison, in words, in reading order: not performance (unless
+    `interpreter` is False), prompts that differ, parity that must hold and does not,
+    unequal KV capacities, what a platform left out, the machine's load findings
+    (present.contention), the ones analysis wrote, and a TP run in one launch."""
     parity = [parity_warning(c, comparison.baseline) for c in comparison.candidates]
     mixed = [MIXED_WORKLOADS] if comparison.mixed_workloads else []
     return (

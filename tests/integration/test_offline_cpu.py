@@ -137,7 +137,7 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
     path = medusa_run.results.path
     assert (path / "table.md").read_text().count("| Output throughput (tok/s) |") == 1
     summary = json.loads((path / "summary.json").read_text())
-    assert summary["status"] == "complete" and summary["summary_version"] == 2
+    assert summary["status"] == "complete" and summary["summary_version"] == 3
     assert summary["comparison"]["candidates"][0]["name"] == "optimized"
 
 

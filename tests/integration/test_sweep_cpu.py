@@ -141,7 +141,7 @@ def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
     for cell in ("c00", "c01"):
         assert f"#### Cell {cell}: batch_size=" in (run_dir / "table.md").read_text()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["summary_version"] == 2 and len(summary["sweep"]["cells"]) == 2
+    assert summary["summary_version"] == 3 and len(summary["sweep"]["cells"]) == 2
     frame = pd.read_parquet(run_dir / "sweep.parquet")
     assert {"cell", "batch_size", "candidate", "metric", "delta", "ci_low"} <= set(frame)
     tput = frame[frame["metric"] == "output_throughput"].sort_values("batch_size")
