@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
+from harness.present.stops import stop_line  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from testkit.processes import run_scenario  # noqa: E402
 
@@ -94,7 +95,7 @@ def main() -> int:
                 f"run {i + 1}: {row.baseline:.0f} vs {row.candidate:.0f} tok/s "
                 f"{100 * est.delta:+.2f}% {ci} p={est.p_value:.3f} MDE {mde} units={est.units}"
                 f" ({est.test}) significant={est.significant} wall={wall:.0f}s"
-                + (f" [{comparison.stopped[0]}]" if comparison.stopped else ""),
+                + (f" [{stop_line(comparison.stops[0])}]" if comparison.stops else ""),
                 flush=True,
             )
             rows.append((est.delta, est.se, est.significant, wall))

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from harness.analysis.compare import compare_run, running_estimate  # noqa: E402
 from harness.analysis.metric_row import compare_metric  # noqa: E402
 from harness.lifeline import session_processes  # noqa: E402
+from harness.present.stops import stop_line  # noqa: E402
 from harness.results.metrics import METRICS  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from harness.wire.progress import read_progress  # noqa: E402
@@ -259,7 +260,7 @@ def interval(run: Any) -> dict[str, Any]:
         "drift_not_real": bool(drift) and agree is True,
         "running": running.to_dict(orient="records"),
         "quarters_hold_final": holds,
-        "stopped": comparison.stopped,
+        "stopped": [stop_line(s) for s in comparison.stops],
     }
 
 

@@ -24,7 +24,14 @@ from harness.analysis.stats import DeltaEstimate, arm_delta
 from harness.config.scenario import Precision, parse_scenario
 from harness.engine.schedule import WarmUp, drive_shared_launch, pass_throughput
 from harness.plan.plan import expand_plan
-from harness.wire.records import PassRecord, Record, RequestRecord, RunRecord, WorkerResult
+from harness.wire.records import (
+    PassRecord,
+    PrecisionStop,
+    Record,
+    RequestRecord,
+    RunRecord,
+    WorkerResult,
+)
 from harness.wire.spec import ArmSpec, RunSpec
 from testkit.scenarios import MINIMAL
 
@@ -396,7 +403,7 @@ class PartsLaunch:
 
 def drive_record(
     run: RunSpec, measure: Callable[[int, ArmSpec, int], PassRecord], block_seed: int
-) -> tuple[list[PassRecord], RunRecord, str | None]:
+) -> tuple[list[PassRecord], RunRecord, PrecisionStop | None]:
     """One shared launch of `run` through the shipped scheduler (no switch, no warm-up pass
     of its own): its passes, the ok RunRecord the analysis reads, and why it stopped."""
     passes, stopped = drive_shared_launch(

@@ -1,18 +1,15 @@
 """What a precision budget buys, from a launch's own timings: its start and warm-up, then its
 seconds per block. A budget the warm-up ate leaves fewer blocks than an interval needs
 (stats.PRECISION_MIN_BLOCKS); the table's verdict and `plan` say which budget_s would give
-one, instead of printing rows without intervals."""
+one, instead of printing rows without intervals. Facts only: harness.present.stops words them."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from harness.config.scenario import PRECISION_MIN_BLOCKS
-from harness.wire.records import RunRecord
-
-_SPENT = re.compile(r"time budget budget_s=(?P<budget>[\d.]+) spent after (?P<blocks>\d+) blocks")
+from harness.wire.records import PrecisionStop, RunRecord
 
 
 @dataclass(frozen=True)
@@ -31,9 +28,6 @@ class LaunchCosts:
         """How many blocks `budget_s` leaves after the start and warm-up."""
         return max(0, int((budget_s - self.overhead_s) // self.block_s))
 
-    def describe(self) -> str:
-        return f"start, warm-up and stop {self.overhead_s:.0f} s, {self.block_s:.1f} s a block"
-
 
 def launch_costs(record: RunRecord) -> LaunchCosts | None:
     """The costs of a finished one-engine launch that measured at least one block."""
@@ -49,16 +43,44 @@ def launch_costs(record: RunRecord) -> LaunchCosts | None:
     )
 
 
-def short_budget(record: RunRecord) -> str | None:
-    """For a launch whose precision budget ran out before an interval's minimum blocks: the
-    budget_s that would give one, from its own timings; None otherwise."""
-    found = _SPENT.search(record.result.stopped or "") if record.result is not None else None
-    if found is None or int(found.group("blocks")) >= PRECISION_MIN_BLOCKS:
+@dataclass(frozen=True)
+class ShortBudget:
+    """A precision launch whose budget ran out before an interval's minimum blocks: the
+    budget it had, and its own costs (None: no block finished), from which the budget_s
+    that would give an interval follows (LaunchCosts.budget_for)."""
+
+    budget_s: float
+    costs: LaunchCosts | None
+
+
+@dataclass(frozen=True)
+class LaunchStop:
+    """Why a precision launch ended (its worker's PrecisionStop; `words`: a pre-13 worker's
+    own words of no known form), and whether its budget was too short for an interval."""
+
+    run_key: str
+    stop: PrecisionStop | None
+    words: str | None = None
+    short: ShortBudget | None = None
+
+
+def launch_stop(record: RunRecord) -> LaunchStop | None:
+    """The stop of a precision launch that ended early; None for any other launch."""
+    result = record.result
+    if result is None or (result.stop is None and not result.stopped):
         return None
-    costs = launch_costs(record)
-    if costs is None:
-        return f"no block finished within budget_s={found.group('budget')}: give more budget_s"
-    return (
-        f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} "
-        f"blocks an interval needs ({costs.describe()}, as this launch measured them)"
+    return LaunchStop(
+        record.run_key,
+        result.stop,
+        result.stopped if result.stop is None else None,
+        short_budget(record),
     )
+
+
+def short_budget(record: RunRecord) -> ShortBudget | None:
+    """For a launch whose precision budget ran out before an interval's minimum blocks: the
+    budget and its costs; None otherwise."""
+    stop = record.result.stop if record.result is not None else None
+    if stop is None or stop.reason != "budget" or stop.blocks >= PRECISION_MIN_BLOCKS:
+        return None
+    return ShortBudget(stop.budget_s or 0.0, launch_costs(record))

@@ -18,7 +18,7 @@ import pandas as pd
 from harness.analysis.adjusted import KEY as ADJUSTED_KEY
 from harness.analysis.adjusted import adjusted_row, declared_part
 from harness.analysis.attribution import attribute
-from harness.analysis.budget import short_budget
+from harness.analysis.budget import LaunchStop, launch_stop
 from harness.analysis.categories import (
     category_frame,
     compare_categories,
@@ -295,20 +295,16 @@ def _fill_candidate(
         )
 
 
-def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[str], list[Warmup]]:
+def _stops_and_warmups(runs: list[RunRecord]) -> tuple[list[LaunchStop], list[Warmup]]:
     """Per launch, in run order: why its measuring stopped early, and how long it warmed up."""
     ordered = sorted(runs, key=lambda r: r.order)
-    stopped = [
-        f"{r.run_key}: {r.result.stopped}" + (f"; {short}" if (short := short_budget(r)) else "")
-        for r in ordered
-        if r.result is not None and r.result.stopped
-    ]
+    stops = [s for s in map(launch_stop, ordered) if s is not None]
     warmups = [
         Warmup(r.run_key, r.result.warmup_blocks, r.result.warmup_capped)
         for r in ordered
         if r.result is not None and r.result.warmup_blocks
     ]
-    return stopped, warmups
+    return stops, warmups
 
 
 def compare_records(
@@ -354,7 +350,7 @@ def compare_records(
             _fill_candidate(cand, runs, passes, arms, metrics)
         results.append(cand)
     per_arm = passes.groupby("variant").size().to_dict() if not passes.empty else {}
-    stopped, warmups = _stops_and_warmups(runs)
+    stops, warmups = _stops_and_warmups(runs)
     comparison = Comparison(
         run_id=run_id,
         scenario=scenario,
@@ -369,7 +365,7 @@ def compare_records(
         design=design,
         discarded=discarded,
         unproven=unproven,
-        stopped=stopped,
+        stops=stops,
         warmups=warmups,
         no_speculation=no_speculation,
         primary_metric=primary_metric,

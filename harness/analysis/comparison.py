@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.budget import LaunchStop
 from harness.analysis.contention import Load
 from harness.analysis.profiles import OpDelta
 from harness.analysis.setup import Setup
@@ -258,7 +259,7 @@ class Comparison:
     discarded: dict[str, int] = field(default_factory=dict)
     # Launches or passes whose implementation was not proven: `run` exits non-zero.
     unproven: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)  # why precision launches ended
+    stops: list[LaunchStop] = field(default_factory=list)  # why precision launches ended
     warmups: list[Warmup] = field(default_factory=list)  # each shared launch's checked warm-up
     # Arm -> the vLLM build it ran under, one line (harness.wire.manifest.describe_build).
     builds: dict[str, str] = field(default_factory=dict)
@@ -293,6 +294,8 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("running")
+        for stop, raw_stop in zip(self.stops, data["stops"], strict=True):
+            raw_stop["stop"] = stop.stop.model_dump() if stop.stop is not None else None
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):
             for row, raw_row in zip(cand.rows, raw["rows"], strict=True):
                 raw_row["improved"] = row.improved

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -23,9 +23,16 @@ from harness.analysis.stats import (
     precision_reached,
     warmup_still_settling,
 )
+from harness.config.scenario import Precision
 from harness.errors import ProofRefused
 from harness.wire.progress import FINISHING, PassTally, keep_pass, write_progress
-from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
+from harness.wire.records import (
+    ImplReport,
+    PassRecord,
+    PrecisionStop,
+    RunRecord,
+    WorkerResult,
+)
 from harness.wire.spec import ArmSpec, RunSpec
 
 if TYPE_CHECKING:
@@ -71,9 +78,9 @@ def precision_status(
     harness_pid: int | None,
     kept: PassRows | None = None,
     frame: pd.DataFrame | None = None,
-) -> tuple[bool, str]:
+) -> Look:
     """Whether the precision target is reached on the proven passes so far, compared exactly
-    as the report will compare them; and a few words on where it stands. `kept`: the rows of
+    as the report will compare them, and where it stands. `kept`: the rows of
     passes an earlier look summarised (each look then summarises only its new passes).
 
     until: mde   - every candidate's output-throughput MDE is at most precision.mde;
@@ -138,16 +145,33 @@ def precision_status(
                             else ""
                         )
                     )
-    what = "output-throughput" if shown_key == "output_throughput" else shown_key
-    shown = (
-        f"{what} MDE ±{100 * worst:.2f}%" if worst is not None else f"{what} MDE not estimable yet"
-    )
-    if open_items:
-        more = f"; not yet precise: {', '.join(open_items[:4])}" + (
-            f" (+{len(open_items) - 4})" if len(open_items) > 4 else ""
+    return Look(not open_items, shown_key, worst, open_items)
+
+
+@dataclass(frozen=True)
+class Look:
+    """One precision look: reached or not, the MDE of the row it shows (`shown`: the
+    targeted row, else output throughput; None: not estimable yet), and the rows not yet
+    precise."""
+
+    reached: bool
+    shown: str
+    worst: float | None
+    open_items: list[str]
+
+    def line(self) -> str:
+        """The look in the worker's log."""
+        what = "output-throughput" if self.shown == "output_throughput" else self.shown
+        line = (
+            f"{what} MDE ±{100 * self.worst:.2f}%"
+            if self.worst is not None
+            else f"{what} MDE not estimable yet"
         )
-        return False, shown + more
-    return True, shown
+        if self.open_items:
+            line += f"; not yet precise: {', '.join(self.open_items[:4])}" + (
+                f" (+{len(self.open_items) - 4})" if len(self.open_items) > 4 else ""
+            )
+        return line
 
 
 @dataclass
@@ -334,8 +358,8 @@ def drive_shared_launch(
     warmup: WarmUp | None = None,
     block_seed: int = 0,
     done: PassDone | None = None,
-    look: Callable[[], tuple[bool, str]] | None = None,
-) -> tuple[list[PassRecord], str | None]:
+    look: Callable[[], Look] | None = None,
+) -> tuple[list[PassRecord], PrecisionStop | None]:
     """Run balanced blocks of passes, switching the arm before each pass and collecting each
     pass's reports right after it. Returns the passes (appended to `passes` as they end, so a
     failure keeps them) and, for precision runs, why it stopped. With `warmup`, first warm
@@ -353,7 +377,7 @@ def drive_shared_launch(
     if warmup is not None:
         warm_until_settled(run, measure, switch, deadline_unix, warmup, log, block_seed)
     precision = run.precision
-    stopped: str | None = None
+    stopped: PrecisionStop | None = None
     block = 0
     block_seconds: list[float] = []
     kept: PassRows = {}  # each pass summarised once across the precision looks
@@ -368,27 +392,21 @@ def drive_shared_launch(
                 and block >= PRECISION_MIN_BLOCKS
                 and block % PRECISION_LOOK_EVERY == 0
             ):
-                reached, where = (
+                seen = (
                     look()
                     if look is not None
                     else precision_status(run, passes, tp_size, harness_pid, kept)
                 )
-                target = (
-                    ("" if precision.metric == "output_throughput" else f"{precision.metric} ")
-                    + f"MDE <= ±{100 * precision.mde:.2f}%"
-                    if precision.until == "mde" and precision.mde is not None
-                    else "every gated metric's MDE <= its tolerance"
-                )
-                log(f"specbench: look after {block} blocks: {where} (target: {target})")
-                if reached:
-                    stopped = f"target reached ({target}) after {block} blocks: {where}"
+                log(f"specbench: look after {block} blocks: {seen.line()}")
+                if seen.reached:
+                    stopped = _stop(precision, "target", block, seen.worst)
                     break
             if block >= precision.max_blocks:
-                stopped = f"max_blocks={precision.max_blocks} reached"
+                stopped = _stop(precision, "max_blocks", block)
                 break
             typical = float(np.median(block_seconds[-8:])) if block_seconds else 0.0
             if deadline_unix is not None and time.time() + typical > deadline_unix:
-                stopped = f"time budget budget_s={precision.budget_s:g} spent after {block} blocks"
+                stopped = _stop(precision, "budget", block)
                 break
         t = time.perf_counter()
         for record in _blocks(
@@ -400,6 +418,25 @@ def drive_shared_launch(
         block_seconds.append(time.perf_counter() - t)
         block += 1
     return passes, stopped
+
+
+def _stop(
+    precision: Precision,
+    reason: Literal["target", "max_blocks", "budget"],
+    blocks: int,
+    reached: float | None = None,
+) -> PrecisionStop:
+    """Why a precision launch stopped, with the target or the limit it met."""
+    by_mde = precision.until == "mde" and precision.mde is not None
+    return PrecisionStop(
+        reason=reason,
+        blocks=blocks,
+        metric=precision.metric if by_mde else None,
+        mde=precision.mde if by_mde else None,
+        reached_mde=reached,
+        max_blocks=precision.max_blocks if reason == "max_blocks" else None,
+        budget_s=precision.budget_s if reason == "budget" else None,
+    )
 
 
 def warm_up_arms(run: RunSpec, warm: Callable[[], None], switch: SwitchFn | None) -> None:
@@ -576,7 +613,7 @@ class PassLog:
             )
         )
 
-    def look(self) -> tuple[bool, str]:
+    def look(self) -> Look:
         """The precision look (precision_status) over every measured pass so far; a slim
         launch's unproven passes enter no number, as compare's rule has it."""
         if not self.slim:
@@ -651,7 +688,7 @@ def measure_launch(
     impl_files: Callable[[], list[ImplReport]] = list,
     slim: bool = False,
     check_pass: Callable[[PassRecord], str | None] | None = None,
-) -> tuple[str | None, float]:
+) -> tuple[PrecisionStop | None, float]:
     """What both workers do between engine start and shutdown, either design: warm up, then
     measure into `result.passes` (one-engine: the checked warm-up's passes into
     `result.warmup_passes`). Returns why a precision run stopped and the warm-up's seconds.

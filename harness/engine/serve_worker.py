@@ -494,7 +494,7 @@ def run_serve_worker(
             raise ServerFailed(refused)
         serving.speculative = "speculative_config" in engine_args
         serving.measured = serving.payloads(prompts, 0)
-        result.stopped, timings.warmup_s = measure_launch(
+        result.stop, timings.warmup_s = measure_launch(
             run,
             serving.measure,
             serving.warm_up_with(warm) if warm else None,

@@ -444,7 +444,7 @@ def run_worker(
     from vllm.v1.engine.exceptions import EngineDeadError
 
     try:
-        result.stopped, timings.warmup_s = measure_launch(
+        result.stop, timings.warmup_s = measure_launch(
             run,
             measure,
             warm_up if warm else None,

@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.config.metrics import ADJUSTED_METRIC
 from harness.errors import SpecbenchError
+from harness.present.stops import budget_advice
 
 # The seed PRs' rows (vLLM #24435 and the Eagle local-argmax PR), in the table's order; the
 # primary metric's row, each candidate's own part, parity and the speedup join them.
@@ -221,18 +222,11 @@ def no_result(comparison: Comparison, cand: CandidateResult) -> str | None:
         return f"no {short_label(row.label)} estimate" + (f" ({est.note})" if est.note else "")
     if (est.ci_low is None or est.ci_high is None) and not est.known_exactly:
         why = est.note or "fewer than 2 units"
-        budget = next(
-            (line.split(BUDGET_MARK, 1)[1] for line in comparison.stopped if BUDGET_MARK in line),
-            None,
-        )
+        short = next((s.short for s in comparison.stops if s.short is not None), None)
         return f"{short_label(row.label)} {_interval(row)} has no interval: {why}" + (
-            f"; the precision budget ran out: budget_s: {budget}" if budget else ""
+            f"; the precision budget ran out: {budget_advice(short)}" if short else ""
         )
     return None
-
-
-# How harness.analysis.budget.short_budget's advice starts inside a `stopped` line.
-BUDGET_MARK = "; budget_s: "
 
 
 def _parity(cand: CandidateResult) -> str | None:

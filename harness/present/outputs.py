@@ -21,6 +21,7 @@ from harness.present import vllm_bench
 from harness.present.contention import load_findings, load_line
 from harness.present.figures import markdown_links, write_figures
 from harness.present.page import report_page
+from harness.present.stops import stop_line
 from harness.present.tables import (
     render_gate_junit,
     render_gate_markdown,
@@ -41,7 +42,9 @@ from harness.results.run import Run
 #       (were lines), "unrealistic_acceptance" (reasons) replaces "acceptance_note", and
 #       "load", "interpreted", "mixed_workloads", "left_out", "tp_in_one_launch" and
 #       "kv_blocks" are new; the words stay in "warnings", "machine_load" and "contention".
-SUMMARY_VERSION = 3
+#   4 - why each precision launch stopped is "stops" (objects: run_key, the worker's stop
+#       with its reason and blocks, the short budget's costs); "stopped" keeps the lines.
+SUMMARY_VERSION = 4
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:
@@ -67,6 +70,7 @@ def _with_words(comparison: Comparison, data: dict[str, Any]) -> dict[str, Any]:
     data["warnings"] = warnings_of(comparison)
     data["machine_load"] = load_line(comparison.load) if comparison.load is not None else None
     data["contention"] = load_findings(comparison.load)
+    data["stopped"] = [stop_line(stop) for stop in comparison.stops]
     return data
 
 

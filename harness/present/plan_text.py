@@ -137,6 +137,7 @@ def budget_lines(plan: Plan, stored: Run | None) -> list[str]:
     # Here, not at the top: `plan` without a stored run imports no scipy (stats does).
     from harness.analysis.budget import LaunchCosts, launch_costs
     from harness.config.scenario import PRECISION_MIN_BLOCKS
+    from harness.present.stops import costs_phrase
 
     costs = [c for c in map(launch_costs, stored.runs) if c is not None]
     budgets = sorted({r.precision.budget_s for r in plan.runs if r.precision is not None})
@@ -149,7 +150,7 @@ def budget_lines(plan: Plan, stored: Run | None) -> list[str]:
     short = [b for b in budgets if typical.blocks_within(b) < PRECISION_MIN_BLOCKS]
     return [
         f"  warning: budget_s={b:g} leaves about {typical.blocks_within(b)} block(s) "
-        f"after the start and warm-up ({typical.describe()}, timed from run "
+        f"after the start and warm-up ({costs_phrase(typical)}, timed from run "
         f"{stored.run_id}); an interval needs {PRECISION_MIN_BLOCKS}: budget_s: "
         f"{typical.budget_for():.0f} would give one"
         for b in short

@@ -49,6 +49,7 @@ from harness.present.speedup import (
     render_markdown_decompositions,
     render_terminal_decompositions,
 )
+from harness.present.stops import stop_line
 
 SIGNIFICANT_MARK = "*"
 escape_html = html.escape
@@ -722,7 +723,7 @@ def footnotes(comparison: Comparison) -> list[str]:
         notes.extend(f"Build {name}: {line}" for name, line in comparison.builds.items())
     notes.extend(f"{name}: overlay: {line}" for name, line in comparison.overlays.items())
     notes.extend(f"Warm-up: {warmup_line(w)}" for w in comparison.warmups)
-    notes.extend(f"Stopped: {line}" for line in comparison.stopped)
+    notes.extend(f"Stopped: {stop_line(stop)}" for stop in comparison.stops)
     if comparison.discarded:
         notes.append(
             "DISCARDED passes (path not proven): "
@@ -1001,7 +1002,7 @@ def sweep_notes(sweep: SweepComparison) -> list[str]:
             notes.extend(f"FAILED {cell.id} {name}: {f}" for f in failures)
         notes.extend(f"UNPROVEN {cell.id}: {line}" for line in comp.unproven)
         notes.extend(f"warning {cell.id}: {w}" for w in warnings_of(comp))
-        notes.extend(f"Stopped {cell.id}: {line}" for line in comp.stopped)
+        notes.extend(f"Stopped {cell.id}: {stop_line(stop)}" for stop in comp.stops)
     return notes
 
 

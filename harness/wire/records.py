@@ -44,17 +44,21 @@ harness.wire.manifest.Manifest.migrate when older files need it):
       its launch's pass file (the parent reads them back into `passes`, so stored records
       say 0), and .step_times_withdrawn (the step timer's parts did not add up: every
       pass's step_times is None). Optional: older files read unchanged.
+  13 - why a precision launch stopped is facts: WorkerResult.stop (PrecisionStop: the
+      reason, the blocks, the target or the limit it met), worded by harness.present. Files
+      before it said it in words (WorkerResult.stopped), which readers still show as written.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -246,6 +250,34 @@ class Timings(Record):
     )
 
 
+class PrecisionStop(Record):
+    """Why a precision launch stopped adding blocks (schedule.drive_shared_launch)."""
+
+    reason: Literal["target", "max_blocks", "budget"] = Field(
+        description="target: the precision target was reached at a look; max_blocks: the "
+        "block limit; budget: the next block would have ended past budget_s."
+    )
+    blocks: int = Field(description="Blocks measured when it stopped.")
+    metric: str | None = Field(
+        default=None,
+        description="until: mde: the row whose MDE was the target; None: until: gates "
+        "(every gated metric's MDE at most its tolerance).",
+    )
+    mde: float | None = Field(default=None, description="until: mde: the target MDE (fraction).")
+    reached_mde: float | None = Field(
+        default=None,
+        description="target: the worst MDE of the row the looks showed (`metric`, "
+        "else output_throughput) at the stop; None: not estimable.",
+    )
+    max_blocks: int | None = Field(default=None, description="max_blocks: the limit.")
+    budget_s: float | None = Field(default=None, description="budget: the budget (s).")
+
+    @property
+    def shown_metric(self) -> str:
+        """The row whose MDE the looks showed: the targeted one, else output throughput."""
+        return self.metric or "output_throughput"
+
+
 class WorkerResult(Record):
     """Everything one worker process sends back (also written for failures it caught)."""
 
@@ -266,8 +298,12 @@ class WorkerResult(Record):
         default_factory=dict, description="Model names -> folders the engine loaded."
     )
     server: ServerInfo | None = Field(default=None, description="Serve mode: the server.")
-    stopped: str | None = Field(
+    stop: PrecisionStop | None = Field(
         default=None, description="Precision runs: why the worker stopped adding blocks."
+    )
+    stopped: str | None = Field(
+        default=None,
+        description="Files before schema 13: `stop` in words, as the worker wrote them.",
     )
     warmup_passes: list[PassRecord] = Field(
         default_factory=list,
@@ -315,6 +351,45 @@ class WorkerResult(Record):
         description="The step timer's parts did not add up on this machine (the line is "
         "in left_out): no pass keeps its step_times.",
     )
+
+    @model_validator(mode="after")
+    def _stop_from_words(self) -> WorkerResult:
+        if self.stop is None and self.stopped:  # written before schema 13
+            self.stop = stop_from_words(self.stopped)
+        return self
+
+
+# How workers before schema 13 worded why a precision launch stopped (schedule.py then).
+_TARGET_WORDS = re.compile(
+    r"target reached \((?:(?P<gates>every gated metric's MDE <= its tolerance)|"
+    r"(?:(?P<metric>\S+) )?MDE <= ±(?P<mde>[\d.]+)%)\) after (?P<blocks>\d+) blocks: "
+    r"\S+ MDE (?:±(?P<reached>[\d.]+)%|not estimable yet)"
+)
+_MAX_WORDS = re.compile(r"max_blocks=(?P<limit>\d+) reached")
+_BUDGET_WORDS = re.compile(
+    r"time budget budget_s=(?P<budget>[\d.]+) spent after (?P<blocks>\d+) blocks"
+)
+
+
+def stop_from_words(words: str) -> PrecisionStop | None:
+    """A pre-13 worker's words on why it stopped, as facts; None for words of no known form
+    (the reader then shows them as written)."""
+    if found := _MAX_WORDS.fullmatch(words):
+        limit = int(found["limit"])
+        return PrecisionStop(reason="max_blocks", blocks=limit, max_blocks=limit)
+    if found := _BUDGET_WORDS.fullmatch(words):
+        budget = float(found["budget"])
+        return PrecisionStop(reason="budget", blocks=int(found["blocks"]), budget_s=budget)
+    if found := _TARGET_WORDS.fullmatch(words):
+        by_mde = found["gates"] is None
+        return PrecisionStop(
+            reason="target",
+            blocks=int(found["blocks"]),
+            metric=(found["metric"] or "output_throughput") if by_mde else None,
+            mde=float(found["mde"]) / 100 if by_mde else None,
+            reached_mde=float(found["reached"]) / 100 if found["reached"] else None,
+        )
+    return None
 
 
 class RunRecord(Record):

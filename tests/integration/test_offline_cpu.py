@@ -19,6 +19,7 @@ import yaml
 from harness.analysis.compare import compare_run
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
 from harness.errors import ExitCode
+from harness.present.outputs import SUMMARY_VERSION
 from harness.present.tables import warnings_of
 from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import Run, load_run
@@ -137,7 +138,7 @@ def test_medusa_cli_succeeds_and_prints_the_table(medusa_run: CliRun) -> None:
     path = medusa_run.results.path
     assert (path / "table.md").read_text().count("| Output throughput (tok/s) |") == 1
     summary = json.loads((path / "summary.json").read_text())
-    assert summary["status"] == "complete" and summary["summary_version"] == 3
+    assert summary["status"] == "complete" and summary["summary_version"] == SUMMARY_VERSION
     assert summary["comparison"]["candidates"][0]["name"] == "optimized"
 
 
@@ -252,8 +253,8 @@ def test_medusa_every_request_completed_with_max_tokens(medusa_run: CliRun) -> N
 
 def test_medusa_precision_run_stopped_at_a_look(medusa_run: CliRun) -> None:
     [record] = medusa_run.results.runs
-    assert record.result is not None and record.result.stopped is not None
-    assert record.result.stopped.startswith("target reached")
+    assert record.result is not None and record.result.stop is not None
+    assert record.result.stop.reason == "target" and record.result.stopped is None
     blocks = len(record.result.passes) // 4
     assert blocks >= PRECISION_MIN_BLOCKS and blocks % PRECISION_LOOK_EVERY == 0
     assert record.log_file is not None

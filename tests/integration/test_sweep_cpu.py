@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from harness.analysis.sweep_comparison import compare_sweep
+from harness.present.outputs import SUMMARY_VERSION
 from harness.results.run import load_run
 from testkit.processes import start_specbench
 from tests.conftest import ROOT, SCENARIOS
@@ -141,7 +142,7 @@ def test_sweep_outputs(interrupted_then_resumed: dict[str, Any]) -> None:
     for cell in ("c00", "c01"):
         assert f"#### Cell {cell}: batch_size=" in (run_dir / "table.md").read_text()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["summary_version"] == 3 and len(summary["sweep"]["cells"]) == 2
+    assert summary["summary_version"] == SUMMARY_VERSION and len(summary["sweep"]["cells"]) == 2
     frame = pd.read_parquet(run_dir / "sweep.parquet")
     assert {"cell", "batch_size", "candidate", "metric", "delta", "ci_low"} <= set(frame)
     tput = frame[frame["metric"] == "output_throughput"].sort_values("batch_size")

@@ -13,7 +13,9 @@ import pytest
 from harness.analysis.attribution import attribute
 from harness.config.scenario import parse_scenario, scenario_hash, with_precision
 from harness.errors import ScenarioError
+from harness.present.stops import stop_words
 from harness.present.tables import attribution_line
+from harness.wire.records import PrecisionStop
 
 
 def _frame(
@@ -224,8 +226,8 @@ def test_a_precision_run_on_the_draft_row_stops_there() -> None:
         precision=Precision(mde=0.02, metric="draft_ms_per_step", budget_s=1e9),
     )
     est, stopped = trial["draft_ms_per_step"], trial["stopped"]
-    assert isinstance(stopped, str)
-    assert stopped.startswith(
+    assert isinstance(stopped, PrecisionStop)
+    assert stop_words(stopped).startswith(
         "target reached (draft_ms_per_step MDE <= ±2.00%) "
         f"after {trial['blocks']} blocks: draft_ms_per_step MDE"
     )
@@ -442,6 +444,7 @@ def test_a_precision_run_on_the_drafter_over_the_forward_stops_there() -> None:
         precision=Precision(mde=0.03, metric="draft_per_forward", budget_s=1e9),
     )
     est, stopped = trial["draft_per_forward"], trial["stopped"]
-    assert isinstance(stopped, str)
-    assert stopped.startswith("target reached (draft_per_forward MDE <= ±3.00%)")
+    assert isinstance(stopped, PrecisionStop)
+    assert (stopped.reason, stopped.metric, stopped.mde) == ("target", "draft_per_forward", 0.03)
+    assert stopped.blocks == trial["blocks"] and (stopped.reached_mde or 1) <= 0.03
     assert est.mde is not None and est.mde <= 0.03 and est.units == trial["blocks"]

@@ -16,6 +16,7 @@ from harness.config.interpreter import NOT_PERFORMANCE
 from harness.errors import SpecbenchError
 from harness.present.headline import fold_duplicates, folded_label, tidy_paths, verdicts
 from harness.present.tables import render_markdown, render_terminal, table_rows
+from harness.wire.records import PrecisionStop
 from harness.workflow import analyze, write_report
 from testkit.factory import run, simple_pass
 from tests.conftest import ROOT
@@ -235,6 +236,7 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(tmp_path
     from harness.analysis.budget import launch_costs, short_budget
     from harness.analysis.stats import PRECISION_MIN_BLOCKS
     from harness.present.plan_text import budget_lines
+    from harness.present.stops import budget_advice
     from harness.results.run import load_run
 
     folder = tmp_path / "stored"
@@ -248,13 +250,15 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(tmp_path
     result = record.result.model_copy(
         update={
             "passes": record.result.passes[:one_block],
-            "stopped": "time budget budget_s=40 spent after 1 blocks",
+            "stop": PrecisionStop(reason="budget", blocks=1, budget_s=40),
             "timings": record.result.timings.model_copy(update={"measure_s": costs.block_s}),
         }
     )
     short = record.model_copy(update={"result": result, "wall_s": costs.overhead_s + costs.block_s})
-    advice = short_budget(short)
-    assert advice is not None and advice.startswith(
+    found = short_budget(short)
+    assert found is not None and found.budget_s == 40 and found.costs == costs
+    advice = budget_advice(found)
+    assert advice.startswith(
         f"budget_s: {costs.budget_for():.0f} would measure the {PRECISION_MIN_BLOCKS} blocks"
     )
     assert short_budget(record) is None  # it reached its target

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.analysis.budget import LaunchStop, launch_stop
 from harness.analysis.compare import Arms, compare_records
 from harness.analysis.proof import proof_problems
 from harness.analysis.stats import PRECISION_LOOK_EVERY, PRECISION_MIN_BLOCKS
@@ -16,8 +17,9 @@ from harness.config.scenario import parse_scenario, with_precision
 from harness.engine.schedule import block_arms, drive_shared_launch
 from harness.errors import ScenarioError
 from harness.plan.plan import expand_plan
+from harness.present.stops import stop_line, stop_words
 from harness.present.tables import render_terminal
-from harness.wire.records import ImplReport, PassRecord
+from harness.wire.records import ImplReport, PassRecord, RunRecord, WorkerResult
 from harness.wire.spec import ArmSpec
 from testkit.factory import run, simple_pass
 
@@ -193,6 +195,30 @@ def test_block_orientation_is_drawn_per_block_and_told_again_by_its_seed() -> No
     assert three[:3] == three[3:][::-1] and sorted(three[:3]) == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        "max_blocks=40 reached",
+        "time budget budget_s=40 spent after 1 blocks",
+        "target reached (MDE <= ±1.00%) after 40 blocks: output-throughput MDE ±0.97%",
+        "target reached (draft_per_forward MDE <= ±3.00%) after 16 blocks: "
+        "draft_per_forward MDE ±2.90%",
+        "target reached (every gated metric's MDE <= its tolerance) after 24 blocks: "
+        "output-throughput MDE not estimable yet",
+    ],
+)
+def test_a_stop_in_pre_13_words_reads_back_as_facts(words: str) -> None:
+    """A worker before schema 13 said in words why it stopped: the record reads them back as
+    a PrecisionStop that present words as they were; words of no known form stay words."""
+    result = WorkerResult.model_validate({"run_key": "r", "status": "ok", "stopped": words})
+    assert result.stop is not None and stop_words(result.stop) == words
+    odd = WorkerResult.model_validate({"run_key": "r", "status": "ok", "stopped": "odd"})
+    record = RunRecord(
+        run_key="r", variant="a", round=0, order=0, status="ok", wall_s=1.0, result=odd
+    )
+    assert odd.stop is None and stop_line(launch_stop(record) or LaunchStop("", None)) == "r: odd"
+
+
 def test_precision_stops_at_target_or_budget(scenario_data: dict[str, Any]) -> None:
     counter = itertools.count()
 
@@ -208,12 +234,14 @@ def test_precision_stops_at_target_or_budget(scenario_data: dict[str, Any]) -> N
     passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
     first_look = max(PRECISION_MIN_BLOCKS, 2)
     first_look += -first_look % PRECISION_LOOK_EVERY
-    assert stopped is not None and stopped.startswith("target reached")
+    assert stopped is not None and stopped.reason == "target" and stopped.blocks == first_look
+    assert stop_words(stopped).startswith("target reached (MDE <= ±2.00%)")
     assert len(passes) == first_look * 4
     # A spent budget stops before the next block, whatever the precision.
     spec = _shared_spec(scenario_data, mde=0.0001, budget_s=600)
     passes, stopped = drive_shared_launch(spec, measure, None, 0.0, 1, 7, log=lambda m: None)
-    assert passes == [] and stopped is not None and "budget" in stopped
+    assert passes == [] and stopped is not None
+    assert (stopped.reason, stopped.blocks, stopped.budget_s) == ("budget", 0, 600)
 
 
 # -- comparison of a shared launch -----------------------------------------------------------
@@ -310,13 +338,15 @@ def test_gated_precision_samples_until_every_gate_can_decide(scenario_data: dict
     spec = _shared_spec(scenario_data, until="gates", budget_s=600, max_blocks=40)
     assert spec.gates is not None and spec.precision.mde is None
     passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
-    assert stopped is not None and stopped.startswith("target reached (every gated metric")
+    assert stopped is not None and (stopped.reason, stopped.metric) == ("target", None)
+    assert stop_words(stopped).startswith("target reached (every gated metric")
     first = len(passes) // 4
     # A tolerance far below the noise keeps it sampling to the block limit.
     scenario_data["gates"]["metrics"]["output_throughput"] = 0.0001
     spec = _shared_spec(scenario_data, until="gates", budget_s=600, max_blocks=40)
     passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
-    assert stopped == "max_blocks=40 reached" and len(passes) // 4 == 40 > first
+    assert stopped is not None and stop_words(stopped) == "max_blocks=40 reached"
+    assert len(passes) // 4 == 40 > first
 
 
 def test_gate_flag_turns_a_precision_run_into_a_gated_one(scenario_data: dict[str, Any]) -> None:

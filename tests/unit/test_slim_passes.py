@@ -39,7 +39,7 @@ def _launch(
         return record
 
     result = WorkerResult(run_key=run.run_key, status="ok")
-    result.stopped, _ = measure_launch(
+    result.stop, _ = measure_launch(
         run, measure, None, lambda _c: [[]], None, 1, 7, result, slim=slim, check_pass=check
     )
     return result, made[len(result.warmup_passes) :]
@@ -96,7 +96,8 @@ def test_a_slim_precision_launch_looks_and_stops_as_the_in_memory_one(
     monkeypatch.setenv(PASSES_ENV, str(tmp_path / "slim.jsonl"))
     slim, made_slim = _launch(run, slim=True)
     assert slim.passes == [] and slim.passes_in_file == len(made_slim) == len(whole.passes)
-    assert slim.stopped == whole.stopped == "max_blocks=60 reached"
+    assert slim.stop == whole.stop and slim.stop is not None
+    assert (slim.stop.reason, slim.stop.blocks) == ("max_blocks", 60)
     assert with_passes_from_file(slim, tmp_path / "slim.jsonl") is None
     assert slim.passes == made_slim and slim.passes_in_file == 0
     # The looks agree on the same passes: the column store's against precision_status's.
