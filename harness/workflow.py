@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from harness.analysis.compare import compare_run
 from harness.analysis.comparison import Comparison
+from harness.analysis.contention import MachineUse
 from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
 from harness.analysis.repeats import across_note, combined, repeat_note
@@ -61,7 +62,7 @@ def analyze(run: Run, force: bool = False, fresh: bool = False) -> Analysis:
         return compare_sweep(run, force)
     comparison = compare_run(run, force)
     comparison.warnings += across_notes(run, force) if fresh else kept_across_notes(run)
-    comparison.machine = machine_note(run.manifest.machine)
+    comparison.machine = MachineUse.of(run.manifest.machine)
     return comparison
 
 
@@ -89,23 +90,6 @@ def kept_across_notes(run: Run) -> list[str]:
     if not isinstance(data, dict) or data.get("version") != ACROSS_RUNS_VERSION:
         return []
     return [str(note) for note in data.get("notes", [])]
-
-
-def machine_note(machine: dict[str, Any] | None) -> str | None:
-    """How the run used the machine, for the table (harness.machine): shared, or a wait."""
-    if not machine:
-        return None
-    if machine.get("shared"):
-        return (
-            "shared (--shared-machine): no machine lock was taken, so another benchmark "
-            "may have run beside this one"
-        )
-    if machine.get("waited_for"):
-        return (
-            f"waited {machine.get('waited_s', 0):.0f}s for {machine['waited_for']}, then "
-            "held the machine's lock (one benchmark at a time)"
-        )
-    return None
 
 
 def _run(run: Run | Path | str) -> Run:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.budget import LaunchStop
-from harness.analysis.contention import Load
+from harness.analysis.contention import Load, MachineUse
 from harness.analysis.profiles import OpDelta
 from harness.analysis.setup import Setup
 from harness.analysis.stats import DeltaEstimate
@@ -246,7 +246,7 @@ class Comparison:
     # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.
     prompts: str | None = None
     # How the run used the machine (shared, or a wait for another benchmark): workflow.
-    machine: str | None = None
+    machine: MachineUse | None = None
     # What else loaded the machine during the passes (analysis.contention's facts; its
     # findings, a busy machine or a disturbance lined up with an arm, are worded by
     # present.contention among the warnings, and summary.json keeps them for `history`).

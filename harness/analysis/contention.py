@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -24,6 +25,29 @@ PART_BUSY = 0.10
 # (paired t over blocks; Welch over passes without blocks), and at least this large.
 ALIGNED_P = 0.01
 ALIGNED_MIN = 0.02
+
+
+@dataclass(frozen=True)
+class MachineUse:
+    """How the run used the machine (harness.machine.Holding, as its manifest keeps it):
+    shared (no lock taken), or how long it waited for the lock and for whom."""
+
+    shared: bool
+    waited_s: float = 0.0
+    waited_for: str | None = None
+
+    @classmethod
+    def of(cls, machine: dict[str, Any] | None) -> MachineUse | None:
+        """From the manifest's `machine`; None where the run took the lock without waiting
+        (or predates the field): nothing to say."""
+        if not machine:
+            return None
+        use = cls(
+            bool(machine.get("shared")),
+            float(machine.get("waited_s") or 0.0),
+            machine.get("waited_for") or None,
+        )
+        return use if use.shared or use.waited_for else None
 
 
 @dataclass

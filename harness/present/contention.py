@@ -4,7 +4,20 @@ keeps as `contention` for the run store (`history` marks such runs)."""
 
 from __future__ import annotations
 
-from harness.analysis.contention import BUSY_SHARE, Load
+from harness.analysis.contention import BUSY_SHARE, Load, MachineUse
+
+
+def machine_use_line(use: MachineUse) -> str:
+    """How the run used the machine: shared, or a wait for another benchmark."""
+    if use.shared:
+        return (
+            "shared (--shared-machine): no machine lock was taken, so another benchmark "
+            "may have run beside this one"
+        )
+    return (
+        f"waited {use.waited_s:.0f}s for {use.waited_for}, then "
+        "held the machine's lock (one benchmark at a time)"
+    )
 
 
 def load_line(load: Load) -> str:

@@ -18,7 +18,7 @@ from harness.analysis.gate import GateResult
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.atomic import atomic_path, write_json_atomic, write_text_atomic
 from harness.present import vllm_bench
-from harness.present.contention import load_findings, load_line
+from harness.present.contention import load_findings, load_line, machine_use_line
 from harness.present.figures import markdown_links, write_figures
 from harness.present.page import report_page
 from harness.present.stops import stop_line
@@ -44,6 +44,8 @@ from harness.results.run import Run
 #       "kv_blocks" are new; the words stay in "warnings", "machine_load" and "contention".
 #   4 - why each precision launch stopped is "stops" (objects: run_key, the worker's stop
 #       with its reason and blocks, the short budget's costs); "stopped" keeps the lines.
+#       "machine" is an object (shared, waited_s, waited_for; was a line, now
+#       "machine_use").
 SUMMARY_VERSION = 4
 
 
@@ -71,6 +73,9 @@ def _with_words(comparison: Comparison, data: dict[str, Any]) -> dict[str, Any]:
     data["machine_load"] = load_line(comparison.load) if comparison.load is not None else None
     data["contention"] = load_findings(comparison.load)
     data["stopped"] = [stop_line(stop) for stop in comparison.stops]
+    data["machine_use"] = (
+        machine_use_line(comparison.machine) if comparison.machine is not None else None
+    )
     return data
 
 

@@ -32,7 +32,7 @@ from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
-from harness.present.contention import load_findings, load_line
+from harness.present.contention import load_findings, load_line, machine_use_line
 from harness.present.headline import (
     PARITY_ROW,
     SPEEDUP_ROW,
@@ -705,8 +705,9 @@ def footnotes(comparison: Comparison) -> list[str]:
             + (f"; platform: {comparison.platform}" if comparison.platform else "")
         )
     load = load_line(comparison.load) if comparison.load is not None else None
-    if comparison.machine or load:
-        notes.append("Machine: " + "; ".join(x for x in (load, comparison.machine) if x))
+    use = machine_use_line(comparison.machine) if comparison.machine is not None else None
+    if use or load:
+        notes.append("Machine: " + "; ".join(x for x in (load, use) if x))
     if comparison.unrealistic_acceptance:
         notes.append(f"Acceptance: {acceptance_note(comparison.unrealistic_acceptance)}")
     parity = parity_note(comparison)

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, Load, machine_load
+from harness.analysis.contention import ALIGNED_MIN, BUSY_SHARE, Load, MachineUse, machine_load
 from harness.engine.contention import foreign_share, sample
-from harness.present.contention import load_findings, load_line
+from harness.present.contention import load_findings, load_line, machine_use_line
 from harness.wire.records import PassRecord, RunRecord
 from testkit.simulate import shared_record
 
@@ -202,4 +202,21 @@ def test_contention_from_part_way_through_says_from_which_block() -> None:
         "the machine was busy in part of the run: other processes "
         "used more than 10% of its CPUs in 10 of 22 passes, from block 6 "
         "of x.r0 on"
+    )
+
+
+def test_how_the_run_used_the_machine_is_a_fact_worded_by_present() -> None:
+    """The manifest's `machine` (harness.machine.Holding) becomes MachineUse: shared, or a
+    wait for the lock; a lock taken at once says nothing."""
+    from harness.machine import Holding
+
+    assert MachineUse.of(Holding("/tmp/lock").to_dict()) is None
+    assert MachineUse.of(None) is None
+    shared = MachineUse.of(Holding(None).to_dict())
+    assert shared == MachineUse(shared=True)
+    assert machine_use_line(shared).startswith("shared (--shared-machine): no machine lock")
+    waited = MachineUse.of(Holding("/tmp/lock", 12.4, "a run (pid 7)").to_dict())
+    assert waited == MachineUse(False, 12.4, "a run (pid 7)")
+    assert machine_use_line(waited) == (
+        "waited 12s for a run (pid 7), then held the machine's lock (one benchmark at a time)"
     )
