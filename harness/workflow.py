@@ -9,16 +9,16 @@ import contextlib
 import fnmatch
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.analysis.compare import compare_run
-from harness.analysis.comparison import Comparison
+from harness.analysis.comparison import AcrossRow, AcrossRuns, Comparison
 from harness.analysis.contention import MachineUse
 from harness.analysis.crossrun import compare_runs
 from harness.analysis.gate import GateResult, judge
-from harness.analysis.repeats import across_note, combined, repeat_note
+from harness.analysis.repeats import across_runs_of, combined
 from harness.analysis.sweep_comparison import SweepComparison, compare_sweep
 from harness.atomic import write_json_atomic
 from harness.config.interpreter import NOT_PERFORMANCE, interpreted
@@ -50,7 +50,8 @@ Progress = Callable[[str], None]
 
 # What a run's folder says of the earlier runs of its comparison, as they stood when it ran.
 ACROSS_RUNS = "across_runs.json"
-ACROSS_RUNS_VERSION = 1
+# 1: the notes, in words; 2: the facts (analysis.comparison.AcrossRuns), worded by present.
+ACROSS_RUNS_VERSION = 2
 
 
 def analyze(run: Run, force: bool = False, fresh: bool = False) -> Analysis:
@@ -61,35 +62,44 @@ def analyze(run: Run, force: bool = False, fresh: bool = False) -> Analysis:
     if run.is_sweep:
         return compare_sweep(run, force)
     comparison = compare_run(run, force)
-    comparison.warnings += across_notes(run, force) if fresh else kept_across_notes(run)
+    comparison.across = across_of(run, force) if fresh else kept_across(run)
     comparison.machine = MachineUse.of(run.manifest.machine)
     return comparison
 
 
-def across_notes(run: Run, force: bool = False) -> list[str]:
-    """The notes on the earlier runs of this run's comparison in the run store (how many,
-    and all of them combined), kept in its folder for later reports."""
-    earlier = earlier_runs(run)
-    notes = [n for n in (repeat_note(earlier), across_note(run, earlier, force)) if n]
-    data = {
-        "version": ACROSS_RUNS_VERSION,
-        "earlier": [p.name for p in earlier],
-        "notes": notes,
-    }
+def across_of(run: Run, force: bool = False) -> AcrossRuns:
+    """The earlier runs of this run's comparison in the run store, and all of them combined,
+    kept in its folder for later reports."""
+    found = across_runs_of(run, earlier_runs(run), force)
+    data = {"version": ACROSS_RUNS_VERSION, **asdict(found)}
+    del data["kept"]
     with contextlib.suppress(OSError):  # a read-only folder still gets its table
         write_json_atomic(run.path / ACROSS_RUNS, data)
-    return notes
+    return found
 
 
-def kept_across_notes(run: Run) -> list[str]:
-    """The notes its run kept (across_notes); none from a folder without them."""
+def kept_across(run: Run) -> AcrossRuns | None:
+    """What its run kept (across_of); None from a folder without it. A version-1 file kept
+    its notes as words: they are shown as written."""
     try:
         data = json.loads((run.path / ACROSS_RUNS).read_text())
     except (OSError, ValueError):
-        return []
-    if not isinstance(data, dict) or data.get("version") != ACROSS_RUNS_VERSION:
-        return []
-    return [str(note) for note in data.get("notes", [])]
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("version") == 1:
+        return AcrossRuns(kept=[str(note) for note in data.get("notes", [])])
+    if data.get("version") != ACROSS_RUNS_VERSION:
+        return None
+    try:
+        return AcrossRuns(
+            earlier=[str(e) for e in data["earlier"]],
+            runs=int(data["runs"]),
+            rows=[AcrossRow(**row) for row in data["rows"]],
+            failed=data["failed"],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _run(run: Run | Path | str) -> Run:
@@ -177,12 +187,11 @@ def gate_against_history(run: Run, comparison: Comparison) -> GateResult:
         (frame["scenario_hash"] == run.manifest.scenario_hash)
         & (frame["machine"] == machine_of(run.manifest))
     ]
-    result, notes = judge_against_history(run, comparison, frame, run.scenario.gates)
+    result, comparison.history = judge_against_history(run, comparison, frame, run.scenario.gates)
     own = judge(comparison, run.scenario.gates)
     result.decisions.extend(
         d for d in own.decisions if d.check in ("output_parity", "implementation_proof", "launches")
     )
-    comparison.warnings.extend(notes)
     return result
 
 

@@ -469,7 +469,7 @@ def compare_scenario(
     )
     comparison.load = machine_load(runs, scenario.baseline)
     comparison.unrealistic_acceptance = scenario.unrealistic_acceptance
-    comparison.warnings.extend(f"compared anyway: {line}" for line in unlike)
+    comparison.compared_anyway.extend(unlike)
     launches = {r.order for r in runs if r.status == "ok"}
     if design == "one-engine" and len(launches) == 1 and scenario.tensor_parallel_size > 1:
         comparison.tp_in_one_launch = scenario.tensor_parallel_size

@@ -216,6 +216,46 @@ class Warmup:
 
 
 @dataclass
+class AcrossRow:
+    """One candidate's primary-metric delta over every run of the comparison combined
+    (repeats.combined): its interval anytime-valid across re-runs."""
+
+    candidate: str
+    label: str
+    kind: str  # "relative" or "points" (DeltaEstimate.kind)
+    delta: float
+    ci_low: float | None
+    ci_high: float | None
+    significant: bool
+    known_exactly: bool
+    note: str | None
+
+
+@dataclass
+class AcrossRuns:
+    """The earlier runs of this comparison the run store held when it ran (`earlier`, their
+    folders' names), and all of them with this one combined as `gate --combine` combines
+    them: `runs` combined (0: none), the primary metric's rows, or why they could not be
+    combined (`failed`). `kept`: a version-1 across_runs.json's notes, kept as written."""
+
+    earlier: list[str] = field(default_factory=list)
+    runs: int = 0
+    rows: list[AcrossRow] = field(default_factory=list)
+    failed: str | None = None
+    kept: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HistoryLook:
+    """What a gate against history read: `runs` earlier runs of the scenario on this
+    machine, and the folders the store's history left out, each with why."""
+
+    scenario: str
+    runs: int
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Comparison:
     run_id: str
     scenario: str
@@ -226,7 +266,14 @@ class Comparison:
     candidates: list[CandidateResult]
     baseline_failures: list[str]
     passes_per_arm: dict[str, int]
-    warnings: list[str] = field(default_factory=list)
+    # Differences a --force comparison went past (each as its refusal would name it).
+    compared_anyway: list[str] = field(default_factory=list)
+    # Two runs' comparison (crossrun): the build fields that differ, on purpose.
+    builds_differ: list[str] = field(default_factory=list)
+    # gate --combine: the runs combined, oldest first (each a launch).
+    combined: list[str] = field(default_factory=list)
+    across: AcrossRuns | None = None  # this comparison's earlier runs, and all combined
+    history: HistoryLook | None = None  # a gate against history: what it read
     setup: Setup | None = None  # how each pass was driven
     # A launch ran under Triton's interpreter (Model Runner V2 on a CPU): its timings are
     # not performance (present puts config.interpreter.NOT_PERFORMANCE first).

@@ -115,16 +115,12 @@ def compare_runs(
         label_c,
     )
     comparison = compare_records(runs, arms, f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name)
-    comparison.warnings.extend(f"compared anyway: {p}" for p in problems)
+    comparison.compared_anyway.extend(problems)
     comparison.builds = {
         **b_res.builds_described({b_name: label_b}),
         **c_res.builds_described({c_name: label_c}),
     }
-    builds_differ = fingerprint_differences(
+    comparison.builds_differ = fingerprint_differences(
         base.manifest.fingerprint, cand.manifest.fingerprint, BUILD_FIELDS
     )
-    if builds_differ:
-        comparison.warnings.append(
-            "the builds differ (on purpose, comparing two builds): " + ", ".join(builds_differ)
-        )
     return comparison

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats as sps
 
 from harness.analysis.changepoints import ChangePoint, change_points, detectable_step, drifts
-from harness.analysis.comparison import Comparison, MetricRow
+from harness.analysis.comparison import Comparison, HistoryLook, MetricRow
 from harness.analysis.gate import Decision, GateResult, judge_metric
 from harness.analysis.stats import DeltaEstimate, runs_estimate, same_exact
 from harness.config.scenario import GateSpec
@@ -403,21 +403,19 @@ def _decision(
 
 def judge_against_history(
     run: Run, comparison: Comparison, frame: pd.DataFrame, spec: GateSpec
-) -> tuple[GateResult, list[str]]:
+) -> tuple[GateResult, HistoryLook]:
     """Each gated metric of `comparison` (this run) against the latest stable segment of the
     same scenario's history on the same machine (`frame`: the store's history, this run
     excluded): the candidate arm's value, exactly where it is deterministic, else with the
     segment's run-to-run spread as the error term; and, for a one-engine run, its delta
-    against the segment's deltas. Returns the result and notes for the report."""
+    against the segment's deltas. Returns the result and what it read."""
     result = GateResult()
-    notes: list[str] = []
     earlier = frame[frame["created_unix"] < (run.manifest.created_unix or math.inf)]
     earlier = earlier[earlier["run_id"] != run.run_id]
     series = {(s.candidate, s.metric): s for s in build_series(earlier) if s.cell is None}
     runs_seen = earlier["run_id"].nunique()
-    notes.append(f"history: {runs_seen} earlier run(s) of {run.scenario.name} on this machine")
     # The folders the store's history left out, one line each with why (index.history).
-    notes.extend(f"history leaves out {line}" for line in frame.attrs.get("skipped", []))
+    look = HistoryLook(run.scenario.name, int(runs_seen), list(frame.attrs.get("skipped", [])))
     for cand in comparison.candidates:
         for pattern, tolerance in spec.metrics.items():
             for row in [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]:
@@ -430,7 +428,7 @@ def judge_against_history(
                         comparison.design,
                     )
                 )
-    return result, notes
+    return result, look
 
 
 def _judge_row(

@@ -15,24 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.analysis.compare import compare_run, mark_family
-from harness.analysis.comparison import Comparison
-from harness.analysis.stats import DeltaEstimate, across_runs, runs_phrase
+from harness.analysis.comparison import AcrossRow, AcrossRuns, Comparison
+from harness.analysis.stats import across_runs
 from harness.errors import ResultsError, SpecbenchError
 from harness.results.run import Run, load_run
 from harness.wire.records import RunRecord
-
-
-def repeat_note(earlier: list[Path]) -> str | None:
-    """One line under the table when this comparison was run before."""
-    if not earlier:
-        return None
-    names = ", ".join(p.name for p in earlier[-3:]) + (" ..." if len(earlier) > 3 else "")
-    return (
-        f"this comparison was run {len(earlier)} time(s) before in this results folder "
-        f"({names}): re-running until one comes out significant inflates false positives "
-        "(each run judged alone, up to 5 runs: 23%); `specbench gate RUN --combine` decides "
-        "on all of them, each run a launch, with an interval valid however many it combines"
-    )
 
 
 def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Comparison, int]:
@@ -70,48 +57,40 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
         for row in cand.rows:
             row.estimate = across_runs(row.estimate, len(runs))
         mark_family(cand.rows, scenario.primary_metric)
-    comparison.warnings.append(
-        f"combined: {len(runs)} runs of this comparison ({', '.join(r.run_id for r in runs)}), "
-        f"each a launch; interval {runs_phrase(len(runs))}"
-    )
+    comparison.combined = [r.run_id for r in runs]
     return comparison, len(runs)
 
 
-def across_note(results: Run, earlier: list[Path], force: bool = False) -> str | None:
-    """Under the table of a run whose comparison was run before (`earlier`: those runs'
-    folders): its primary metric over all the runs combined as `gate --combine` combines
-    them, with its interval anytime-valid across re-runs and the looks it allows for; the
-    table's own rows stay this run's fixed-sample intervals (one look)."""
+def across_runs_of(results: Run, earlier: list[Path], force: bool = False) -> AcrossRuns:
+    """The earlier runs of `results`'s comparison (`earlier`: their folders), and its primary
+    metric over all the runs combined as `gate --combine` combines them, with its interval
+    anytime-valid across re-runs; the table's own rows stay this run's fixed-sample
+    intervals (one look)."""
+    found = AcrossRuns(earlier=[p.name for p in earlier])
     if not earlier:
-        return None
+        return found
     try:
-        comparison, k = combined(results, [load_run(p, results.scenario) for p in earlier], force)
+        comparison, found.runs = combined(
+            results, [load_run(p, results.scenario) for p in earlier], force
+        )
     except SpecbenchError as exc:
-        return f"across runs: the earlier runs could not be combined ({exc})"
+        found.failed = str(exc)
+        return found
     key = results.scenario.primary_metric
-    shown = [
-        f"{cand.name} {row.label} {_delta(row.estimate)}"
+    found.rows = [
+        AcrossRow(
+            cand.name,
+            row.label,
+            row.estimate.kind,
+            row.estimate.delta,
+            row.estimate.ci_low,
+            row.estimate.ci_high,
+            row.estimate.significant,
+            row.estimate.known_exactly,
+            row.estimate.note,
+        )
         for cand in comparison.candidates
         for row in cand.rows
         if row.key == key
     ]
-    if not shown:
-        return None
-    return (
-        f"across all {k} runs of this comparison, each a launch: {'; '.join(shown)}; "
-        f"interval {runs_phrase(k)}. The rows above are this run alone: fixed-sample 95% "
-        "intervals (one run, one look)"
-    )
-
-
-def _delta(est: DeltaEstimate) -> str:
-    """A combined delta with its interval, in its own unit, starred where significant."""
-    scale, unit = (1.0, "pp") if est.kind == "points" else (100.0, "%")
-    if est.ci_low is None or est.ci_high is None:
-        why = "exact" if est.known_exactly else (est.note or "no interval")
-        return f"{scale * est.delta:+.2f}{unit} ({why})"
-    star = " *" if est.significant else ""
-    return (
-        f"{scale * est.delta:+.2f}{unit} [{scale * est.ci_low:+.2f}, "
-        f"{scale * est.ci_high:+.2f}]{star}"
-    )
+    return found

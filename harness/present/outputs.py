@@ -45,7 +45,9 @@ from harness.results.run import Run
 #   4 - why each precision launch stopped is "stops" (objects: run_key, the worker's stop
 #       with its reason and blocks, the short budget's costs); "stopped" keeps the lines.
 #       "machine" is an object (shared, waited_s, waited_for; was a line, now
-#       "machine_use").
+#       "machine_use"). What a comparison knows beyond its run is facts: "compared_anyway",
+#       "builds_differ", "combined" (run ids), "across" (earlier runs, all combined) and
+#       "history" (what a gate against history read); "warnings" keeps every line.
 SUMMARY_VERSION = 4
 
 

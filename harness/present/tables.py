@@ -32,6 +32,7 @@ from harness.analysis.stats import DeltaEstimate
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
+from harness.present.across import beyond_the_run
 from harness.present.contention import load_findings, load_line, machine_use_line
 from harness.present.headline import (
     PARITY_ROW,
@@ -177,7 +178,8 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
     """Every warning of a comparison, in words, in reading order: not performance (unless
     `interpreter` is False), prompts that differ, parity that must hold and does not,
     unequal KV capacities, what a platform left out, the machine's load findings
-    (present.contention), the ones analysis wrote, and a TP run in one launch."""
+    (present.contention), what the comparison knows beyond its own run (present.across: a
+    --force, two builds, combined runs, earlier runs, history), and a TP run in one launch."""
     parity = [parity_warning(c, comparison.baseline) for c in comparison.candidates]
     mixed = [MIXED_WORKLOADS] if comparison.mixed_workloads else []
     return (
@@ -187,7 +189,7 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
         + kv_warning(comparison.kv_blocks)
         + [f"left out on this platform: {line}" for line in comparison.left_out]
         + load_findings(comparison.load)
-        + comparison.warnings
+        + beyond_the_run(comparison)
         + tp_warning(comparison)
     )
 

@@ -20,6 +20,7 @@ from harness.analysis.stats import (
     units_for_halfwidth,
 )
 from harness.cli import main
+from harness.present.tables import warnings_of
 from harness.results.index import earlier_runs
 from harness.results.run import load_run
 from harness.workflow import gate_run
@@ -55,7 +56,7 @@ def test_a_combination_of_runs_is_wider_by_the_spending_factor(
     raw_p = 2 * sps.t.cdf(-abs(math.log1p(est.delta)) / est.se, 2)
     assert est.p_value == pytest.approx(min(1.0, raw_p * ALPHA / est.alpha))
     assert any(
-        "anytime-valid across re-runs: look 3 of any number" in w for w in comparison.warnings
+        "anytime-valid across re-runs: look 3 of any number" in w for w in warnings_of(comparison)
     )
     _, result = gate_run(tmp_path / "r2", combine=True)
     assert "look 3 of any number" in result.family

@@ -169,7 +169,9 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     with pytest.raises(IncomparableError, match=r"cpu_count \(None vs 64\)"):
         compare_runs(load_run(a), load_run(c))
     forced = compare_runs(load_run(a), load_run(c), force=True)
-    assert any("compared anyway" in w for w in forced.warnings)
+    assert forced.compared_anyway and all(
+        f"compared anyway: {line}" in warnings_of(forced) for line in forced.compared_anyway
+    )
     # Two vLLM builds (the Medusa PR's "by git checkout") compare without --force, and the
     # table says what differs.
     d = stored_run(tmp_path, "d", _runs(), {**fp, "vllm": "0.33.0.dev7+g1234abc"}, variants)
@@ -177,7 +179,8 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
     assert (
         "the builds differ (on purpose, comparing two builds): vllm ('0.32.0' vs "
         "'0.33.0.dev7+g1234abc')"
-    ) in builds.warnings
+    ) in warnings_of(builds)
+    assert builds.builds_differ == ["vllm ('0.32.0' vs '0.33.0.dev7+g1234abc')"]
     with pytest.raises(ResultsError, match="no variant 'nope'"):
         compare_runs(load_run(a), load_run(b), "nope")
 
@@ -185,7 +188,7 @@ def test_compare_two_runs_and_refuse_mismatched_environments(tmp_path: Path) -> 
 def test_parity_violation_is_flagged_only_where_expected() -> None:
     runs = _runs(cand_tokens_offset=5)
     lax = compare_records(runs, Arms("base", ["opt"]), "r", "unit")
-    assert not lax.parity_violations and not lax.warnings
+    assert not lax.parity_violations and not warnings_of(lax)
     strict = compare_records(
         runs, Arms("base", ["opt"], expect_identical={"opt": True}), "r", "unit"
     )
@@ -203,7 +206,7 @@ def test_facts_become_warnings_in_present_in_reading_order() -> None:
         "r",
         "unit",
     )
-    comparison.warnings = ["analysis's own line"]
+    comparison.compared_anyway = ["a difference --force went past"]
     comparison.interpreted = True
     comparison.mixed_workloads = True
     comparison.kv_blocks = {"base.r0": 120, "opt.r0": 100}
@@ -215,7 +218,7 @@ def test_facts_become_warnings_in_present_in_reading_order() -> None:
         "opt",
         "KV cache capacity differs between the arms' launches",
         "left out on this platform",
-        "analysis's own line",
+        "compared anyway",
         "TP 2 in one launch",
     ]
     assert got[0].startswith(NOT_PERFORMANCE)

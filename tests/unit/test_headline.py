@@ -146,7 +146,7 @@ def test_a_failed_arm_and_the_interpreter_say_no_result(tmp_path: Path) -> None:
     text = render_terminal(failed, rows="pr")
     assert "FAILED opt: opt.r0: failed: boom" in text  # among the few notes
     comparison = _comparison(tmp_path)
-    comparison.warnings[:0] = [f"noise {i}" for i in range(6)]
+    comparison.compared_anyway[:0] = [f"noise {i}" for i in range(6)]
     comparison.interpreted = True  # a launch ran under Triton's interpreter
     text = render_terminal(comparison, rows="pr")
     assert text.startswith("optimized: no result: not performance")

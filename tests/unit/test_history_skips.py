@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.present.tables import warnings_of
 from harness.results.index import history, runs
 from tests.conftest import ROOT
 from tests.unit.test_history import simulated
@@ -110,7 +111,8 @@ def test_a_gate_against_history_notes_the_folders_left_out(store: Path) -> None:
 
     latest = simulated(store, "latest", 3000.0, 0.0, seed=30)
     comparison, _ = gate_run(latest, against="history")
-    left_out = [w for w in comparison.warnings if w.startswith("history leaves out ")]
+    assert comparison.history is not None and len(comparison.history.skipped) == 5
+    left_out = [w for w in warnings_of(comparison) if w.startswith("history leaves out ")]
     assert len(left_out) == 5
     assert f"history leaves out {store / 'torn-summary'}: its summary.json is damaged" in "\n".join(
         left_out

@@ -11,6 +11,7 @@ import pytest
 from harness.analysis.repeats import combined
 from harness.cli import main
 from harness.errors import ExitCode
+from harness.present.tables import warnings_of
 from harness.results.index import comparison_key, earlier_runs
 from harness.results.run import load_run
 from harness.results.store import save_run_record
@@ -48,9 +49,10 @@ def test_combine_treats_each_run_as_a_launch(
     row = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     assert row.estimate.error_unit == "launch" and row.estimate.error_n == 3
     assert row.estimate.df == 2.0
-    assert any(w.startswith("combined: 3 runs") for w in comparison.warnings)
+    assert comparison.combined == ["r0", "r1", "r2"]
+    assert any(w.startswith("combined: 3 runs") for w in warnings_of(comparison))
     combined_comparison, result = gate_run(last, combine=True)
-    assert combined_comparison.warnings == comparison.warnings and result.decisions
+    assert combined_comparison.combined == comparison.combined and result.decisions
     # Through the CLI: the gate decides on the three runs together.
     code = main(["gate", str(last), "--combine"])
     assert code in (ExitCode.OK, ExitCode.GATE_FAILED, ExitCode.INCONCLUSIVE)
@@ -109,7 +111,8 @@ def test_a_report_reads_only_its_own_folder(
     _, made = write_report(second, figures=False, fresh=True)
     assert "this comparison was run 1 time(s) before in this results folder (r1)" in made
     kept = json.loads((second / workflow.ACROSS_RUNS).read_text())
-    assert kept["version"] == 1 and kept["earlier"] == ["r1"] and len(kept["notes"]) == 2
+    assert kept["version"] == 2 and kept["earlier"] == ["r1"] and kept["runs"] == 2
+    assert [row["candidate"] for row in kept["rows"]] == ["b"]
     shutil.rmtree(tmp_path / "r1")
 
     def no_store(_run: object) -> list[Path]:
@@ -119,6 +122,12 @@ def test_a_report_reads_only_its_own_folder(
     _, again = write_report(second, figures=False)
     assert "this comparison was run 1 time(s) before in this results folder (r1)" in again
     assert "across all 2 runs" in again
+    # A version-1 file kept the notes as words: a later report shows them as written.
+    (second / workflow.ACROSS_RUNS).write_text(
+        json.dumps({"version": 1, "earlier": ["r1"], "notes": ["an older note"]})
+    )
+    _, older = write_report(second, figures=False)
+    assert "an older note" in older and "time(s) before" not in older
     (second / workflow.ACROSS_RUNS).unlink()
     _, bare = write_report(second, figures=False)
     assert "time(s) before" not in bare and "across all" not in bare

@@ -16,6 +16,7 @@ from harness.analysis.history import build_series
 from harness.analysis.repeats import combined
 from harness.analysis.stats import ALPHA, runs_alpha, runs_estimate
 from harness.present.history import render_history
+from harness.present.tables import warnings_of
 from harness.results.index import earlier_runs, history
 from harness.results.run import load_run
 from harness.workflow import write_report
@@ -45,11 +46,13 @@ def test_a_rerun_prints_its_runs_combined_and_the_looks_allowed_for(tmp_path: Pa
         stored(tmp_path, f"r{i}", 100.0 * (i + 1), 40 + i)
     first, _ = write_report(tmp_path / "r0", figures=False, fresh=True)
     assert isinstance(first, Comparison)
-    assert not any("across all" in w for w in first.warnings)  # one run: its fixed interval
+    assert first.across is not None and first.across.runs == 0  # one run: its fixed interval
+    assert not any("across all" in w for w in warnings_of(first))
     analysis, _ = write_report(tmp_path / "r2", figures=False, fresh=True)
     assert isinstance(analysis, Comparison)
-    notes = [w for w in analysis.warnings if w.startswith("across all 3 runs")]
-    assert len(notes) == 1, analysis.warnings
+    notes = [w for w in warnings_of(analysis) if w.startswith("across all 3 runs")]
+    assert len(notes) == 1, warnings_of(analysis)
+    assert analysis.across is not None and analysis.across.earlier == ["r0", "r1"]
     note = notes[0]
     assert "look 3 of any number" in note and "one run, one look" in note
     # The same interval gate --combine decides on.
