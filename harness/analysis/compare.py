@@ -55,8 +55,8 @@ from harness.results.metrics import (
     position_metrics,
 )
 from harness.results.run import Run
-from harness.wire.overlay import OverlaySpec
-from harness.wire.platform import describe_launches, kv_capacity_differs
+from harness.wire.overlay import OverlaySpec, overlaid_functions
+from harness.wire.platform import kv_capacity_differs
 from harness.wire.protocol import PROFILES_DIR
 from harness.wire.records import RunRecord
 from harness.wire.spec import RunSpec
@@ -441,9 +441,11 @@ def compare_scenario(
         runs, Arms.of(scenario, design, labels), run_id, scenario.name, passes
     )
     comparison.setup = Setup.of(scenario)
-    comparison.platform = describe_launches(
-        {r.run_key: r.result.platform if r.result is not None else None for r in runs}
-    )
+    comparison.platforms = {
+        r.run_key: r.result.platform.model_copy(update={"rank": None})
+        for r in runs
+        if r.result is not None and r.result.platform is not None
+    }
     told = sorted(
         {
             r.result.prompts_as
@@ -451,7 +453,7 @@ def compare_scenario(
             if r.result is not None and r.result.prompts_as is not None
         }
     )
-    comparison.prompts = "; ".join(told) if told else None
+    comparison.prompts = told
     comparison.kv_blocks = kv_capacity_differs(
         {
             r.run_key: (r.variant, r.result.platform if r.result else None)
@@ -600,9 +602,10 @@ def compare_run(
         run.proof_labels,
         run.passes if records is None else None,
     )
-    comparison.builds = run.builds_described({n: n for n in run.scenario.variants})
-    comparison.overlays = run.overlay_notes()
-    mark_own_parts(comparison, run.scenario, run.manifest.plan.overlay())
+    comparison.builds = run.builds_of({n: n for n in run.scenario.variants})
+    overlay = run.manifest.plan.overlay()
+    comparison.overlays = overlaid_functions(overlay) if overlay is not None else {}
+    mark_own_parts(comparison, run.scenario, overlay)
     if run.scenario.profile is not None and records is None:
         comparison.profiles = profile_tables(run, comparison, run.scenario.profile.top)
     if records is None and run.design == "one-engine":

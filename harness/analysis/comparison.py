@@ -18,6 +18,7 @@ from harness.analysis.contention import Load, MachineUse
 from harness.analysis.profiles import OpDelta
 from harness.analysis.setup import Setup
 from harness.analysis.stats import DeltaEstimate
+from harness.wire.platform import Platform
 
 
 @dataclass
@@ -288,10 +289,11 @@ class Comparison:
     # Each launch's KV capacity in blocks, where the arms' launches got different ones
     # (wire.platform.kv_capacity_differs); empty where they agree.
     kv_blocks: dict[str, int] = field(default_factory=dict)
-    # What the launches' engines ran on (wire.platform.describe_launches); None: not reported.
-    platform: str | None = None
-    # How the prompts were sent (engine.chat: chat template, raw, token ids); None: not said.
-    prompts: str | None = None
+    # What each launch's engine ran on (its rank-0 worker's Platform); launches that
+    # reported none (older runs, a worker that died early) are not in it.
+    platforms: dict[str, Platform] = field(default_factory=dict)
+    # How the prompts were sent, as the workers said (engine.chat: chat template, raw, ids).
+    prompts: list[str] = field(default_factory=list)
     # How the run used the machine (shared, or a wait for another benchmark): workflow.
     machine: MachineUse | None = None
     # What else loaded the machine during the passes (analysis.contention's facts; its
@@ -308,11 +310,12 @@ class Comparison:
     unproven: list[str] = field(default_factory=list)
     stops: list[LaunchStop] = field(default_factory=list)  # why precision launches ended
     warmups: list[Warmup] = field(default_factory=list)  # each shared launch's checked warm-up
-    # Arm -> the vLLM build it ran under, one line (harness.wire.manifest.describe_build).
-    builds: dict[str, str] = field(default_factory=dict)
-    # Arm -> its own change overlaid on vLLM's functions, one line
-    # (harness.wire.overlay.describe_spec).
-    overlays: dict[str, str] = field(default_factory=dict)
+    # Arm -> the vLLM build it ran under (the manifest's build record: vllm, distribution,
+    # location, git, python).
+    builds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Arm -> its own change overlaid on vLLM's functions: their qualnames, and the change's
+    # own description (harness.wire.overlay.overlaid_functions).
+    overlays: dict[str, tuple[list[str], str]] = field(default_factory=dict)
     # The arm that runs without speculation, each speculative arm's output throughput over
     # it (a relative delta: the speedup minus one), and where each speedup goes.
     no_speculation: str | None = None
@@ -341,6 +344,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("running")
+        data["platforms"] = {k: p.model_dump() for k, p in self.platforms.items()}
         for stop, raw_stop in zip(self.stops, data["stops"], strict=True):
             raw_stop["stop"] = stop.stop.model_dump() if stop.stop is not None else None
         for cand, raw in zip(self.candidates, data["candidates"], strict=True):

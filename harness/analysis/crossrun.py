@@ -117,8 +117,8 @@ def compare_runs(
     comparison = compare_records(runs, arms, f"A={b_res.run_id} vs B={c_res.run_id}", b_scn.name)
     comparison.compared_anyway.extend(problems)
     comparison.builds = {
-        **b_res.builds_described({b_name: label_b}),
-        **c_res.builds_described({c_name: label_c}),
+        **b_res.builds_of({b_name: label_b}),
+        **c_res.builds_of({c_name: label_c}),
     }
     comparison.builds_differ = fingerprint_differences(
         base.manifest.fingerprint, cand.manifest.fingerprint, BUILD_FIELDS

@@ -23,6 +23,7 @@ from harness.present.figures import markdown_links, write_figures
 from harness.present.page import report_page
 from harness.present.stops import stop_line
 from harness.present.tables import (
+    platform_line,
     render_gate_junit,
     render_gate_markdown,
     render_markdown,
@@ -48,6 +49,8 @@ from harness.results.run import Run
 #       "machine_use"). What a comparison knows beyond its run is facts: "compared_anyway",
 #       "builds_differ", "combined" (run ids), "across" (earlier runs, all combined) and
 #       "history" (what a gate against history read); "warnings" keeps every line.
+#       "platforms" (launch -> its Platform) and "prompts" (a list) are facts; "platform"
+#       keeps the line.
 SUMMARY_VERSION = 4
 
 
@@ -75,6 +78,7 @@ def _with_words(comparison: Comparison, data: dict[str, Any]) -> dict[str, Any]:
     data["machine_load"] = load_line(comparison.load) if comparison.load is not None else None
     data["contention"] = load_findings(comparison.load)
     data["stopped"] = [stop_line(stop) for stop in comparison.stops]
+    data["platform"] = platform_line(comparison)
     data["machine_use"] = (
         machine_use_line(comparison.machine) if comparison.machine is not None else None
     )

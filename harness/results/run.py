@@ -13,13 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.config.scenario import Cell, Scenario, parse_scenario, scenario_hash, sweep_cells
 from harness.errors import ResultsError
 from harness.results.store import read_records
-from harness.wire.manifest import MANIFEST, Manifest, describe_build
-from harness.wire.overlay import describe_spec
+from harness.wire.manifest import MANIFEST, Manifest
 from harness.wire.records import PassRecord, RunRecord
 from harness.wire.spec import Design
 
@@ -74,21 +73,15 @@ class Run:
         """The sweep's cells (a run without a sweep: one cell, itself)."""
         return sweep_cells(self.scenario, f"{self.path}/{MANIFEST}")
 
-    def builds_described(self, labels: dict[str, str]) -> dict[str, str]:
-        """label -> one line on the build each named variant ran under (runs from before
-        builds were recorded have none)."""
+    def builds_of(self, labels: dict[str, str]) -> dict[str, dict[str, Any]]:
+        """label -> the build record of each named variant (vllm, its distribution and
+        location, git commit, python); runs from before builds were recorded have none."""
         found = self.manifest.builds
         return {
-            label: describe_build(found[name])
+            label: found[name]
             for name, label in labels.items()
             if isinstance(found.get(name), dict)
         }
-
-    def overlay_notes(self) -> dict[str, str]:
-        """Arm -> 'overlay: N function(s) (...) from <change>' for arms that ran their own
-        change."""
-        spec = self.manifest.plan.overlay()
-        return describe_spec(spec) if spec is not None else {}
 
 
 def arm_passes(runs: list[RunRecord], variant: str) -> list[tuple[RunRecord, PassRecord]]:

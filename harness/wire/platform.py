@@ -142,15 +142,3 @@ def kv_capacity_differs(platforms: dict[str, tuple[str, Platform | None]]) -> di
     if len({b for _, b in blocks.values()}) <= 1 or len({a for a, _ in blocks.values()}) <= 1:
         return {}
     return {key: b for key, (_, b) in blocks.items() if b is not None}
-
-
-def describe_launches(platforms: dict[str, Platform | None]) -> str | None:
-    """One line for the table: the platform every launch shared, or each launch's where they
-    differ; None when no launch reported one (older runs, or a worker that died early)."""
-    known = {key: p for key, p in platforms.items() if p is not None}
-    if not known:
-        return None
-    texts = {key: p.model_copy(update={"rank": None}).describe() for key, p in known.items()}
-    if len(set(texts.values())) == 1:
-        return next(iter(texts.values()))
-    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + " (the launches differ)"

@@ -739,7 +739,7 @@ def test_a_spec_bench_file_gets_a_per_category_table(eagle_speedup: CliRun) -> N
             assert [r.category for r in p.requests] == categories * 4
     comparison = compare_run(run.results)
     # Text prompts from a file go through the tokenizer's chat template, as vllm bench's do.
-    assert comparison.prompts == "the tokenizer's chat template"
+    assert comparison.prompts == ["the tokenizer's chat template"]
     assert "; prompts: the tokenizer's chat template; " in run.stdout
     assert list(comparison.categories) == categories
     assert comparison.category_requests == dict.fromkeys(categories, 4)

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from harness.analysis.compare import compare_run
+from harness.present.tables import platform_line
 from harness.results.metrics import passes_frame, requests_frame
 from harness.results.run import load_run
 from testkit.processes import (
@@ -208,7 +209,8 @@ def test_serve_switch_ran_both_paths_in_both_tp_ranks(serve_run: CliRun) -> None
         and r.result.platform.cudagraph_mode == "NONE"
         for r in good
     )
-    assert comparison.platform is not None and comparison.platform.startswith("runner V1")
+    platform = platform_line(comparison)
+    assert platform is not None and platform.startswith("runner V1")
 
 
 def test_server_logs_are_kept_and_servers_stopped_cleanly(

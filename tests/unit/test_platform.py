@@ -11,12 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.analysis.comparison import Comparison
 from harness.config.platforms import GRAPH_MODES, PATCH_SWITCHING, STEP_TIMER, Unsupported
 from harness.config.scenario import load_scenario
 from harness.config.swaps import SWAPS
 from harness.engine.platform import check_launch, clear, platform_of, read_platforms
 from harness.plan.plan import expand_plan
-from harness.wire.platform import Platform, describe_launches, features_of, refusals
+from harness.present.tables import platform_line
+from harness.wire.platform import Platform, features_of, refusals
 from harness.wire.spec import ArmSpec, RunSpec
 from tests.conftest import SCENARIOS
 
@@ -221,10 +223,15 @@ def test_a_launch_is_refused_when_no_process_reported_its_platform(tmp_path: Pat
 
 def test_launches_on_one_platform_print_it_once_and_differing_ones_each() -> None:
     a, b = _platform("V1", "NONE"), _platform("V1", "FULL")
-    assert describe_launches({"x.r0": a, "x.r1": a}) == a.describe()
-    both = describe_launches({"x.r0": a, "x.r1": b})
+
+    def line(platforms: dict[str, Platform]) -> str | None:
+        bare = Comparison("r", "s", "x", "ok", [], None, [], [], {}, platforms=platforms)
+        return platform_line(bare)
+
+    assert line({"x.r0": a, "x.r1": a}) == a.describe()
+    both = line({"x.r0": a, "x.r1": b})
     assert both is not None and both.endswith("(the launches differ)") and "x.r1: " in both
-    assert describe_launches({"x.r0": None}) is None
+    assert line({}) is None
     forced = a.model_copy(update={"runner_env": "0"}).describe()
     assert "forced by VLLM_USE_V2_MODEL_RUNNER=0" in forced
 
