@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.adjusted import KEY  # noqa: E402
 from harness.analysis.compare import compare_run  # noqa: E402
+from harness.present.adjusted import adjustment_note  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from testkit.processes import run_scenario  # noqa: E402
 
@@ -94,14 +95,14 @@ def read(run_dir: Path) -> None:
             continue
         e = r.estimate
         if e.ci_low is None or e.ci_high is None:
-            print(f"  {name}: {e.note}")
+            print(f"  {name}: {adjustment_note(r.adjustment) if r.adjustment else e.note}")
             continue
         print(
             f"  {name}: {100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
             f" (±{50 * (e.ci_high - e.ci_low):.2f}%)"
         )
-        if name == "adjusted":
-            print(f"    {e.note}")
+        if r.adjustment is not None:
+            print(f"    {adjustment_note(r.adjustment)}")
     if wait_us:
         print(f"  predicted by the planted cost (if in the drafter): {100 * predicted:+.2f}%")
 

@@ -115,11 +115,7 @@ def main() -> int:
         primary = [r["primary"] for r in res]
         robust = sum(e.robust for e in primary)
         hit_primary = sum(e.significant if aa else covers(e, truth) for e in primary)
-        removed = [
-            float(e.note.split("removes ")[1].split("%")[0])
-            for r in res
-            if (e := r["adjusted"]) is not None and e.note and "removes " in e.note
-        ]
+        removed = [100 * a.removed for r in res if (a := r["adjustment"]) is not None]
         print(
             f"\n{name}: truth {100 * truth:+.3f}%, {len(res)} trials; adjusted row shown "
             f"{wilson(len(shown), len(res))}; median variance removed "

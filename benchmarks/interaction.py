@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.config.sweep import set_path  # noqa: E402
+from harness.present.tables import finding_line  # noqa: E402
 from harness.results.metrics import passes_frame  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 
@@ -138,7 +139,7 @@ def main() -> int:
                 round(100 * math.sqrt(max(lo, 0.0)), 2),
                 round(100 * math.sqrt(max(hi, 0.0)), 2),
             ],
-            "findings": list(est.findings),
+            "findings": [finding_line(f) for f in est.findings],
         }
         print(json.dumps(out, indent=1))
     return 0

@@ -41,8 +41,10 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run, running_estimate  # noqa: E402
 from harness.analysis.metric_row import compare_metric  # noqa: E402
+from harness.analysis.stats import Trend, WarmupCapped  # noqa: E402
 from harness.lifeline import session_processes  # noqa: E402
 from harness.present.stops import stop_line  # noqa: E402
+from harness.present.tables import finding_line  # noqa: E402
 from harness.results.metrics import METRICS  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from harness.wire.progress import read_progress  # noqa: E402
@@ -53,7 +55,7 @@ RUN_ID = "soak"
 RSS_TARGET = 0.05
 EDGE_SAMPLES = 10  # samples whose median is a process's start or end RSS
 SESSIONS_EVERY_S = 30.0  # a launch's processes are found again this often
-DRIFT_WORDS = ("still trends", "cut hit its cap")
+DRIFT = (Trend, WarmupCapped)  # findings that say the arms drift apart
 
 
 @dataclass
@@ -229,7 +231,7 @@ def interval(run: Any) -> dict[str, Any]:
     cand = comparison.candidates[0]
     row = next(r for r in cand.rows if r.key == comparison.primary_metric)
     est = row.estimate
-    drift = [f for f in est.findings if any(w in f for w in DRIFT_WORDS)]
+    drift = [finding_line(f) for f in est.findings if isinstance(f, DRIFT)]
     passes = run.passes
     base, other = comparison.baseline, cand.name
     metric = next(m for m in METRICS if m.key == comparison.primary_metric)
@@ -252,7 +254,7 @@ def interval(run: Any) -> dict[str, Any]:
     return {
         "estimate": [est.delta, est.ci_low, est.ci_high],
         "blocks": blocks,
-        "findings": list(est.findings),
+        "findings": [finding_line(f) for f in est.findings],
         "drift_findings": drift,
         "halves": halves,
         "halves_agree": agree,

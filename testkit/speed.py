@@ -126,8 +126,8 @@ def speed_trials(
 ) -> list[dict[str, Any]]:
     """`trials` launches through drive_shared_launch (checked warm-up; with `precision`, its
     stop), each read by the shipped rows: per trial {"primary": the output-throughput
-    estimate, "adjusted": the speed-adjusted row's estimate (None: no row), "blocks": blocks
-    run}."""
+    estimate, "adjusted": the speed-adjusted row's estimate (None: no row), "adjustment":
+    its facts (analysis.comparison.SpeedAdjustment), "blocks": blocks run}."""
     from harness.analysis.adjusted import adjusted_row
     from harness.analysis.metric_row import compare_metric
     from harness.results.metrics import METRICS, passes_frame
@@ -147,6 +147,7 @@ def speed_trials(
             {
                 "primary": None if primary is None else primary.estimate,
                 "adjusted": None if row is None else row.estimate,
+                "adjustment": None if row is None else row.adjustment,
                 "blocks": len(passes) // 4,
             }
         )

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from harness.analysis.comparison import MetricRow
+from harness.analysis.comparison import Check, MetricRow, SpeedAdjustment, Withdrawal
 from harness.analysis.stats import (
     ALPHA,
     POWER,
@@ -94,19 +94,6 @@ def covariate_of(part: str | None) -> tuple[tuple[str, ...], tuple[str, str]]:
 
 
 @dataclass(frozen=True)
-class Check:
-    """A mean block difference (log scale) with its interval at `level`."""
-
-    mean: float
-    low: float
-    high: float
-    level: float
-
-    def moved(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-
-@dataclass(frozen=True)
 class Fit:
     """One ANCOVA fit on the log scale: the delta at covariate 0 and its standard error."""
 
@@ -138,7 +125,7 @@ class Adjustment:
     covariate: Check  # the covariate's own delta, 95%
     contrast: Check  # the checked pair's ratio, 90% (the equivalence test's)
     widen: float  # |theta| * share * |z|: added to each side of the interval
-    withdrawn: str | None  # why the row is withdrawn; None: shown
+    withdrawn: Withdrawal | None  # why the row is withdrawn; None: shown
 
     def interval(self) -> tuple[float, float]:
         low, high = self.fit.interval()
@@ -248,26 +235,14 @@ def adjust(
     )
 
 
-def _withdrawal(a: Adjustment, covariate: str, pair: tuple[str, str]) -> str | None:
-    """Why the row is withdrawn, one line; None: the assumption held."""
+def _withdrawal(a: Adjustment, pair: tuple[str, str]) -> Withdrawal | None:
+    """Why the row is withdrawn; None: the assumption held."""
     if a.covariate.moved():
-        c = a.covariate
-        return (
-            f"withdrawn: the {covariate} moved with the change ({_pct(c.mean)} "
-            f"[{_pct(c.low)}, {_pct(c.high)}]), so it does not measure the machine's speed alone"
-        )
+        return Withdrawal(a.covariate)
     c = a.contrast
     if max(abs(c.low), abs(c.high)) > EQUIVALENCE_MARGIN:
-        return (
-            f"withdrawn: the {pair[0]} over the {pair[1]} is not within "
-            f"±{100 * EQUIVALENCE_MARGIN:g}% ({_pct(c.mean)} [{_pct(c.low)}, {_pct(c.high)}], "
-            "90%): the change may move a part the adjustment takes for the machine's speed"
-        )
+        return Withdrawal(c, pair, EQUIVALENCE_MARGIN)
     return None
-
-
-def _pct(v: float) -> str:
-    return f"{100 * math.expm1(v):+.2f}%"
 
 
 def _blocks(
@@ -328,31 +303,29 @@ def adjusted_row(
         return None
     names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
     covariate = " + ".join(PART_COLUMNS[p][1] for p in parts) + " (time per step)"
-    adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, covariate, names))
+    adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, names))
     b = base["output_throughput"].to_numpy(dtype=float)
     c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
-    est = estimate_of(adjusted, covariate, part, b, c, robust)
+    est = estimate_of(adjusted, b, c, robust)
     value = float(b.mean()) * (1.0 + est.delta) if math.isfinite(est.delta) else math.nan
-    return MetricRow(KEY, LABEL, True, float(b.mean()), value, est)
+    facts = SpeedAdjustment(
+        covariate,
+        part,
+        adjusted.units,
+        adjusted.fit.theta,
+        adjusted.fit.removed,
+        adjusted.widen,
+        adjusted.withdrawn,
+    )
+    return MetricRow(KEY, LABEL, True, float(b.mean()), value, est, adjustment=facts)
 
 
 def estimate_of(
-    a: Adjustment,
-    covariate: str,
-    part: str | None,
-    base: np.ndarray,
-    cand: np.ndarray,
-    robust: bool = False,
+    a: Adjustment, base: np.ndarray, cand: np.ndarray, robust: bool = False
 ) -> DeltaEstimate:
     """The row's DeltaEstimate: the fit with its widened interval, and a p-value and MDE
     consistent with it; no delta when withdrawn."""
     f = a.fit
-    own = f"the change ({part})" if part else "the change (its part not declared)"
-    assumption = (
-        f"speed-adjusted by the {covariate} (ANCOVA on {a.units} blocks, theta "
-        f"{f.theta:.2f}): removes {100 * f.removed:.0f}% of the variance; assumes {own} "
-        f"leaves the {covariate} alone"
-    )
     common = {
         "kind": "relative",
         "cv_baseline": coefficient_of_variation(base),
@@ -376,7 +349,7 @@ def estimate_of(
             test=None,
             significant=False,
             mde=None,
-            note=f"{a.withdrawn}; {assumption}",
+            note="withdrawn: its assumption failed its check",
             **common,  # type: ignore[arg-type]
         )
     low, high = a.interval()
@@ -392,8 +365,6 @@ def estimate_of(
         else "ANCOVA on blocks (speed-adjusted)",
         significant=p < ALPHA and (low > 0 or high < 0),
         mde=math.expm1(mde),
-        note=assumption
-        + (f"; widened ±{100 * a.widen:.2f}% for the parts' own move" if a.widen else ""),
         se=f.se,
         robust=robust,
         **common,  # type: ignore[arg-type]

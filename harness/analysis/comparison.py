@@ -21,6 +21,45 @@ from harness.analysis.stats import DeltaEstimate
 from harness.wire.platform import Platform
 
 
+@dataclass(frozen=True)
+class Check:
+    """A mean block difference (log scale) with its interval at `level`."""
+
+    mean: float
+    low: float
+    high: float
+    level: float
+
+    def moved(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """Why the speed-adjusted row is withdrawn: the covariate's own delta moved (`pair`
+    None), or the checked pair's ratio is not within ±`margin` (`check` at 90%)."""
+
+    check: Check
+    pair: tuple[str, str] | None = None
+    margin: float | None = None
+
+
+@dataclass(frozen=True)
+class SpeedAdjustment:
+    """The speed-adjusted row's facts (harness.analysis.adjusted): what it adjusted by (the
+    covariate's name), the change's declared part, the blocks, theta, the share of the
+    variance removed, the widening for the parts' own move, and why it is withdrawn (None:
+    shown). harness.present.tables words its note."""
+
+    covariate: str
+    part: str | None
+    units: int
+    theta: float
+    removed: float
+    widen: float
+    withdrawn: Withdrawal | None = None
+
+
 @dataclass
 class MetricRow:
     """One metric for one candidate."""
@@ -38,6 +77,7 @@ class MetricRow:
     role: str | None = None
     adjusted_p: float | None = None  # secondary rows: Holm's adjusted p-value
     starred: bool | None = None  # the star under the family's rule (None: no family)
+    adjustment: SpeedAdjustment | None = None  # the speed-adjusted row's facts
 
     @property
     def star(self) -> bool:
@@ -352,6 +392,9 @@ class Comparison:
                 raw_row["improved"] = row.improved
                 raw_row["star"] = row.star
                 raw_row["estimate"]["known_exactly"] = row.estimate.known_exactly
+                raw_row["estimate"]["findings"] = [
+                    {"kind": type(f).__name__, **asdict(f)} for f in row.estimate.findings
+                ]
                 if row.estimate.runs == 1:  # a single run's fixed interval: as before
                     del raw_row["estimate"]["alpha"], raw_row["estimate"]["runs"]
             if cand.parity is not None:

@@ -395,6 +395,7 @@ def _decision(
         n_baseline=0,
         n_candidate=0,
         note="no spread: exact" if exact else None,
+        no_spread=exact,
     )
     row = MetricRow(check, label, higher, float("nan"), float("nan"), estimate)
     d = judge_metric(row, tolerance, candidate, "runs")

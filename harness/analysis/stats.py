@@ -90,6 +90,55 @@ class VarianceComponents:
 
 
 @dataclass(frozen=True)
+class WarmupCut:
+    """Leading blocks left out while the arms' difference was still settling (MSER)."""
+
+    blocks: int
+
+
+@dataclass(frozen=True)
+class WarmupCapped:
+    """A launch's warm-up cut hit its cap (WARMUP_CAP of its blocks): the arms' difference
+    settles late or drifts through the launch."""
+
+    cut: int
+    blocks: int
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The arms' difference still trends after the warm-up (slope per 10 blocks on the
+    analysis scale, and its p-value)."""
+
+    per_10_blocks: float
+    p: float
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """Stalled passes (far from their arm's median) per arm; `more`, the arm that stalls
+    more, at one-arm-excess p-value `excess_p`; `robust`: the blocks were summarised
+    stall-robustly (20% trimmed, Yuen), which leaves the stalls' cost out, else the excess
+    is the change's own cost, kept in the estimate."""
+
+    baseline: int
+    candidate: int
+    more: str  # "baseline" or "candidate"
+    excess_p: float
+    robust: bool
+
+
+@dataclass(frozen=True)
+class PlainMean:
+    """A few blocks differ from the rest, which are all equal: every block kept and
+    summarised by the plain mean (cutting or trimming them would leave no spread)."""
+
+
+# What the data showed beyond noise (harness.present.tables words each).
+Finding = WarmupCut | WarmupCapped | Trend | Stalls | PlainMean
+
+
+@dataclass(frozen=True)
 class DeltaEstimate:
     """A candidate-vs-baseline delta with its uncertainty. Relative deltas are fractions
     (0.01 = +1%), point deltas are in the metric's own unit. `units`: blocks (one-engine),
@@ -122,9 +171,9 @@ class DeltaEstimate:
     error_unit: str | None = None
     error_sd: float | None = None
     error_n: int = 0
-    # What the data showed beyond noise, one line each for the notes under the table: a
-    # warm-up cut, a trend left in the arms' difference, stalled passes per arm.
-    findings: tuple[str, ...] = ()
+    # What the data showed beyond noise, for the notes under the table: a warm-up cut, a
+    # trend left in the arms' difference, stalled passes per arm.
+    findings: tuple[Finding, ...] = ()
     warmup_blocks: int = 0  # leading blocks (per launch, summed) left out as warm-up
     stalls: tuple[int, int] = (0, 0)  # stalled passes: (baseline, candidate)
     robust: bool = False  # the stall-robust (20% trimmed, Yuen) estimator was used
@@ -135,6 +184,9 @@ class DeltaEstimate:
     # runs_alpha(runs) when `runs` (> 1) runs are combined (anytime-valid across re-runs).
     alpha: float = ALPHA
     runs: int = 1
+    # Every unit showed the same difference (acceptance equal in every pass): no interval,
+    # and the delta is known exactly.
+    no_spread: bool = False
 
     @property
     def known_exactly(self) -> bool:
@@ -142,7 +194,7 @@ class DeltaEstimate:
         decoding makes deterministic, e.g. acceptance): the delta has no uncertainty, even
         where the design gives no interval (one launch per arm). Without counts, 'identical'
         is up to EXACT_RTOL (a mean of equal values may round apart)."""
-        if self.exact or (self.note and self.note.startswith("no spread")):
+        if self.exact or self.no_spread:
             return True
         return (
             self.n_baseline > 0
@@ -392,6 +444,7 @@ class _Fit:
     error_unit: str | None = None  # what se is made of: error_sd / sqrt(error_n)
     error_sd: float | None = None
     error_n: int = 0
+    trimmed: bool = False  # 20% trimmed means (Yuen), not means
 
 
 def _pooled_sd(ss: float, df: float) -> float | None:
@@ -594,14 +647,14 @@ def _launch_per_arm(cell_arm: np.ndarray, cell_round: np.ndarray, cell_mean: np.
 
 def _one_engine(
     d: np.ndarray, launch_of_block: np.ndarray, robust: bool = False, settle: bool = True
-) -> tuple[_Fit, list[str], int]:
+) -> tuple[_Fit, list[Finding], int]:
     """The block difference is the unit; with several launches their means carry the error.
     Each launch's leading blocks still settling are cut first (warmup_cut; not without
     `settle`). `robust`: 20% trimmed means (Yuen) instead of means. Returns the fit, findings
     and blocks cut."""
     launches, inv = np.unique(launch_of_block, return_inverse=True)
     inv = inv.reshape(-1)
-    findings: list[str] = []
+    findings: list[Finding] = []
     keep = np.ones(len(d), dtype=bool)
     cut = 0
     for j in range(len(launches)):
@@ -610,25 +663,14 @@ def _one_engine(
         keep[idx[:k]] = False
         cut += k
         if k and k >= int(WARMUP_CAP * len(idx)):
-            findings.append(
-                f"warm-up cut hit its cap ({k} of {len(idx)} blocks): the arms' "
-                "difference settles late or drifts through the launch"
-            )
+            findings.append(WarmupCapped(k, len(idx)))
     if cut:
-        findings.insert(
-            0,
-            f"warm-up: {cut} leading block(s) left out while the arms' "
-            "difference was still settling (MSER)",
-        )
+        findings.insert(0, WarmupCut(cut))
     d, inv = d[keep], inv[keep]
     for j in range(len(launches)):
         found = _trend(d[inv == j])
         if found is not None and found[1] < ALPHA:
-            findings.append(
-                f"the arms' difference still trends after warm-up: "
-                f"{100 * 10 * found[0]:+.2f}% per 10 blocks (p={found[1]:.3f}): "
-                "an arm warming slowly or drifting apart"
-            )
+            findings.append(Trend(10 * found[0], found[1]))
             break
     n, big_l = len(d), len(launches)
     if big_l == 1:
@@ -658,6 +700,7 @@ def _one_engine(
                         "block",
                         se * math.sqrt(n),
                         n,
+                        trimmed=True,
                     ),
                     findings,
                     cut,
@@ -710,6 +753,7 @@ def _one_engine(
             "launch",
             s_l,
             big_l,
+            trimmed=robust,
         ),
         findings,
         cut,
@@ -812,30 +856,13 @@ def arm_delta(
     # (rates in points have no "slower": stalls are looked for on relative metrics only)
     stall = stalled(y, cinv) if relative else np.zeros(len(y), dtype=bool)
     stalls = (int(np.sum(stall & ~arm)), int(np.sum(stall & arm)))
-    findings: list[str] = []
+    findings: list[Finding] = []
     robust = False
     if sum(stalls):
         excess = _one_arm_excess(stalls, int(np.sum(~arm)), int(np.sum(arm)))
         robust = excess >= STALL_EXCESS_P
-        more = (
-            "the candidate"
-            if stalls[1] * np.sum(~arm) > stalls[0] * np.sum(arm)
-            else "the baseline"
-        )
-        findings.append(
-            f"{sum(stalls)} stalled pass(es) (far from their arm's median): {stalls[0]} in "
-            f"the baseline, {stalls[1]} in the candidate"
-            + (
-                f"; a one-arm excess in {more} (p={excess:.2g}): the change's own cost, kept "
-                "in the estimate"
-                if not robust
-                else f"; {more} stalls more (p={excess:.2g}), not clearly enough to be called the "
-                f"change's own cost (p < {STALL_EXCESS_P:g}): block differences summarised "
-                "stall-robustly (20% trimmed, Yuen), which leaves the stalls' cost out"
-                if excess < ALPHA
-                else "; block differences summarised stall-robustly (20% trimmed, Yuen)"
-            )
-        )
+        more = "candidate" if stalls[1] * np.sum(~arm) > stalls[0] * np.sum(arm) else "baseline"
+        findings.append(Stalls(stalls[0], stalls[1], more, excess, robust))
     cut = 0
     if design == "launch-per-arm":
         cell_round = np.zeros(len(cell_n), dtype=np.int64)
@@ -857,11 +884,8 @@ def arm_delta(
             # run: 53.0 against 52.975 steps). Every block, plain mean, keeps them.
             fit, found, cut = _one_engine(d, block_launch[kept], False, settle=False)
             robust = False
-            findings = [f for f in findings if "Yuen" not in f] + [
-                "a few blocks differ from the rest, which are all equal: every block kept "
-                "and summarised by the plain mean (cutting or trimming them would leave no "
-                "spread)"
-            ]
+            findings = [f for f in findings if not (isinstance(f, Stalls) and f.robust)]
+            findings.append(PlainMean())
         findings += found
     components = VarianceComponents(between_launches, between_passes, fit.unit_sd, fit.launch_x_arm)
     delta = math.expm1(fit.est) if relative else fit.est
@@ -873,7 +897,10 @@ def arm_delta(
     # Identical units (acceptance equal in every pass): a zero-width interval would claim a
     # certainty the data do not have, so none at all. The tolerance absorbs rounding in means.
     if not fit.se > 1e-12 * float(np.max(np.abs(y))):
-        return no_interval(delta, "no spread between units: no interval", fit, components)
+        return replace(
+            no_interval(delta, "no spread between units: no interval", fit, components),
+            no_spread=True,
+        )
     t_crit = _t(fit.df, 1 - ALPHA / 2)
     low, high = fit.est - t_crit * fit.se, fit.est + t_crit * fit.se
     p = float(2 * spsp.stdtr(fit.df, -abs(fit.est / fit.se)))
@@ -907,5 +934,5 @@ def arm_delta(
         tuple(findings),
         cut,
         stalls,
-        robust and fit.test is not None and "trimmed" in fit.test,
+        robust and fit.trimmed,
     )

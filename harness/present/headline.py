@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.config.metrics import ADJUSTED_METRIC
 from harness.errors import SpecbenchError
+from harness.present.adjusted import withdrawal_reason
 from harness.present.stops import budget_advice
 
 # The seed PRs' rows (vLLM #24435 and the Eagle local-argmax PR), in the table's order; the
@@ -286,9 +287,10 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
 def _adjusted(row: MetricRow) -> str:
     """The speed-adjusted row in a few words: its interval, or that it was withdrawn."""
     if math.isnan(row.estimate.delta):
-        why = (row.estimate.note or "").split(";")[0].removeprefix("withdrawn: ")
-        why = why.split(", so it does not")[0].split(": the change may")[0]
-        return f"speed-adjusted row withdrawn ({why})" if why else "speed-adjusted row withdrawn"
+        a = row.adjustment
+        if a is None or a.withdrawn is None:
+            return "speed-adjusted row withdrawn"
+        return f"speed-adjusted row withdrawn ({withdrawal_reason(a, short=True)})"
     return f"speed-adjusted {_interval(row)}"
 
 

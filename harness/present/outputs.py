@@ -50,7 +50,8 @@ from harness.results.run import Run
 #       "builds_differ", "combined" (run ids), "across" (earlier runs, all combined) and
 #       "history" (what a gate against history read); "warnings" keeps every line.
 #       "platforms" (launch -> its Platform) and "prompts" (a list) are facts; "platform"
-#       keeps the line.
+#       keeps the line. An estimate's "findings" are objects (each with its "kind") and it
+#       gains "no_spread"; a row gains "adjustment" (the speed-adjusted row's facts).
 SUMMARY_VERSION = 4
 
 

@@ -28,11 +28,22 @@ from harness.analysis.comparison import (
     Warmup,
 )
 from harness.analysis.gate import Decision, GateResult
-from harness.analysis.stats import DeltaEstimate
+from harness.analysis.stats import (
+    ALPHA,
+    STALL_EXCESS_P,
+    DeltaEstimate,
+    Finding,
+    PlainMean,
+    Stalls,
+    Trend,
+    WarmupCapped,
+    WarmupCut,
+)
 from harness.analysis.sweep_comparison import SweepComparison
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.config.scenario import ADJUSTED_METRIC, BATCH_INVARIANT_ENV
 from harness.present.across import beyond_the_run
+from harness.present.adjusted import adjustment_note
 from harness.present.contention import load_findings, load_line, machine_use_line
 from harness.present.headline import (
     PARITY_ROW,
@@ -199,6 +210,51 @@ def overlay_line(functions: list[str], change: str) -> str:
     """'1 function (MedusaProposer.propose) from x.diff (sha256 ...)'."""
     n = len(functions)
     return f"{n} function{'s' if n != 1 else ''} ({', '.join(functions)}) from {change}"
+
+
+def finding_line(found: Finding) -> str:
+    """What the data showed beyond noise (analysis.stats' findings), one line."""
+    if isinstance(found, WarmupCut):
+        return (
+            f"warm-up: {found.blocks} leading block(s) left out while the arms' "
+            "difference was still settling (MSER)"
+        )
+    if isinstance(found, WarmupCapped):
+        return (
+            f"warm-up cut hit its cap ({found.cut} of {found.blocks} blocks): the arms' "
+            "difference settles late or drifts through the launch"
+        )
+    if isinstance(found, Trend):
+        return (
+            f"the arms' difference still trends after warm-up: "
+            f"{100 * found.per_10_blocks:+.2f}% per 10 blocks (p={found.p:.3f}): "
+            "an arm warming slowly or drifting apart"
+        )
+    if isinstance(found, PlainMean):
+        return (
+            "a few blocks differ from the rest, which are all equal: every block kept "
+            "and summarised by the plain mean (cutting or trimming them would leave no spread)"
+        )
+    return _stalls_line(found)
+
+
+def _stalls_line(s: Stalls) -> str:
+    head = (
+        f"{s.baseline + s.candidate} stalled pass(es) (far from their arm's median): "
+        f"{s.baseline} in the baseline, {s.candidate} in the candidate"
+    )
+    if not s.robust:
+        return head + (
+            f"; a one-arm excess in the {s.more} (p={s.excess_p:.2g}): the change's own cost, "
+            "kept in the estimate"
+        )
+    if s.excess_p < ALPHA:
+        return head + (
+            f"; the {s.more} stalls more (p={s.excess_p:.2g}), not clearly enough to be called "
+            f"the change's own cost (p < {STALL_EXCESS_P:g}): block differences summarised "
+            "stall-robustly (20% trimmed, Yuen), which leaves the stalls' cost out"
+        )
+    return head + "; block differences summarised stall-robustly (20% trimmed, Yuen)"
 
 
 def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
@@ -808,10 +864,13 @@ def _throughput_notes(cand: CandidateResult) -> list[str]:
         )
     if throughput.estimate.note:
         notes.append(f"{cand.name}: output throughput: {throughput.estimate.note}")
-    notes.extend(f"{cand.name}: output throughput: {f}" for f in throughput.estimate.findings)
+    notes.extend(
+        f"{cand.name}: output throughput: {finding_line(f)}" for f in throughput.estimate.findings
+    )
     adjusted = next((r for r in cand.rows if r.key == ADJUSTED_METRIC), None)
-    if adjusted is not None and adjusted.estimate.note:  # its assumption, or why it is withdrawn
-        notes.append(f"{cand.name}: output throughput, speed-adjusted: {adjusted.estimate.note}")
+    if adjusted is not None and adjusted.adjustment is not None:  # its assumption, or why withdrawn
+        note = adjustment_note(adjusted.adjustment)
+        notes.append(f"{cand.name}: output throughput, speed-adjusted: {note}")
     comp = throughput.estimate.components
     if comp is not None:
         parts = [

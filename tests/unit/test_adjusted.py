@@ -13,6 +13,7 @@ import pytest
 from harness.analysis.adjusted import KEY, adjust, covariate_of, declared_part, fit
 from harness.config.scenario import Precision, parse_scenario
 from harness.errors import ScenarioError
+from harness.present.adjusted import adjustment_note
 from testkit.scenarios import MINIMAL
 from testkit.speed import Speed, speed_trials
 
@@ -77,9 +78,10 @@ def test_a_drafter_change_is_covered_and_a_moved_forward_withdraws_the_row() -> 
     assert len(shown) >= 6
     assert sum(e.ci_low <= truth <= e.ci_high for e in shown) >= len(shown) - 1
     moved = speed_trials(Speed(effects=(0.0, 0.05, 0.0, 0.0)), 60, 6, seed=23)
-    notes = [r["adjusted"].note for r in moved]
     assert all(r["adjusted"].ci_low is None for r in moved)
-    assert all(n is not None and n.startswith("withdrawn: ") for n in notes)
+    assert all(r["adjustment"].withdrawn is not None for r in moved)
+    notes = [adjustment_note(r["adjustment"]) for r in moved]
+    assert all(n.startswith("withdrawn: the ") for n in notes)
 
 
 def test_a_precision_run_may_target_the_adjusted_row() -> None:

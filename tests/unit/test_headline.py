@@ -4,6 +4,7 @@ one fold away; `--rows all` keeps every row; local paths relative; --github-summ
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness.analysis.compare import Arms, compare_records
-from harness.analysis.comparison import Comparison
+from harness.analysis.comparison import Check, Comparison, SpeedAdjustment, Withdrawal
 from harness.config.interpreter import NOT_PERFORMANCE
 from harness.errors import SpecbenchError
 from harness.present.headline import fold_duplicates, folded_label, tidy_paths, verdicts
@@ -291,7 +292,9 @@ def test_a_budget_the_warm_up_ate_says_which_budget_would_give_a_result(tmp_path
     assert f"budget_s: {costs.budget_for():.0f} would give one" in warning
 
 
-def _with_adjusted(comparison: Comparison, delta: float, note: str) -> Comparison:
+def _with_adjusted(
+    comparison: Comparison, delta: float, withdrawn: Withdrawal | None = None
+) -> Comparison:
     """The comparison with a speed-adjusted row beside each candidate's output throughput."""
     from dataclasses import replace
 
@@ -299,7 +302,7 @@ def _with_adjusted(comparison: Comparison, delta: float, note: str) -> Compariso
 
     for cand in comparison.candidates:
         tput = next(r for r in cand.rows if r.key == "output_throughput")
-        estimate = replace(tput.estimate, delta=delta, note=note)
+        estimate = replace(tput.estimate, delta=delta)
         if delta != delta:  # withdrawn: no interval
             estimate = replace(estimate, ci_low=None, ci_high=None, significant=False)
         row = replace(
@@ -308,28 +311,35 @@ def _with_adjusted(comparison: Comparison, delta: float, note: str) -> Compariso
             label="Output throughput, speed-adjusted (tok/s)",
             estimate=estimate,
             role="secondary",
+            adjustment=SpeedAdjustment(
+                "verification forward (time per step)", "draft", 40, -1.5, 0.6, 0.0, withdrawn
+            ),
         )
         cand.rows.insert(cand.rows.index(tput) + 1, row)
     return comparison
 
 
 def test_the_speed_adjusted_row_is_in_the_verdict_and_the_pr_rows(tmp_path: Path) -> None:
-    comparison = _with_adjusted(_comparison(tmp_path), 0.01, "speed-adjusted by the forward")
+    comparison = _with_adjusted(_comparison(tmp_path), 0.01)
     [line] = verdicts(comparison)
     assert "; speed-adjusted +1.0% [" in line
     assert "Output throughput, speed-adjusted" in render_terminal(comparison, rows="pr")
 
 
 def test_a_withdrawn_speed_adjusted_row_says_why_and_leaves_the_pr_rows(tmp_path: Path) -> None:
-    note = (
-        "withdrawn: the verification forward moved with the change (+4.62% [+1.65%, +7.67%]), "
-        "so it does not measure the machine's speed alone; speed-adjusted by the forward"
-    )
-    comparison = _with_adjusted(_comparison(tmp_path), float("nan"), note)
+    moved = Check(math.log1p(0.0462), math.log1p(0.0165), math.log1p(0.0767), 0.95)
+    comparison = _with_adjusted(_comparison(tmp_path), float("nan"), Withdrawal(moved))
     [line] = verdicts(comparison)
     assert (
-        "; speed-adjusted row withdrawn (the verification forward moved with the change "
-        "(+4.62% [+1.65%, +7.67%]))" in line
+        "; speed-adjusted row withdrawn (the verification forward (time per step) moved with "
+        "the change (+4.62% [+1.65%, +7.67%]))" in line
+    )
+    text = " ".join(render_terminal(comparison, rows="all").split())
+    assert (
+        "speed-adjusted: withdrawn: the verification forward (time per step) moved with the "
+        "change (+4.62% [+1.65%, +7.67%]), so it does not measure the machine's speed alone; "
+        "speed-adjusted by the verification forward (time per step) (ANCOVA on 40 blocks, "
+        "theta -1.50): removes 60% of the variance" in text
     )
     assert "speed-adjusted (tok/s)" not in render_terminal(comparison, rows="pr")
     assert "speed-adjusted (tok/s)" in render_terminal(comparison, rows="all")

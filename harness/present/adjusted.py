@@ -1,0 +1,43 @@
+"""The words for the speed-adjusted row (harness.analysis.adjusted's facts,
+analysis.comparison.SpeedAdjustment): its note under the table and why it is withdrawn."""
+
+from __future__ import annotations
+
+import math
+
+from harness.analysis.comparison import SpeedAdjustment
+
+
+def _pct(v: float) -> str:
+    return f"{100 * math.expm1(v):+.2f}%"
+
+
+def withdrawal_reason(a: SpeedAdjustment, short: bool = False) -> str:
+    """Why the speed-adjusted row is withdrawn (`short`: without what follows from it)."""
+    assert a.withdrawn is not None
+    w, c = a.withdrawn, a.withdrawn.check
+    found = f"{_pct(c.mean)} [{_pct(c.low)}, {_pct(c.high)}]"
+    if w.pair is None:
+        return f"the {a.covariate} moved with the change ({found})" + (
+            "" if short else ", so it does not measure the machine's speed alone"
+        )
+    margin = f"±{100 * (w.margin or 0.0):g}%"
+    return f"the {w.pair[0]} over the {w.pair[1]} is not within {margin} ({found}, 90%)" + (
+        "" if short else ": the change may move a part the adjustment takes for the machine's speed"
+    )
+
+
+def adjustment_note(a: SpeedAdjustment) -> str:
+    """The speed-adjusted row's note: why it is withdrawn, then its assumption (what it
+    adjusted by, how much variance that removed, what it assumes), and its widening."""
+    own = f"the change ({a.part})" if a.part else "the change (its part not declared)"
+    assumption = (
+        f"speed-adjusted by the {a.covariate} (ANCOVA on {a.units} blocks, theta "
+        f"{a.theta:.2f}): removes {100 * a.removed:.0f}% of the variance; assumes {own} "
+        f"leaves the {a.covariate} alone"
+    )
+    if a.withdrawn is not None:
+        return f"withdrawn: {withdrawal_reason(a)}; {assumption}"
+    return assumption + (
+        f"; widened ±{100 * a.widen:.2f}% for the parts' own move" if a.widen else ""
+    )
