@@ -36,7 +36,7 @@ from harness.analysis.contention import machine_load
 from harness.analysis.metric_row import compare_metric
 from harness.analysis.parity import output_parity
 from harness.analysis.profiles import arm_profiles, op_deltas
-from harness.analysis.proof import ran_paths, unproven_passes
+from harness.analysis.proof import Unproven, ran_paths, unproven_passes
 from harness.analysis.setup import Setup
 from harness.analysis.speedup import decompose
 from harness.analysis.stats import Design, holm
@@ -219,10 +219,10 @@ class Arms:
 
 def _proven_passes(
     runs: list[RunRecord], arms: Arms, passes: pd.DataFrame | None
-) -> tuple[pd.DataFrame, dict[str, int], list[str]]:
+) -> tuple[pd.DataFrame, dict[str, int], list[Unproven]]:
     """The passes whose vLLM processes proved their arm's implementation, how many were
-    discarded per arm, and the lines naming the unproven ones."""
-    unproven: list[str] = []
+    discarded per arm, and the launches with unproven ones."""
+    unproven: list[Unproven] = []
     bad: dict[tuple[str, int], str] = {}
     for variant in [arms.baseline, *arms.candidates]:
         found, lines = unproven_passes(
@@ -230,7 +230,7 @@ def _proven_passes(
         )
         bad.update(found)
         unproven += lines
-    unproven += [f"{r.run_key}: {r.error}" for r in runs if ProofRefused.refused(r.error)]
+    unproven += [Unproven(r.run_key, r.error or "") for r in runs if ProofRefused.refused(r.error)]
     if passes is None:
         passes = passes_frame(runs)
     discarded: dict[str, int] = {}

@@ -16,6 +16,7 @@ import numpy as np
 from harness.analysis.budget import LaunchStop
 from harness.analysis.contention import Load, MachineUse
 from harness.analysis.profiles import OpDelta
+from harness.analysis.proof import Unproven
 from harness.analysis.setup import Setup
 from harness.analysis.stats import DeltaEstimate
 from harness.wire.platform import Platform
@@ -347,7 +348,7 @@ class Comparison:
     # Passes left out because their vLLM processes did not prove the arm's path, per arm.
     discarded: dict[str, int] = field(default_factory=dict)
     # Launches or passes whose implementation was not proven: `run` exits non-zero.
-    unproven: list[str] = field(default_factory=list)
+    unproven: list[Unproven] = field(default_factory=list)
     stops: list[LaunchStop] = field(default_factory=list)  # why precision launches ended
     warmups: list[Warmup] = field(default_factory=list)  # each shared launch's checked warm-up
     # Arm -> the vLLM build it ran under (the manifest's build record: vllm, distribution,

@@ -258,7 +258,7 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
                 "PASS" if ok else "REGRESSION",
                 "every launch and pass proved its implementation ran in vLLM"
                 if ok
-                else "; ".join(comparison.unproven)[:1000],
+                else "; ".join(f"{u.launch}: {u.why}" for u in comparison.unproven)[:1000],
             )
         )
     control_family(result)

@@ -6,6 +6,8 @@ discard unproven passes and fail the run) judge the same ImplReports the same wa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from harness.config.catalog import proof_parts
 from harness.results.run import arm_passes
 from harness.wire.records import ImplReport, RunRecord
@@ -99,16 +101,31 @@ def ran_paths(runs: list[RunRecord], variant: str) -> list[str]:
     return sorted(paths)
 
 
+@dataclass(frozen=True)
+class Unproven:
+    """A launch whose vLLM processes did not prove its arm's implementation ran: all of it
+    (`passes` 0: a launch-per-arm launch, or one refused before its first measured block),
+    or `passes` of `variant`'s passes in a shared launch, the first of them pass `first`.
+    `why`: what the proof found missing, as proof_problems names it (the refusal's own words
+    for a refused launch)."""
+
+    launch: str
+    why: str
+    variant: str | None = None
+    passes: int = 0
+    first: int | None = None
+
+
 def unproven_passes(
     runs: list[RunRecord], variant: str, implementation: str | None, tp_size: int
-) -> tuple[dict[tuple[str, int], str], list[str]]:
+) -> tuple[dict[tuple[str, int], str], list[Unproven]]:
     """Passes of `variant` whose vLLM processes did not prove its implementation ran:
-    (run_key, repeat) -> why, and one line per launch for the table. One-engine passes carry
-    their own reports; a launch-per-arm launch is judged, all its passes alike, on its own."""
+    (run_key, repeat) -> why, and each launch they are in. One-engine passes carry their own
+    reports; a launch-per-arm launch is judged, all its passes alike, on its own."""
     bad: dict[tuple[str, int], str] = {}
-    lines: list[str] = []
+    found: list[Unproven] = []
     if implementation is None:
-        return bad, lines
+        return bad, found
     for run, p in arm_passes(runs, variant):
         assert run.result is not None
         if p.arm is None:
@@ -116,6 +133,7 @@ def unproven_passes(
         problems = proof_problems(p.impl_reports, implementation, tp_size, run.result.worker_pid)
         if problems:
             bad[(run.run_key, p.repeat)] = "; ".join(problems)
+    whole: set[str] = set()
     for run in runs:
         if run.variant != variant or run.status != "ok" or run.result is None:
             continue
@@ -125,17 +143,18 @@ def unproven_passes(
             run.result.impl_reports, implementation, tp_size, run.result.worker_pid
         )
         if problems:
-            lines.append(f"{run.run_key}: {'; '.join(problems)}")
+            found.append(Unproven(run.run_key, "; ".join(problems)))
+            whole.add(run.run_key)
             bad.update({(run.run_key, p.repeat): "; ".join(problems) for p in run.result.passes})
-    by_launch: dict[str, list[str]] = {}
+    by_launch: dict[str, list[tuple[int, str]]] = {}
     for (key, repeat), why in bad.items():
-        if not any(line.startswith(f"{key}:") for line in lines):
-            by_launch.setdefault(key, []).append(f"pass {repeat}: {why}")
-    lines += [
-        f"{key}: {variant}: {len(items)} pass(es) unproven (first: {items[0]})"
+        if key not in whole:
+            by_launch.setdefault(key, []).append((repeat, why))
+    found += [
+        Unproven(key, items[0][1], variant, len(items), items[0][0])
         for key, items in by_launch.items()
     ]
-    return bad, lines
+    return bad, found
 
 
 def _name(key: str) -> str:

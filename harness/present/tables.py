@@ -28,6 +28,7 @@ from harness.analysis.comparison import (
     Warmup,
 )
 from harness.analysis.gate import Decision, GateResult
+from harness.analysis.proof import Unproven
 from harness.analysis.stats import (
     ALPHA,
     STALL_EXCESS_P,
@@ -210,6 +211,13 @@ def overlay_line(functions: list[str], change: str) -> str:
     """'1 function (MedusaProposer.propose) from x.diff (sha256 ...)'."""
     n = len(functions)
     return f"{n} function{'s' if n != 1 else ''} ({', '.join(functions)}) from {change}"
+
+
+def unproven_line(u: Unproven) -> str:
+    """A launch, or some of its passes, whose implementation was not proven, and why."""
+    if not u.passes:
+        return f"{u.launch}: {u.why}"
+    return f"{u.launch}: {u.variant}: {u.passes} pass(es) unproven (first: pass {u.first}: {u.why})"
 
 
 def finding_line(found: Finding) -> str:
@@ -519,7 +527,7 @@ def key_notes(comparison: Comparison) -> list[str]:
             "DISCARDED passes (path not proven): "
             + ", ".join(f"{k}={v}" for k, v in sorted(comparison.discarded.items()))
         )
-    first.extend(f"UNPROVEN {line}" for line in comparison.unproven)
+    first.extend(f"UNPROVEN {unproven_line(u)}" for u in comparison.unproven)
     for cand in comparison.candidates:
         row = next((r for r in cand.rows if r.key == cand.own_part), None)
         if row is not None:
@@ -818,7 +826,7 @@ def footnotes(comparison: Comparison) -> list[str]:
             "DISCARDED passes (path not proven): "
             + ", ".join(f"{k}={v}" for k, v in sorted(comparison.discarded.items()))
         )
-    notes.extend(f"UNPROVEN {line}" for line in comparison.unproven)
+    notes.extend(f"UNPROVEN {unproven_line(u)}" for u in comparison.unproven)
     notes.extend(_ran_lines(comparison))
     for name, failures in [(comparison.baseline, comparison.baseline_failures)] + [
         (c.name, c.failures) for c in comparison.candidates
@@ -1092,7 +1100,7 @@ def sweep_notes(sweep: SweepComparison) -> list[str]:
             (c.name, c.failures) for c in comp.candidates
         ]:
             notes.extend(f"FAILED {cell.id} {name}: {f}" for f in failures)
-        notes.extend(f"UNPROVEN {cell.id}: {line}" for line in comp.unproven)
+        notes.extend(f"UNPROVEN {cell.id}: {unproven_line(u)}" for u in comp.unproven)
         notes.extend(f"warning {cell.id}: {w}" for w in warnings_of(comp))
         notes.extend(f"Stopped {cell.id}: {stop_line(stop)}" for stop in comp.stops)
     return notes

@@ -29,6 +29,7 @@ def row(
     kind: Literal["relative", "points"] = "relative",
     note: str | None = None,
     se: float = 0.01,
+    no_spread: bool = False,
 ) -> MetricRow:
     est = DeltaEstimate(
         kind,
@@ -54,6 +55,7 @@ def row(
         "block",
         se * math.sqrt(40),
         40,
+        no_spread=no_spread,
     )
     return MetricRow(
         "output_throughput" if higher else "mean_tpot_ms", "metric", higher, 1.0, 1.0, est
@@ -164,10 +166,10 @@ def test_welch_fallback_counts_rounds_not_launches() -> None:
 
 
 def test_points_and_exact_values() -> None:
-    same = row(0.0, None, None, kind="points", note="no spread between units: no interval")
+    same = row(0.0, None, None, kind="points", no_spread=True)
     decision = judge_metric(same, 1.0, "opt")
     assert decision.verdict == "PASS" and "(exact)" in decision.reason
-    lost = row(-1.5, None, None, kind="points", note="no spread between units: no interval")
+    lost = row(-1.5, None, None, kind="points", no_spread=True)
     assert judge_metric(lost, 1.0, "opt").verdict == "REGRESSION"
     unknown = row(0.01, None, None, note="one launch per arm: not estimable (add rounds)")
     decision = judge_metric(unknown, 0.02, "opt")

@@ -291,7 +291,7 @@ def test_unproven_pass_is_discarded_counted_and_named() -> None:
         "unit",
     )
     assert comparison.discarded == {"base": 1} and comparison.passes_per_arm["base"] == 11
-    assert comparison.unproven and "ran medusa-proposer:optimized" in comparison.unproven[0]
+    assert comparison.unproven and "ran medusa-proposer:optimized" in comparison.unproven[0].why
     tput = next(r for r in comparison.candidates[0].rows if r.key == "output_throughput")
     # The block keeps its other baseline pass: still a complete block.
     assert tput.estimate.units == 6 and tput.estimate.n_baseline == 11

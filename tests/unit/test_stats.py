@@ -313,7 +313,7 @@ def test_zero_spread_gives_no_interval(design: Design, diff: float) -> None:
     values = np.where(cand, 0.6 + diff, 0.6)
     est = arm_delta(values, cand, launch, rnd, block, "points", design)
     assert est.ci_low is None and est.p_value is None and not est.significant
-    assert est.note == "no spread between units: no interval"
+    assert est.note == "no spread between units: no interval" and est.no_spread
     assert est.delta == pytest.approx(diff)
 
 
