@@ -397,7 +397,8 @@ def drive_shared_launch(
                     if look is not None
                     else precision_status(run, passes, tp_size, harness_pid, kept)
                 )
-                log(f"specbench: look after {block} blocks: {seen.line()}")
+                aim = _aim(precision)
+                log(f"specbench: look after {block} blocks: {seen.line()} (target: {aim})")
                 if seen.reached:
                     stopped = _stop(precision, "target", block, seen.worst)
                     break
@@ -418,6 +419,15 @@ def drive_shared_launch(
         block_seconds.append(time.perf_counter() - t)
         block += 1
     return passes, stopped
+
+
+def _aim(precision: Precision) -> str:
+    """The precision target, for the worker's log of each look (the table's words for a
+    reached one are present.stops')."""
+    if precision.until == "mde" and precision.mde is not None:
+        named = "" if precision.metric == "output_throughput" else f"{precision.metric} "
+        return f"{named}MDE <= ±{100 * precision.mde:.2f}%"
+    return "every gated metric's MDE <= its tolerance"
 
 
 def _stop(

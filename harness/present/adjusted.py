@@ -22,7 +22,8 @@ def withdrawal_reason(a: SpeedAdjustment, short: bool = False) -> str:
             "" if short else ", so it does not measure the machine's speed alone"
         )
     margin = f"±{100 * (w.margin or 0.0):g}%"
-    return f"the {w.pair[0]} over the {w.pair[1]} is not within {margin} ({found}, 90%)" + (
+    level = f"{100 * c.level:g}%"
+    return f"the {w.pair[0]} over the {w.pair[1]} is not within {margin} ({found}, {level})" + (
         "" if short else ": the change may move a part the adjustment takes for the machine's speed"
     )
 

@@ -231,10 +231,12 @@ def test_precision_stops_at_target_or_budget(scenario_data: dict[str, Any]) -> N
     for variant in scenario_data["variants"].values():
         variant.pop("implementation")
     spec = _shared_spec(scenario_data, mde=0.02, budget_s=600)
-    passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=lambda m: None)
+    logged: list[str] = []
+    passes, stopped = drive_shared_launch(spec, measure, None, None, 1, 7, log=logged.append)
     first_look = max(PRECISION_MIN_BLOCKS, 2)
     first_look += -first_look % PRECISION_LOOK_EVERY
     assert stopped is not None and stopped.reason == "target" and stopped.blocks == first_look
+    assert logged[-1].endswith("(target: MDE <= ±2.00%)")  # each look names the target
     assert stop_words(stopped).startswith("target reached (MDE <= ±2.00%)")
     assert len(passes) == first_look * 4
     # A spent budget stops before the next block, whatever the precision.
