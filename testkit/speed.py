@@ -11,6 +11,15 @@ Per pass, on the log scale, part j's time is its mean + loading_j * speed + its 
 - one launch: a launch level (`launch_sd`) moves the whole launch; with `launch_x_arm` the
   candidate's effect differs from launch to launch.
 The candidate's change: `effects` (log) on draft, forward, rest and outside.
+
+The speed probe (`probe_us` > 0: each pass carries it, as with the scenario's speed_probe):
+its time a step is probe_us * exp(speed + its own noise), the own noise white per pass
+(`probe_sigma_own`: the probe samples the speed for 75-110 µs before each step, so a pass's
+mean carries sampling noise, not a slow part of its own; 10% makes it remove about half of
+the throughput's variance here, as the shipped loop did on real vLLM); it sees the whole-pass
+stalls (the machine) but not the time outside the steps alone (the engine core held up).
+`probe_effect` (log): a change that reaches the probe anyway (the caches, the interpreter's
+state), in the candidate's arm.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ class Speed:
     launch_sd: float = 0.05
     launch_x_arm: float = 0.0
     effects: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    probe_us: float = 0.0  # 0: the passes carry no probe
+    probe_sigma_own: float = 0.10
+    probe_effect: float = 0.0
     loadings: tuple[float, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,8 +68,10 @@ class Speed:
         baseline's mean pass time over the candidate's, less one, at zero noise."""
         d, f, r, o = self.ms
         e = [math.exp(x) for x in self.effects]
-        base = self.steps * (d + f + r) + o
-        cand = self.steps * (d * e[0] + f * e[1] + r * e[2]) + o * e[3]
+        p = self.probe_us / 1000
+        base = self.steps * (d + f + r + p) + o
+        cand = self.steps * (d * e[0] + f * e[1] + r * e[2] + p * math.exp(self.probe_effect))
+        cand += o * e[3]
         return base / cand - 1.0
 
 
@@ -88,14 +102,22 @@ class SpeedLaunch:
         logs = np.array(m.loadings) * speed + self.own
         if m.outside_stall_every and rng.random() < 1 / m.outside_stall_every:
             logs[3] += math.log(m.outside_stall_factor)
+        probe = speed + rng.normal(0, m.probe_sigma_own)
         if not arm.baseline:
             logs += np.array(m.effects)
             logs[0] += self.extra
+            probe += m.probe_effect
         draft, fwd, rest, out = (ms / 1000 * math.exp(x) for ms, x in zip(m.ms, logs, strict=True))
         step_s = m.steps * (draft + fwd + rest)
-        duration = step_s + out
+        probe_s = m.steps * m.probe_us / 1e6 * math.exp(probe) if m.probe_us else 0.0
+        duration = step_s + out + probe_s
         times = StepTimes(
-            steps=m.steps, step_s=step_s, forward_s=m.steps * fwd, draft_s=m.steps * draft
+            steps=m.steps,
+            step_s=step_s,
+            forward_s=m.steps * fwd,
+            draft_s=m.steps * draft,
+            probes=m.steps if m.probe_us else None,
+            probe_s=probe_s or None,
         )
         counters = SpecDecodeCounters(
             num_drafts=8 * m.steps,

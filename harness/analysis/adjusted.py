@@ -25,6 +25,13 @@ covariate), whichever of the two parts moved, so the interval is widened by that
 side. A change that moves every untouched part by the same factor is indistinguishable from
 the machine's speed: the assumption left, stated with the row.
 
+Where every pass carries the speed probe (the scenario's speed_probe: a fixed Python loop timed
+before each step, harness.engine.steptimes.install_probe), the covariate is the probe's
+time per step instead (_probe_fit): no change to vLLM runs its code, so that blind spot is
+gone; there is no pair to check and nothing to widen, and the row is withdrawn only where the
+probe's own delta moved at PROBE_CHECK_LEVEL. It removes less of the variance than the step
+parts, so its interval is wider.
+
 Validated by simulated A/A, coverage and bias through this code (benchmarks/adjusted_stress.py,
 tests/unit/test_adjusted.py); the rates are docs/statistics.md's.
 """
@@ -123,7 +130,7 @@ class Adjustment:
     fit: Fit
     units: int
     covariate: Check  # the covariate's own delta, 95%
-    contrast: Check  # the checked pair's ratio, 90% (the equivalence test's)
+    contrast: Check | None  # the checked pair's ratio, 90% (the equivalence test's); None: probe
     widen: float  # |theta| * share * |z|: added to each side of the interval
     withdrawn: Withdrawal | None  # why the row is withdrawn; None: shown
 
@@ -184,6 +191,10 @@ def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray, robust: bool = False) 
         if robust:
             est, se_t, df_t = trimmed(adjusted)
             if se_t is not None and df_t is not None and df_t > 1:
+                # theta is estimated too: its error, carried to x = 0, adds x-bar^2 var(theta)
+                # (what least squares' 1/n + x-bar^2/sxx says; without it a weak covariate,
+                # whose theta is loose, gave 5.8% A/A false positives where 5% was meant).
+                se_t = math.sqrt(se_t**2 + float(x.mean()) ** 2 * s2 / sxx)
                 return Fit(est, se_t, df_t - 1.0, theta, removed, "block", se_t * math.sqrt(n), n)
         se = math.sqrt(s2 * (1 / n + float(x.mean()) ** 2 / sxx))
         return Fit(float(adjusted.mean()), se, n - 2.0, theta, removed, "block", math.sqrt(s2), n)
@@ -203,34 +214,35 @@ def fit(d: np.ndarray, x: np.ndarray, launch: np.ndarray, robust: bool = False) 
 def adjust(
     d: np.ndarray,
     x: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
+    a: np.ndarray | None,
+    b: np.ndarray | None,
     launch: np.ndarray,
     share: float = 1.0,
     settle: bool = True,
     robust: bool = False,
 ) -> Adjustment | None:
     """The ANCOVA estimate from block differences (log scale, time order within each launch):
-    d of the throughput, x of the covariate, a and b of the checked pair; `share`: the larger
-    of the pair's shares of the covariate (1 where it is one part). Each launch's settling
-    blocks are cut as the primary row cuts them (MSER on d; not without `settle`). None: too
-    few blocks for an interval. `robust`: see fit."""
+    d of the throughput, x of the covariate, a and b of the checked pair (None: the covariate
+    is the speed probe, which no change touches, so no pair is checked and nothing widened);
+    `share`: the larger of the pair's shares of the covariate (1 where it is one part). Each
+    launch's settling blocks are cut as the primary row cuts them (MSER on d; not without
+    `settle`). None: too few blocks for an interval. `robust`: see fit."""
     keep = np.ones(len(d), dtype=bool)
     if settle:
         for j in np.unique(launch):
             idx = np.flatnonzero(launch == j)
             keep[idx[: warmup_cut(d[idx], WARMUP_P, WARMUP_MARGIN)]] = False
-    d, x, a, b, launch = d[keep], x[keep], a[keep], b[keep], launch[keep]
+    d, x, launch = d[keep], x[keep], launch[keep]
     found = fit(d, x, launch, robust)
     if found is None:
         return None
-    contrast = _mean_check(a - b, launch, 1 - 2 * ALPHA)
+    contrast = None if a is None or b is None else _mean_check((a - b)[keep], launch, 1 - 2 * ALPHA)
     return Adjustment(
         found,
         len(d),
-        _mean_check(x, launch, 1 - ALPHA),
+        _mean_check(x, launch, 1 - ALPHA if contrast is not None else PROBE_CHECK_LEVEL),
         contrast,
-        abs(found.theta) * share * abs(contrast.mean),
+        0.0 if contrast is None else abs(found.theta) * share * abs(contrast.mean),
         None,
     )
 
@@ -240,7 +252,7 @@ def _withdrawal(a: Adjustment, pair: tuple[str, str]) -> Withdrawal | None:
     if a.covariate.moved():
         return Withdrawal(a.covariate)
     c = a.contrast
-    if max(abs(c.low), abs(c.high)) > EQUIVALENCE_MARGIN:
+    if c is not None and max(abs(c.low), abs(c.high)) > EQUIVALENCE_MARGIN:
         return Withdrawal(c, pair, EQUIVALENCE_MARGIN)
     return None
 
@@ -269,20 +281,44 @@ def _blocks(
     return diff[columns].to_numpy(), diff.index.get_level_values("launch").to_numpy()
 
 
-def adjusted_row(
-    passes: pd.DataFrame,
-    baseline: str,
-    candidate: str,
-    part: str | None,
-    design: Design,
-    robust: bool = False,
-) -> MetricRow | None:
-    """The speed-adjusted output-throughput row of `candidate` (its own part `part`), or None
-    where there is nothing to adjust (launch-per-arm: no blocks; no step times). `robust`: the
-    primary row summarised its blocks stall-robustly, and so does this one. A row whose
-    assumption failed its check is kept, without a delta, its note saying why."""
-    if design != "one-engine" or passes.empty:
+# The speed probe's own check: its delta carries the whole machine's speed (it is as noisy as
+# the primary row), so a 95% check would withdraw the row in 5% of A/As exactly where the speed
+# moved the arms apart, and the primary row read instead is then significant about half the
+# time (the row as read: 7.8% false positives, benchmarks/adjusted_stress.py --probe). At 99%
+# that selection costs half a point; a change that slows the probe itself by much is still
+# caught, and by little is the assumption the row states.
+PROBE_CHECK_LEVEL = 0.99
+PROBE_COLUMN = "probe_us_per_step"  # harness.results.metrics: the speed probe's time a step
+PROBE_NAME = "speed probe"
+
+_Found = tuple[pd.DataFrame, Adjustment, str, tuple[str, str]]
+
+
+def _probed(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
+    """Whether every pass of both arms carries the speed probe (the scenario's speed_probe)."""
+    if PROBE_COLUMN not in passes:
+        return False
+    arms = passes[passes["variant"].isin([baseline, candidate])]
+    return bool(len(arms)) and bool((arms[PROBE_COLUMN].fillna(0.0) > 0).all())
+
+
+def _probe_fit(
+    passes: pd.DataFrame, baseline: str, candidate: str, part: str | None, robust: bool
+) -> _Found | None:
+    """The adjustment by the speed probe: no pair to check, nothing to widen; withdrawn only
+    where the probe's own delta moved (a change that reached it through the caches)."""
+    found = _blocks(passes, baseline, candidate, ["output_throughput", PROBE_COLUMN])
+    if found is None:
         return None
+    diffs, launch = found
+    adjusted = adjust(diffs[:, 0], diffs[:, 1], None, None, launch, robust=robust)
+    return None if adjusted is None else (passes, adjusted, PROBE_NAME, ("", ""))
+
+
+def _parts_fit(
+    passes: pd.DataFrame, baseline: str, candidate: str, part: str | None, robust: bool
+) -> _Found | None:
+    """The adjustment by the step parts the change leaves alone, with its pair checked."""
     parts, pair = covariate_of(part)
     cols = [PART_COLUMNS[p][0] for p in parts]
     if any(c not in passes for c in {*cols, *(PART_COLUMNS[p][0] for p in pair)}):
@@ -303,7 +339,30 @@ def adjusted_row(
         return None
     names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
     covariate = " + ".join(PART_COLUMNS[p][1] for p in parts) + " (time per step)"
+    return frame, adjusted, covariate, names
+
+
+def adjusted_row(
+    passes: pd.DataFrame,
+    baseline: str,
+    candidate: str,
+    part: str | None,
+    design: Design,
+    robust: bool = False,
+) -> MetricRow | None:
+    """The speed-adjusted output-throughput row of `candidate` (its own part `part`), or None
+    where there is nothing to adjust (launch-per-arm: no blocks; no step times). `robust`: the
+    primary row summarised its blocks stall-robustly, and so does this one. A row whose
+    assumption failed its check is kept, without a delta, its note saying why."""
+    if design != "one-engine" or passes.empty:
+        return None
+    probed = _probed(passes, baseline, candidate)
+    found = (_probe_fit if probed else _parts_fit)(passes, baseline, candidate, part, robust)
+    if found is None:
+        return None
+    frame, adjusted, covariate, names = found
     adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, names))
+    base = frame[frame["variant"] == baseline]
     b = base["output_throughput"].to_numpy(dtype=float)
     c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
     est = estimate_of(adjusted, b, c, robust)
@@ -316,6 +375,7 @@ def adjusted_row(
         adjusted.fit.removed,
         adjusted.widen,
         adjusted.withdrawn,
+        probe=probed,
     )
     return MetricRow(KEY, LABEL, True, float(b.mean()), value, est, adjustment=facts)
 

@@ -48,9 +48,9 @@ class Withdrawal:
 @dataclass(frozen=True)
 class SpeedAdjustment:
     """The speed-adjusted row's facts (harness.analysis.adjusted): what it adjusted by (the
-    covariate's name), the change's declared part, the blocks, theta, the share of the
-    variance removed, the widening for the parts' own move, and why it is withdrawn (None:
-    shown). harness.present.tables words its note."""
+    covariate's name; `probe`: the speed probe, else step parts), the change's declared part,
+    the blocks, theta, the share of the variance removed, the widening for the parts' own
+    move, and why it is withdrawn (None: shown). harness.present.tables words its note."""
 
     covariate: str
     part: str | None
@@ -59,6 +59,7 @@ class SpeedAdjustment:
     removed: float
     widen: float
     withdrawn: Withdrawal | None = None
+    probe: bool = False  # the covariate is the speed probe (no change touches it)
 
 
 @dataclass

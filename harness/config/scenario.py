@@ -722,6 +722,17 @@ class Scenario(StrictModel):
         "(the server has no step timer). V1 and Model Runner V2 are timed each at their own "
         "points (docs/model-runner-v2.md).",
     )
+    speed_probe: bool = Field(
+        default=False,
+        description="Time a speed probe before every engine step in vLLM's worker "
+        "(a fixed pure-Python loop, on the host: harness.engine.steptimes; 75-110 µs a step on "
+        "a 2-core CPU) and adjust the output-throughput row by it "
+        "instead of by the step parts: no change to vLLM touches it, so the adjusted row has "
+        "no blind spot for a change that slows every step part alike (docs/statistics.md). "
+        "Needs the step timer (offline mode). Its cost is per step, so it suits changes that "
+        "keep the arms' steps alike (an implementation, a kernel); not with a no-speculation "
+        "arm.",
+    )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -980,6 +991,20 @@ _REFUSALS: tuple[tuple[Callable[[Scenario], Any], Callable[[Scenario, Any], str]
         ),
     ),
     (
+        lambda s: s.speed_probe and s.no_speculation_arm is not None,
+        lambda s, _: (
+            f"speed_probe: costs the same time every step, and the no-speculation arm "
+            f"{s.no_speculation_arm} takes more steps, so the probe would slow it more than "
+            "the others; leave it off with such an arm"
+        ),
+    ),
+    (
+        lambda s: s.speed_probe and not s.times_steps,
+        lambda s, _: (
+            "speed_probe: is read with the step timer; set step_times: true (offline mode)"
+        ),
+    ),
+    (
         lambda s: s.step_times and s.mode == "serve",
         lambda s, _: "step_times: offline mode only (the server has no step timer)",
     ),
@@ -1029,6 +1054,7 @@ UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
 DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {
     "primary_metric": "output_throughput",
     "step_times": None,
+    "speed_probe": False,
     "model_runner": "auto",
 }
 # Fields that change what is kept beside the measured passes, not what they measure.

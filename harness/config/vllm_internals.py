@@ -351,7 +351,9 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     # The stall watchdog's heartbeat wraps it: every engine step enters the model runner here
     # (checked in 0.32, 0.33 and 0.34's source). Without it a stuck step is found only by the
-    # pass bounds (harness.execute.progress).
+    # pass bounds (harness.execute.progress). The speed probe (speed_probe: true) runs before
+    # it, outside the runner's timed parts; without it the passes carry no probe and the
+    # speed-adjusted row falls back to the step parts.
     Internal(
         "overlay plugin",
         "vllm.v1.worker.worker_base",

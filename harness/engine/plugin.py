@@ -23,6 +23,7 @@ from harness.wire.protocol import (
     IMPL_REPORT_DIR_ENV,
     OVERLAY_ENV,
     PATCH_ENV,
+    SPEED_PROBE_ENV,
     STEP_TIMES_ENV,
     SWITCH_RPC,
 )
@@ -166,6 +167,8 @@ def _install_step_times() -> None:
         from harness.engine import steptimes
 
         steptimes.install()
+        if os.environ.get(SPEED_PROBE_ENV, "").strip() == "1":
+            steptimes.install_probe()
     except Exception:
         logger.exception("specbench: could not install the step timer")
 

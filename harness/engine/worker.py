@@ -144,9 +144,12 @@ def step_delta(before: dict[str, float] | None, after: dict[str, float] | None) 
     """The step times of exactly one pass (the timer's totals are cumulative)."""
     if before is None or after is None:
         return None
+    probes = int(round(after.get("probes", 0.0) - before.get("probes", 0.0)))
     return StepTimes(
         steps=int(round(after["steps"] - before["steps"])),
         **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")},
+        probes=probes or None,
+        probe_s=after["probe_s"] - before["probe_s"] if probes else None,
     )
 
 

@@ -53,6 +53,7 @@ from harness.wire.protocol import (
     PROGRESS_ENV,
     SIGKILL_WAIT_S,
     SPAWNED_ENV,
+    SPEED_PROBE_ENV,
     STEP_TIMES_ENV,
     WorkerSpec,
     overlay_refusal,
@@ -527,6 +528,7 @@ def run_one(
         (PATCH_ENV, run.patch),
         (OVERLAY_ENV, str(overlay) if overlay else None),
         (STEP_TIMES_ENV, "1" if run.step_times else None),
+        (SPEED_PROBE_ENV, "1" if run.step_times and run.speed_probe else None),
         (
             PROFILE_DIR_ENV,
             str(run_dir / PROFILES_DIR / run.run_key) if run.profile_passes else None,

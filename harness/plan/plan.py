@@ -125,6 +125,7 @@ def _one_engine_runs(
                 patch=patch,
                 overlay=overlay,
                 step_times=scenario.times_steps,
+                speed_probe=scenario.speed_probe,
                 model_runner=scenario.model_runner,
                 profile_passes=scenario.profile.passes if scenario.profile else 0,
             )
@@ -206,6 +207,7 @@ def _runs_of(scenario: Scenario, base_dir: Path, overlays: Overlays | None = Non
                 patch=variant.patch,
                 overlay=overlay,
                 step_times=scenario.times_steps,
+                speed_probe=scenario.speed_probe,
                 model_runner=scenario.model_runner,
                 profile_passes=scenario.profile.passes if scenario.profile else 0,
             )

@@ -31,6 +31,15 @@ def withdrawal_reason(a: SpeedAdjustment, short: bool = False) -> str:
 def adjustment_note(a: SpeedAdjustment) -> str:
     """The speed-adjusted row's note: why it is withdrawn, then its assumption (what it
     adjusted by, how much variance that removed, what it assumes), and its widening."""
+    if a.probe:
+        assumption = (
+            f"speed-adjusted by the speed probe (a fixed Python loop timed before each "
+            f"step; ANCOVA on {a.units} blocks, theta {a.theta:.2f}): removes "
+            f"{100 * a.removed:.0f}% of the variance; assumes the change does not slow the "
+            "probe itself (it runs no vLLM code, so only through the machine: a busy thread, "
+            "the caches)"
+        )
+        return f"withdrawn: {withdrawal_reason(a)}; {assumption}" if a.withdrawn else assumption
     own = f"the change ({a.part})" if a.part else "the change (its part not declared)"
     assumption = (
         f"speed-adjusted by the {a.covariate} (ANCOVA on {a.units} blocks, theta "

@@ -52,7 +52,9 @@ from harness.results.run import Run
 #       "platforms" (launch -> its Platform) and "prompts" (a list) are facts; "platform"
 #       keeps the line. An estimate's "findings" are objects (each with its "kind") and it
 #       gains "no_spread"; a row gains "adjustment" (the speed-adjusted row's facts).
-SUMMARY_VERSION = 4
+#   5 - a row's "adjustment" gains "probe": the speed-adjusted row was adjusted by the
+#       speed probe (the scenario's speed_probe), not by step parts.
+SUMMARY_VERSION = 5
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:

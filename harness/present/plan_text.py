@@ -87,7 +87,7 @@ def render_plan(
             else ""
         )
         if r.step_times:
-            spec_text += " (steps timed)"
+            spec_text += " (steps timed, speed probe)" if r.speed_probe else " (steps timed)"
         what = (
             f"{r.blocks} block(s) of {' '.join(r.block_order)}"
             + (" (at least)" if r.precision else "")

@@ -451,9 +451,11 @@ def pass_row(
                 ),
                 forward_ms_per_step=st.forward_s * per,
                 rest_ms_per_step=(st.step_s - st.forward_s - st.draft_s) * per,
-                outside_ms_per_pass=(dur - st.step_s) * 1000.0,
+                outside_ms_per_pass=(dur - st.step_s - (st.probe_s or 0.0)) * 1000.0,
                 steps_per_pass=st.steps,
             )
+        if st.probes and st.probe_s:  # the speed probe: specbench's, not vLLM's, time
+            row["probe_us_per_step"] = st.probe_s * 1e6 / st.probes
     return row
 
 

@@ -38,6 +38,7 @@ PROFILE_DIR_ENV = "SPECBENCH_PROFILE_DIR"
 PROFILES_DIR = "profiles"
 STEP_TIMES_ENV = "SPECBENCH_STEP_TIMES"  # "1": time the model runner's steps (engine.steptimes)
 STEP_TIMES_RPC = "specbench_step_times"  # the worker-wrapper method that returns them
+SPEED_PROBE_ENV = "SPECBENCH_SPEED_PROBE"  # "1": time the speed probe before each step
 
 
 # What an overlay's dispatcher raises in a vLLM process when torch.compile traces it or a CUDA

@@ -47,6 +47,9 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   13 - why a precision launch stopped is facts: WorkerResult.stop (PrecisionStop: the
       reason, the blocks, the target or the limit it met), worded by harness.present. Files
       before it said it in words (WorkerResult.stopped), which readers still show as written.
+  14 - the speed probe: StepTimes.probes and .probe_s (a fixed Python loop timed before
+      every engine step, the speed-adjusted row's covariate); plan RunSpecs
+      gain speed_probe. Optional: older files read unchanged, without a probe.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -128,6 +131,15 @@ class StepTimes(Record):
         "verification forward over k + 1 tokens per request)."
     )
     draft_s: float = Field(description="The drafter's work (propose_draft_token_ids).")
+    probes: int | None = Field(
+        default=None,
+        description="Speed probes run (one before each engine step; None: the launch ran none).",
+    )
+    probe_s: float | None = Field(
+        default=None,
+        description="Their time: a fixed Python loop no change to vLLM runs, "
+        "timed on the host (harness.engine.steptimes.install_probe).",
+    )
 
 
 class ProfiledPass(Record):

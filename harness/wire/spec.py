@@ -107,6 +107,12 @@ class RunSpec(StrictModel):
         "processes (the draft, the target's forward, the rest) per pass: where a speedup over "
         "the no-speculation arm goes (offline runs with such an arm).",
     )
+    speed_probe: bool = Field(
+        default=False,
+        description="Time the speed probe before every engine step in vLLM's "
+        "worker (with step_times): a fixed Python loop no change runs, the covariate "
+        "of the speed-adjusted row.",
+    )
     profile_passes: int = Field(
         default=0,
         description="Passes per arm profiled with vLLM's torch profiler after the "

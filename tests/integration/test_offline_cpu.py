@@ -82,7 +82,8 @@ MEDUSA_PRECISION = {"mde": 0.5, "budget_s": 400}
 
 @pytest.fixture(scope="session")
 def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
-    # profile: one pass per arm under vLLM's torch profiler after the measured ones.
+    # profile: one pass per arm under vLLM's torch profiler after the measured ones;
+    # speed_probe: the speed probe before every step, the adjusted row's covariate (on V1).
     return run_variant_of(
         "cpu-medusa-proposer.yaml",
         tmp_path_factory.mktemp("medusa"),
@@ -90,6 +91,7 @@ def medusa_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
         precision=MEDUSA_PRECISION,
         repeats=2,
         profile={"passes": 1, "top": 15},
+        speed_probe=True,
     )
 
 
@@ -180,6 +182,26 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
         "Where optimized's delta comes from (step timer; each part's share of the "
         "output-throughput delta" in medusa_run.stdout
     )
+
+
+def test_medusa_speed_probe_ran_before_every_step_and_adjusts_the_row(medusa_run: CliRun) -> None:
+    """speed_probe: true: every pass carries its probes (one before each execute_model: each
+    step, and the pass's last, empty call), kept out of the step's parts and out of the time
+    outside them; the speed-adjusted row is adjusted by the probe, its note says so."""
+    passes = [p for r in medusa_run.results.runs for p in (r.result.passes if r.result else [])]
+    assert passes
+    for p in passes:
+        st = p.step_times
+        assert st is not None and st.probes is not None and st.probe_s is not None
+        assert st.steps <= st.probes <= st.steps + 2, (st.steps, st.probes)
+        assert 1e-6 < st.probe_s / st.probes < 5e-3  # about 0.1 ms here
+        assert st.step_s + st.probe_s < p.duration_s
+    [cand] = compare_run(medusa_run.results).candidates
+    row = next(r for r in cand.rows if r.key == "output_throughput_adjusted")
+    assert row.adjustment is not None and row.adjustment.probe
+    assert row.adjustment.widen == 0.0
+    table = (medusa_run.results.path / "table.md").read_text()
+    assert "speed-adjusted by the speed probe (a fixed Python loop" in table
 
 
 def test_medusa_arms_are_profiled_after_the_measured_passes(medusa_run: CliRun) -> None:

@@ -69,6 +69,9 @@ def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliR
         st = p.step_times
         assert st is not None and st.steps > 0 and 0 < st.forward_s < st.step_s
         assert 0 < st.draft_s and st.forward_s + st.draft_s < st.step_s
+        # The speed probe (speed_probe: true) ran before each step, outside its parts.
+        assert st.probes is not None and st.probes >= st.steps and st.probe_s
+        assert st.probe_s + st.step_s < p.duration_s
     assert len(pids) == 1
     comparison = compare_run(v2_run.results)
     assert comparison.design == "one-engine" and not comparison.unproven

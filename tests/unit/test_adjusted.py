@@ -43,6 +43,7 @@ def test_a_covariate_that_moved_is_seen_and_its_move_widens_the_interval() -> No
     quiet = adjust(d, (fwd + rest) / 2, fwd, rest, launch, 0.5)
     moved = adjust(d, (fwd + 0.03 + rest) / 2, fwd + 0.03, rest, launch, 0.5)
     assert quiet is not None and moved is not None
+    assert quiet.contrast is not None and moved.contrast is not None
     assert not quiet.contrast.moved() and moved.contrast.moved()
     assert moved.widen > 5 * quiet.widen
 
@@ -107,3 +108,48 @@ def test_stalls_outside_the_steps_are_trimmed_as_the_primary_trims_them() -> Non
         a, p = r["adjusted"], r["primary"]
         assert a.ci_high - a.ci_low < p.ci_high - p.ci_low
     assert sum(r["adjusted"].significant for r in shown) <= 1
+
+
+def test_the_speed_probe_sees_a_change_that_slows_every_step_part_alike() -> None:
+    """The step parts' blind spot: the forward and the rest both 1% slower look like a slower
+    machine to them, so their row misses the truth in most runs. Adjusted by the speed probe
+    (no change touches it) the same launches are covered, nothing is widened, and the note
+    names the probe."""
+    blind = (0.0, 0.01, 0.01, 0.0)
+    parts = speed_trials(Speed(effects=blind), 60, 8, seed=26)
+    probed_model = Speed(effects=blind, probe_us=90.0)
+    probed = speed_trials(probed_model, 60, 8, seed=26)
+
+    def covered(found: list[dict[str, object]], truth: float) -> int:
+        rows = [r["adjusted"] for r in found if getattr(r["adjusted"], "ci_low", None)]
+        return sum(e.ci_low <= truth <= e.ci_high for e in rows)  # type: ignore[attr-defined]
+
+    assert covered(parts, Speed(effects=blind).truth()) <= 4
+    assert covered(probed, probed_model.truth()) >= 7
+    facts = [r["adjustment"] for r in probed]
+    assert all(a is not None and a.widen == 0.0 and "speed probe" in a.covariate for a in facts)
+    note = adjustment_note(facts[0])
+    assert note.startswith("speed-adjusted by the speed probe (a fixed Python loop timed")
+
+
+def test_a_probe_the_change_moved_withdraws_the_row() -> None:
+    """A change that reaches the probe itself (say, a busy thread it starts), 20% slower: the
+    probe's own delta moved, so the row is withdrawn with a line naming it."""
+    found = speed_trials(Speed(probe_us=90.0, probe_effect=0.2), 60, 4, seed=27)
+    notes = [adjustment_note(r["adjustment"]) for r in found]
+    assert all(n.startswith("withdrawn: the speed probe moved with the change (") for n in notes)
+    assert all(r["adjusted"].ci_low is None for r in found)
+
+
+def test_the_speed_probe_needs_the_step_timer() -> None:
+    data = {**MINIMAL, "design": "one-engine", "step_times": False, "speed_probe": True}
+    with pytest.raises(ScenarioError, match="speed_probe: is read with the step timer"):
+        parse_scenario(data)
+    serve = {**MINIMAL, "mode": "serve", "speed_probe": True}
+    with pytest.raises(ScenarioError, match="speed_probe"):
+        parse_scenario(serve)
+    variants = {**MINIMAL["variants"], "target": {"speculation": False}}
+    reference = {**MINIMAL, "speed_probe": True, "variants": variants}
+    with pytest.raises(ScenarioError, match="speed_probe: costs the same time every step"):
+        parse_scenario(reference)
+    assert parse_scenario({**MINIMAL, "speed_probe": True}).speed_probe

@@ -198,3 +198,31 @@ def test_parts_that_do_not_add_up_drop_the_timer_with_the_reason() -> None:
     assert nested is not None and "parts longer than the steps" in nested
     missing = check_parts(passes((10, 0.010, 0.004, 0.0)), speculative=True)
     assert missing is not None and "no draft time" in missing
+
+
+def test_the_speed_probe_runs_before_each_step_outside_its_timed_parts() -> None:
+    """The probe wraps the step's entry: it runs first, its time goes to probe_s (never to
+    the step's parts), and a pass's probes come back with its step times."""
+    from harness.engine.worker import step_delta
+
+    order: list[str] = []
+
+    def probe() -> float:
+        order.append("probe")
+        return 0.25
+
+    def step(x: int) -> int:
+        order.append("step")
+        return x
+
+    before = dict(TOTALS)
+    assert steptimes.probing(step, probe)(7) == 7
+    assert order == ["probe", "step"]
+    assert TOTALS["probes"] == before["probes"] + 1
+    assert TOTALS["probe_s"] == pytest.approx(before["probe_s"] + 0.25)
+    assert TOTALS["step_s"] == before["step_s"]
+    assert steptimes.probe_loop() > 0
+    got = step_delta(before, dict(TOTALS))
+    assert got is not None and got.probes == 1 and got.probe_s == pytest.approx(0.25)
+    unprobed = step_delta({**before, "probes": 0.0}, {**before, "probes": 0.0})
+    assert unprobed is not None and unprobed.probes is None and unprobed.probe_s is None
