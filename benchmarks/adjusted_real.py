@@ -11,7 +11,10 @@ is, by the forward and the rest), and the prediction of a planted wait: -(wait x
 candidate's median pass time.
 
     .venv/bin/python benchmarks/adjusted_real.py [--which aa wait50 wait150 forward150]
-        [--blocks 40] [--results-dir /tmp/adjusted-real] [--run DIR ...]
+        [--blocks 40] [--probe] [--results-dir /tmp/adjusted-real] [--run DIR ...]
+
+With --probe the scenario turns the speed probe on (speed_probe: true): the row is adjusted by
+the probe instead of the step parts, so a wait in the forward should hold its size too.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.adjusted import KEY  # noqa: E402
+from harness.analysis.adjusted import (  # noqa: E402
+    KEY,
+    PROBE_COLUMN,
+    adjusted_row,
+    declared_part,
+)
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.present.adjusted import adjustment_note  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
@@ -44,12 +52,12 @@ KINDS = {
 }
 
 
-def scenario(kind: str, blocks: int) -> dict[str, Any]:
+def scenario(kind: str, blocks: int, probe: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(
         (ROOT / "scenarios" / "cpu-medusa-proposer.yaml").read_text()
     )
     data.pop("precision", None)
-    data.update(name=f"adjusted-{kind}", repeats=2 * blocks)
+    data.update(name=f"adjusted-{kind}", repeats=2 * blocks, speed_probe=probe)
     plant = KINDS[kind]
     if plant is None:
         data["variants"] = {
@@ -66,10 +74,10 @@ def scenario(kind: str, blocks: int) -> dict[str, Any]:
     return data
 
 
-def run_one(kind: str, blocks: int, results: Path) -> Path | None:
+def run_one(kind: str, blocks: int, results: Path, probe: bool) -> Path | None:
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"adjusted-{kind}.yaml"
-    path.write_text(yaml.safe_dump(scenario(kind, blocks), sort_keys=False))
+    path.write_text(yaml.safe_dump(scenario(kind, blocks, probe), sort_keys=False))
     done, run_dir = run_scenario(path, results)
     if run_dir is None:
         print(f"{kind}: exit {done.returncode}\n{done.stderr[-2000:]}", file=sys.stderr)
@@ -104,7 +112,30 @@ def read(run_dir: Path) -> None:
         if r.adjustment is not None:
             print(f"    {adjustment_note(r.adjustment)}")
     if wait_us:
-        print(f"  predicted by the planted cost (if in the drafter): {100 * predicted:+.2f}%")
+        print(f"  predicted by the planted cost (wait x steps / pass): {100 * predicted:+.2f}%")
+    if PROBE_COLUMN in passes:  # the same blocks adjusted by the step parts, for comparison
+        parts = adjusted_row(
+            passes.drop(columns=[PROBE_COLUMN]),
+            run.scenario.baseline,
+            cand,
+            declared_part(run.scenario.variants[cand].implementation),
+            "one-engine",
+            robust=primary is not None and primary.estimate.robust,
+        )
+        if parts is not None and parts.adjustment is not None:
+            e = parts.estimate
+            shown = (
+                f"{100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
+                if e.ci_low is not None and e.ci_high is not None
+                else "no interval"
+            )
+            print(f"  by the step parts instead: {shown}; {adjustment_note(parts.adjustment)}")
+    if PROBE_COLUMN in passes:
+        probe = passes.groupby("variant")[PROBE_COLUMN].median()
+        print(
+            "  speed probe, median µs a step: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in probe.items())
+        )
 
 
 def main() -> int:
@@ -113,13 +144,14 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=40)
     parser.add_argument("--results-dir", type=Path, default=Path("/tmp/adjusted-real"))
     parser.add_argument("--run", type=Path, nargs="*", default=None)
+    parser.add_argument("--probe", action="store_true", help="speed_probe: true")
     args = parser.parse_args()
     if args.run:
         for run_dir in args.run:
             read(run_dir)
         return 0
     for kind in args.which:
-        found = run_one(kind, args.blocks, args.results_dir)
+        found = run_one(kind, args.blocks, args.results_dir, args.probe)
         if found is not None:
             read(found)
             sys.stdout.flush()

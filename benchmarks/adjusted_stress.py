@@ -5,7 +5,11 @@ pass, the time outside the steps 2x; each part's own noise; a launch level; drif
 
     .venv/bin/python benchmarks/adjusted_stress.py [--trials 500] [--blocks 60] [--seed 11]
         [--cells all|quick] [--outside-own 0.12] [--outside-stalls N]
-        [--only CELL]
+        [--probe [--probe-own 0.10]] [--only CELL]
+
+With --probe every pass carries the speed probe (the scenario's speed_probe), so the row is
+adjusted by it instead of by the step parts, and one cell more plants a change that reaches
+the probe itself (its blind spot).
 
 Per cell: the trials; how often the adjusted row is shown (not withdrawn); its false-positive
 rate (A/A cells) or coverage of the true delta, among the trials where it is shown, and
@@ -50,6 +54,7 @@ def cells(kind: str, model: Speed) -> list[tuple[str, tuple[float, float, float,
     for f in (0.005, 0.01, 0.02, 0.05):
         out.append((f"forward +{100 * f:g}%", (0.0, f, 0.0, 0.0)))
     out.append(("forward and rest +1% (the blind spot)", (0.0, 0.01, 0.01, 0.0)))
+    out.append(("every part +1%, outside +2% (a slower machine)", (0.01, 0.01, 0.01, 0.02)))
     return out
 
 
@@ -73,7 +78,9 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=60)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--cells", choices=["all", "quick"], default="all")
-    parser.add_argument("--only", default=None, help="the cells whose name starts with this")
+    parser.add_argument(
+        "--only", default=None, help="the cells whose name starts with one of these (a|b|...)"
+    )
     parser.add_argument("--outside-own", type=float, default=0.12)
     parser.add_argument(
         "--outside-stalls",
@@ -81,12 +88,16 @@ def main() -> int:
         default=0,
         help="1 pass in N has its time outside the steps 5x (the primary row then trims)",
     )
+    parser.add_argument("--probe", action="store_true", help="passes carry the speed probe")
+    parser.add_argument("--probe-own", type=float, default=0.10)
     args = parser.parse_args()
     base = Speed()
     base = replace(
         base,
         sigma_own=(*base.sigma_own[:3], args.outside_own),
         outside_stall_every=args.outside_stalls,
+        probe_us=90.0 if args.probe else 0.0,
+        probe_sigma_own=args.probe_own,
     )
     print(
         f"noise: speed sd {base.sigma_speed} (lag-1 {base.rho}), outside loading "
@@ -98,12 +109,16 @@ def main() -> int:
             if base.outside_stall_every
             else ""
         )
+        + (f"; the speed probe, own noise {base.probe_sigma_own}" if args.probe else "")
         + f"; {args.blocks} blocks, {args.trials} trials a cell"
     )
-    for i, (name, effects) in enumerate(cells(args.cells, base)):
-        if args.only is not None and not name.startswith(args.only):
+    planted = [(name, effects, 0.0) for name, effects in cells(args.cells, base)]
+    if args.probe and args.cells == "all":
+        planted.append(("drafter +10%, the probe +1% (its blind spot)", planted[1][1], 0.01))
+    for i, (name, effects, probe_effect) in enumerate(planted):
+        if args.only is not None and not name.startswith(tuple(args.only.split("|"))):
             continue
-        model = replace(base, effects=effects)
+        model = replace(base, effects=effects, probe_effect=probe_effect)
         truth = model.truth()
         res = speed_trials(model, args.blocks, args.trials, args.seed + i)
         shown = [r["adjusted"] for r in res if r["adjusted"] is not None and r["adjusted"].ci_low]
