@@ -129,7 +129,7 @@ class Adjustment:
 
     fit: Fit
     units: int
-    covariate: Check  # the covariate's own delta, 95%
+    covariate: Check  # the covariate's own delta (95%; the probe's 99%)
     contrast: Check | None  # the checked pair's ratio, 90% (the equivalence test's); None: probe
     widen: float  # |theta| * share * |z|: added to each side of the interval
     withdrawn: Withdrawal | None  # why the row is withdrawn; None: shown
@@ -220,13 +220,15 @@ def adjust(
     share: float = 1.0,
     settle: bool = True,
     robust: bool = False,
+    level: float = 1 - ALPHA,
 ) -> Adjustment | None:
     """The ANCOVA estimate from block differences (log scale, time order within each launch):
     d of the throughput, x of the covariate, a and b of the checked pair (None: the covariate
     is the speed probe, which no change touches, so no pair is checked and nothing widened);
-    `share`: the larger of the pair's shares of the covariate (1 where it is one part). Each
-    launch's settling blocks are cut as the primary row cuts them (MSER on d; not without
-    `settle`). None: too few blocks for an interval. `robust`: see fit."""
+    `share`: the larger of the pair's shares of the covariate (1 where it is one part);
+    `level`: that of the covariate's own check. Each launch's settling blocks are cut as the
+    primary row cuts them (MSER on d; not without `settle`). None: too few blocks for an
+    interval. `robust`: see fit."""
     keep = np.ones(len(d), dtype=bool)
     if settle:
         for j in np.unique(launch):
@@ -240,14 +242,14 @@ def adjust(
     return Adjustment(
         found,
         len(d),
-        _mean_check(x, launch, 1 - ALPHA if contrast is not None else PROBE_CHECK_LEVEL),
+        _mean_check(x, launch, level),
         contrast,
         0.0 if contrast is None else abs(found.theta) * share * abs(contrast.mean),
         None,
     )
 
 
-def _withdrawal(a: Adjustment, pair: tuple[str, str]) -> Withdrawal | None:
+def _withdrawal(a: Adjustment, pair: tuple[str, str] | None) -> Withdrawal | None:
     """Why the row is withdrawn; None: the assumption held."""
     if a.covariate.moved():
         return Withdrawal(a.covariate)
@@ -291,7 +293,8 @@ PROBE_CHECK_LEVEL = 0.99
 PROBE_COLUMN = "probe_us_per_step"  # harness.results.metrics: the speed probe's time a step
 PROBE_NAME = "speed probe"
 
-_Found = tuple[pd.DataFrame, Adjustment, str, tuple[str, str]]
+# An adjustment, the covariate's name, and the pair its check reads (None: the probe's).
+_Found = tuple[Adjustment, str, tuple[str, str] | None]
 
 
 def _probed(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
@@ -311,8 +314,10 @@ def _probe_fit(
     if found is None:
         return None
     diffs, launch = found
-    adjusted = adjust(diffs[:, 0], diffs[:, 1], None, None, launch, robust=robust)
-    return None if adjusted is None else (passes, adjusted, PROBE_NAME, ("", ""))
+    adjusted = adjust(
+        diffs[:, 0], diffs[:, 1], None, None, launch, robust=robust, level=PROBE_CHECK_LEVEL
+    )
+    return None if adjusted is None else (adjusted, PROBE_NAME, None)
 
 
 def _parts_fit(
@@ -339,7 +344,7 @@ def _parts_fit(
         return None
     names = (PART_COLUMNS[pair[0]][1], PART_COLUMNS[pair[1]][1])
     covariate = " + ".join(PART_COLUMNS[p][1] for p in parts) + " (time per step)"
-    return frame, adjusted, covariate, names
+    return adjusted, covariate, names
 
 
 def adjusted_row(
@@ -360,11 +365,10 @@ def adjusted_row(
     found = (_probe_fit if probed else _parts_fit)(passes, baseline, candidate, part, robust)
     if found is None:
         return None
-    frame, adjusted, covariate, names = found
+    adjusted, covariate, names = found
     adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, names))
-    base = frame[frame["variant"] == baseline]
-    b = base["output_throughput"].to_numpy(dtype=float)
-    c = frame.loc[frame["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
+    b = passes.loc[passes["variant"] == baseline, "output_throughput"].to_numpy(dtype=float)
+    c = passes.loc[passes["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
     est = estimate_of(adjusted, b, c, robust)
     value = float(b.mean()) * (1.0 + est.delta) if math.isfinite(est.delta) else math.nan
     facts = SpeedAdjustment(

@@ -347,15 +347,20 @@ def probing(fn: Callable[..., Any], probe: Callable[[], float]) -> Callable[...,
     return step
 
 
-def install_probe() -> None:
-    """Wrap vLLM's worker wrapper's execute_model (once per process) with the speed probe;
-    its totals are read with the step timer's."""
+def _wrap_step_entry(marker: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Wrap vLLM's worker wrapper's execute_model, the one entry of every engine step on
+    either runner, with `wrap`, once per process: not where its wrapper (`marker`, which
+    functools.wraps carries outward through the others) is already there."""
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
     fn = WorkerWrapperBase.execute_model
-    if getattr(fn, "__specbench_probe__", False):
-        return
-    setattr(WorkerWrapperBase, "execute_model", probing(fn, probe_loop))  # noqa: B010
+    if not getattr(fn, marker, False):
+        setattr(WorkerWrapperBase, "execute_model", wrap(fn))  # noqa: B010
+
+
+def install_probe() -> None:
+    """The speed probe before every engine step; its totals are read with the step timer's."""
+    _wrap_step_entry("__specbench_probe__", lambda fn: probing(fn, probe_loop))
 
 
 # --- the heartbeat: the stall watchdog's sign of life from inside the engine ------------------
@@ -415,13 +420,10 @@ def beating(fn: Callable[..., Any], heart: Heartbeat) -> Callable[..., Any]:
 
 def install_heartbeat() -> None:
     """Wrap vLLM's worker wrapper's execute_model with the heartbeat (once per process)."""
-    from vllm.v1.worker.worker_base import WorkerWrapperBase
-
     from harness.wire.progress import write_heartbeat
     from harness.wire.protocol import HEARTBEAT_EVERY_S
 
-    fn = WorkerWrapperBase.execute_model
-    if getattr(fn, "__specbench_heartbeat__", False):
-        return
-    heart = Heartbeat(write_heartbeat, HEARTBEAT_EVERY_S)
-    setattr(WorkerWrapperBase, "execute_model", beating(fn, heart))  # noqa: B010
+    _wrap_step_entry(
+        "__specbench_heartbeat__",
+        lambda fn: beating(fn, Heartbeat(write_heartbeat, HEARTBEAT_EVERY_S)),
+    )

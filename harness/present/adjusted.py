@@ -39,13 +39,13 @@ def adjustment_note(a: SpeedAdjustment) -> str:
             "probe itself (it runs no vLLM code, so only through the machine: a busy thread, "
             "the caches)"
         )
-        return f"withdrawn: {withdrawal_reason(a)}; {assumption}" if a.withdrawn else assumption
-    own = f"the change ({a.part})" if a.part else "the change (its part not declared)"
-    assumption = (
-        f"speed-adjusted by the {a.covariate} (ANCOVA on {a.units} blocks, theta "
-        f"{a.theta:.2f}): removes {100 * a.removed:.0f}% of the variance; assumes {own} "
-        f"leaves the {a.covariate} alone"
-    )
+    else:
+        own = f"the change ({a.part})" if a.part else "the change (its part not declared)"
+        assumption = (
+            f"speed-adjusted by the {a.covariate} (ANCOVA on {a.units} blocks, theta "
+            f"{a.theta:.2f}): removes {100 * a.removed:.0f}% of the variance; assumes {own} "
+            f"leaves the {a.covariate} alone"
+        )
     if a.withdrawn is not None:
         return f"withdrawn: {withdrawal_reason(a)}; {assumption}"
     return assumption + (
