@@ -15,6 +15,10 @@ is the design's: a balanced block in one engine, else a round (one launch per ar
 part's contribution is its mean over units with a t interval (n - 1 degrees of freedom), so
 the parts add up to the mean delta exactly and each says on its own whether it moved.
 
+With the speed probe on (the scenario's speed_probe), its time is a part of its own ("speed
+probe": the same loop in both arms, so its share shows the speed that moved the arms apart,
+not the change), kept out of the time outside the steps.
+
 A change that acts outside the timed methods (or a machine that interfered between them)
 shows as the time outside the steps; that is named as a finding when it is significant.
 """
@@ -35,9 +39,10 @@ PARTS = (
     ("forward", "verification forward"),
     ("rest", "rest of the step"),
     ("outside", "outside the steps"),
+    ("probe", "speed probe"),
     ("tokens", "tokens per pass"),
 )
-NEEDED = ("output_tokens", "duration_s", "step_s", "forward_s", "draft_s", "steps")
+NEEDED = ("output_tokens", "duration_s", "step_s", "forward_s", "draft_s", "steps", "probe_s")
 
 
 def _unit_means(frame: pd.DataFrame, design: Design) -> pd.DataFrame:
@@ -64,6 +69,8 @@ def attribute(
     """The candidate's delta split into the parts (module doc); None without step times in
     every pass of both arms, or without a unit holding both."""
     frame = passes[passes["variant"].isin([baseline, candidate])]
+    if "probe_s" not in frame:  # a frame from before the probe: none ran
+        frame = frame.assign(probe_s=0.0)
     if (
         frame.empty
         or any(c not in frame for c in NEEDED)
@@ -89,11 +96,13 @@ def attribute(
 
     def parts(x: np.ndarray) -> dict[str, np.ndarray]:
         step, fwd, draft = x[:, col["step_s"]], x[:, col["forward_s"]], x[:, col["draft_s"]]
+        probe = x[:, col["probe_s"]]
         return {
             "draft": draft,
             "forward": fwd,
             "rest": step - fwd - draft,
-            "outside": x[:, col["duration_s"]] - step,
+            "outside": x[:, col["duration_s"]] - step - probe,
+            "probe": probe,
         }
 
     pa, pb = parts(a), parts(b)
@@ -102,12 +111,15 @@ def attribute(
     share = {key: -(pb[key] - pa[key]) / t_b * (n_b / n_a) for key in pa}
     share["tokens"] = n_b / n_a - 1.0
     total = (n_b / t_b) / (n_a / a[:, col["duration_s"]]) - 1.0
-    found = [_interval(key, label, share[key]) for key, label in PARTS]
+    probed = bool((frame["probe_s"] > 0).any())
+    found = [_interval(k, label, share[k]) for k, label in PARTS if k != "probe" or probed]
     measured = _interval("measured", "output throughput", total)
     significant = [
         f for f in found if f.low is not None and f.high is not None and (f.low > 0 or f.high < 0)
     ]
-    carrier = max(significant, key=lambda f: abs(f.value)).key if significant else None
+    # The probe runs the same loop in both arms: it carries the speed, never the change.
+    changed = [f for f in significant if f.key != "probe"]
+    carrier = max(changed, key=lambda f: abs(f.value)).key if changed else None
     outside = next(f for f in found if f.key == "outside")
     finding = None
     if outside in significant:

@@ -442,6 +442,7 @@ def pass_row(
     st = p.step_times
     if st is not None:  # a run with a no-speculation arm: where the steps' time went
         row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s, draft_s=st.draft_s)
+        row["probe_s"] = st.probe_s or 0.0  # the speed probe's seconds: outside the steps
         if st.steps > 0:
             per = 1000.0 / st.steps
             row.update(

@@ -104,6 +104,31 @@ def test_no_change_names_no_part() -> None:
     assert attribution_line(found).endswith("no part moved beyond its interval.")
 
 
+def test_the_speed_probe_is_a_part_of_its_own_and_never_the_carrier() -> None:
+    """With the speed probe on, its seconds leave the time outside the steps for a part of
+    their own; the parts still add up, and a probe that took longer in one arm (the speed,
+    not the change: it runs the same loop in both) is never named as what carries a delta."""
+    frame = _frame(30, 0.0, 0.0, np.random.default_rng(6))
+    probe = np.where(frame["variant"] == "b", 50 * 150e-6, 50 * 90e-6)  # b's probe slower
+    frame["probe_s"] = probe
+    frame["duration_s"] += probe
+    frame["output_throughput"] = 512 / frame["duration_s"]
+    found = attribute(frame, "a", "b", "one-engine")
+    assert found is not None
+    parts = {f.key: f for f in found.parts}
+    assert list(parts) == ["draft", "forward", "rest", "outside", "probe", "tokens"]
+    assert abs(sum(f.value for f in found.parts) - found.measured.value) < 1e-12
+    high = parts["probe"].high
+    assert high is not None and high < 0  # it moved ...
+    assert found.carrier is None and found.finding is None  # ... and carries nothing
+    outside = parts["outside"]
+    assert outside.low is not None and outside.high is not None and outside.low < 0 < outside.high
+    assert "speed probe -" in attribution_line(found)
+    # Without the probe (an older frame, or off): no such part.
+    plain = attribute(_frame(30, 0.0, 0.0, np.random.default_rng(6)), "a", "b", "one-engine")
+    assert plain is not None and "probe" not in {f.key for f in plain.parts}
+
+
 @pytest.mark.parametrize("drop", ["step_s", "block"])
 def test_without_step_times_or_blocks_there_is_no_attribution(drop: str) -> None:
     frame = _frame(4, 0.0, 0.0, np.random.default_rng(4))
