@@ -42,6 +42,7 @@ def _scenario(tmp_path: Path, phase: str) -> Path:
     if phase == "writing":
         data["repeats"] = 4
     data["step_times"] = False
+    data["speed_probe"] = False  # read with the step timer
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
