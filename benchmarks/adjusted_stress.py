@@ -8,9 +8,9 @@ pass, the time outside the steps 2x; each part's own noise; a launch level; drif
         [--probe [--probe-own 0.10]] [--period P --period-amp A] [--only CELL]
 
 With --probe every pass carries the speed probe (the scenario's speed_probe), so the row is
-adjusted by it instead of by the step parts, and one cell more plants a change that reaches
-the probe itself (its blind spot). --period adds a periodic disturbance to the speed: a sine
-of P passes and amplitude A (log; its phase drawn per launch).
+adjusted by it instead of by the step parts, and four cells more plant a change that slows
+the probe itself by 0.5-5% (its blind spot). --period adds a periodic disturbance to the
+speed: a sine of P passes and amplitude A (log; its phase drawn per launch).
 
 Per cell: the trials; how often the adjusted row is shown (not withdrawn); its false-positive
 rate (A/A cells) or coverage of the true delta, among the trials where it is shown, and
@@ -120,7 +120,9 @@ def main() -> int:
     )
     planted = [(name, effects, 0.0) for name, effects in cells(args.cells, base)]
     if args.probe and args.cells == "all":
-        planted.append(("drafter +10%, the probe +1% (its blind spot)", planted[1][1], 0.01))
+        for slower in (0.005, 0.01, 0.02, 0.05):  # the probe's own blind spot, by its size
+            name = f"drafter +10%, the probe +{100 * slower:g}% (its blind spot)"
+            planted.append((name, planted[1][1], slower))
     for i, (name, effects, probe_effect) in enumerate(planted):
         if args.only is not None and not name.startswith(tuple(args.only.split("|"))):
             continue
