@@ -8,7 +8,9 @@ both arms the baseline variant's exact configuration (in the one-engine design t
 still switches between the two identical arms and checks every pass's proof), runs it N times
 through `specbench run`, and prints each run's output-throughput delta, 95% interval, p-value
 and MDE, then: how many runs were significant (about 1 in 20 expected), and the spread of the
-deltas against the printed standard errors (z = log delta / se should have sd near 1).
+deltas against the printed standard errors (z = log delta / se should have sd near 1). Where
+the run has the speed-adjusted row (step times, or the scenario's speed_probe), the same for
+it: its delta and interval per run, or why it was withdrawn.
 This is a benchmark to run and read, not a CI gate; tests/unit/test_stats.py measures the
 false-positive rate over thousands of simulated trials.
 """
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
+from harness.config.scenario import ADJUSTED_METRIC  # noqa: E402
 from harness.present.stops import stop_line  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from testkit.processes import run_scenario  # noqa: E402
@@ -70,6 +73,7 @@ def main() -> int:
 
     data = aa_scenario(args.scenario, args.design, args.repeats, args.rounds)
     rows = []
+    shown: list[tuple[float, float, bool]] = []  # the speed-adjusted rows shown
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(args.keep) if args.keep else Path(scratch)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -98,6 +102,11 @@ def main() -> int:
                 + (f" [{stop_line(comparison.stops[0])}]" if comparison.stops else ""),
                 flush=True,
             )
+            adjusted = _adjusted(comparison)
+            if adjusted is not None:
+                print(f"  speed-adjusted: {adjusted[0]}", flush=True)
+                if adjusted[1] is not None:
+                    shown.append(adjusted[1])
             rows.append((est.delta, est.se, est.significant, wall))
     deltas = np.array([math.log1p(d) for d, *_ in rows])
     ses = np.array([se or math.nan for _, se, *_ in rows])
@@ -114,7 +123,34 @@ def main() -> int:
             f"z = delta/se: sd {np.nanstd(z, ddof=1):.2f} (about 1 when the intervals are "
             f"honest), max |z| {np.nanmax(np.abs(z)):.2f}"
         )
+    if shown:
+        z_adj = np.array([math.log1p(d) / se for d, se, _ in shown])
+        print(
+            f"  speed-adjusted row: shown in {len(shown)} of {len(rows)} runs, "
+            f"{sum(sig for *_, sig in shown)} significant; z sd "
+            f"{np.std(z_adj, ddof=1) if len(shown) >= 2 else math.nan:.2f}, "
+            f"max |z| {np.max(np.abs(z_adj)):.2f}"
+        )
     return 1 if flagged > max(1, len(rows) // 10) else 0
+
+
+def _adjusted(comparison: Any) -> tuple[str, tuple[float, float, bool] | None] | None:
+    """The speed-adjusted row's line, and (delta, se, significant) where it is shown; None:
+    the run has no such row."""
+    row = next((r for r in comparison.candidates[0].rows if r.key == ADJUSTED_METRIC), None)
+    if row is None:
+        return None
+    est, facts = row.estimate, row.adjustment
+    by = "the speed probe" if facts is not None and facts.probe else "the step parts"
+    if est.ci_low is None or est.ci_high is None or est.se is None:
+        why = facts.withdrawn if facts is not None else None
+        return f"withdrawn ({why}), by {by}", None
+    removed = f"{100 * facts.removed:.0f}%" if facts is not None else "?"
+    return (
+        f"{100 * est.delta:+.2f}% [{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%] "
+        f"significant={est.significant}, by {by}, {removed} of the variance removed",
+        (est.delta, est.se, est.significant),
+    )
 
 
 if __name__ == "__main__":
