@@ -285,13 +285,16 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
 
 
 def _adjusted(row: MetricRow) -> str:
-    """The speed-adjusted row in a few words: its interval, or that it was withdrawn."""
+    """The speed-adjusted row in a few words: what it is adjusted by and its interval, or
+    that it was withdrawn."""
+    a = row.adjustment
     if math.isnan(row.estimate.delta):
-        a = row.adjustment
         if a is None or a.withdrawn is None:
             return "speed-adjusted row withdrawn"
         return f"speed-adjusted row withdrawn ({withdrawal_reason(a, short=True)})"
-    return f"speed-adjusted {_interval(row)}"
+    if a is None:
+        return f"speed-adjusted {_interval(row)}"
+    return f"speed-adjusted (by the {'speed probe' if a.probe else 'step parts'}) {_interval(row)}"
 
 
 def verdicts(comparison: Comparison) -> list[str]:

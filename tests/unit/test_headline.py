@@ -4,6 +4,7 @@ one fold away; `--rows all` keeps every row; local paths relative; --github-summ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -322,8 +323,14 @@ def _with_adjusted(
 def test_the_speed_adjusted_row_is_in_the_verdict_and_the_pr_rows(tmp_path: Path) -> None:
     comparison = _with_adjusted(_comparison(tmp_path), 0.01)
     [line] = verdicts(comparison)
-    assert "; speed-adjusted +1.0% [" in line
+    assert "; speed-adjusted (by the step parts) +1.0% [" in line
     assert "Output throughput, speed-adjusted" in render_terminal(comparison, rows="pr")
+    # Adjusted by the speed probe instead (speed_probe: true): the verdict names it.
+    row = next(r for r in comparison.candidates[0].rows if r.adjustment is not None)
+    assert row.adjustment is not None
+    row.adjustment = dataclasses.replace(row.adjustment, probe=True)
+    [line] = verdicts(comparison)
+    assert "; speed-adjusted (by the speed probe) +1.0% [" in line
 
 
 def test_a_withdrawn_speed_adjusted_row_says_why_and_leaves_the_pr_rows(tmp_path: Path) -> None:
