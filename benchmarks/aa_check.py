@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.analysis.compare import compare_run  # noqa: E402
 from harness.config.scenario import ADJUSTED_METRIC  # noqa: E402
+from harness.present.adjusted import adjustment_note  # noqa: E402
 from harness.present.stops import stop_line  # noqa: E402
 from harness.results.run import load_run  # noqa: E402
 from testkit.processes import run_scenario  # noqa: E402
@@ -135,20 +136,18 @@ def main() -> int:
 
 
 def _adjusted(comparison: Any) -> tuple[str, tuple[float, float, bool] | None] | None:
-    """The speed-adjusted row's line, and (delta, se, significant) where it is shown; None:
-    the run has no such row."""
+    """The speed-adjusted row's line (its interval, then its note as the table words it: what
+    it is adjusted by, or why it was withdrawn), and (delta, se, significant) where it is
+    shown; None: the run has no such row."""
     row = next((r for r in comparison.candidates[0].rows if r.key == ADJUSTED_METRIC), None)
-    if row is None:
+    if row is None or row.adjustment is None:
         return None
-    est, facts = row.estimate, row.adjustment
-    by = "the speed probe" if facts is not None and facts.probe else "the step parts"
+    est, note = row.estimate, adjustment_note(row.adjustment)
     if est.ci_low is None or est.ci_high is None or est.se is None:
-        why = facts.withdrawn if facts is not None else None
-        return f"withdrawn ({why}), by {by}", None
-    removed = f"{100 * facts.removed:.0f}%" if facts is not None else "?"
+        return note, None
     return (
         f"{100 * est.delta:+.2f}% [{100 * est.ci_low:+.2f}%, {100 * est.ci_high:+.2f}%] "
-        f"significant={est.significant}, by {by}, {removed} of the variance removed",
+        f"significant={est.significant}; {note}",
         (est.delta, est.se, est.significant),
     )
 
