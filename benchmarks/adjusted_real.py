@@ -4,17 +4,23 @@ cpu-medusa-proposer.yaml, one engine, its precision stop off) with
 - wait50, wait150: a planted busy wait in every MedusaProposer.propose call
   (testkit.patches.medusa_wait): the adjusted row should hold the planted cost's size;
 - forward150: a planted wait in every target forward (testkit.patches.forward_wait): the row's
-  covariate moves, so it must be withdrawn.
+  covariate moves, so it must be withdrawn;
+- sweep: every proposer call writes 4 MB through a buffer (testkit.patches.cache_sweep), so the
+  speed probe after it starts with the worker core's caches full of it: a change that reaches
+  the probe itself, which its twin (another process, the other core) should see.
 Each is run through `specbench run` and read as the report reads it (compare_run): the primary
 output-throughput row, the adjusted row (a patch declares no part: adjusted as a drafter change
 is, by the forward and the rest), and the prediction of a planted wait: -(wait x steps) / the
 candidate's median pass time.
 
     .venv/bin/python benchmarks/adjusted_real.py [--which aa wait50 wait150 forward150]
-        [--blocks 40] [--probe] [--results-dir /tmp/adjusted-real] [--run DIR ...]
+        [--which ... sweep] [--blocks 40] [--probe] [--results-dir /tmp/adjusted-real]
+        [--run DIR ...]
 
 With --probe the scenario turns the speed probe on (speed_probe: true): the row is adjusted by
-the probe instead of the step parts, so a wait in the forward should hold its size too.
+the probe instead of the step parts, so a wait in the forward should hold its size too; its
+twin runs beside it (harness.engine.twin), and the same blocks are also read without it (the
+probe checked only by its own delta).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from harness.analysis.adjusted import (  # noqa: E402
     KEY,
     PROBE_COLUMN,
+    TWIN_COLUMN,
     adjusted_row,
     declared_part,
 )
@@ -49,6 +56,7 @@ KINDS = {
         "SPECBENCH_PLANTED_FORWARD_WAIT_US",
         150.0,
     ),
+    "sweep": ("testkit.patches.cache_sweep:install", "SPECBENCH_PLANTED_SWEEP_KB", 4096.0),
 }
 
 
@@ -130,6 +138,23 @@ def read(run_dir: Path) -> None:
                 else "no interval"
             )
             print(f"  by the step parts instead: {shown}; {adjustment_note(parts.adjustment)}")
+    if TWIN_COLUMN in passes:  # the same blocks with the probe checked only by its own delta
+        alone = adjusted_row(
+            passes.drop(columns=[TWIN_COLUMN]),
+            run.scenario.baseline,
+            cand,
+            None,
+            "one-engine",
+            robust=primary is not None and primary.estimate.robust,
+        )
+        if alone is not None and alone.adjustment is not None:
+            e = alone.estimate
+            shown = (
+                f"{100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
+                if e.ci_low is not None and e.ci_high is not None
+                else "no interval"
+            )
+            print(f"  without the twin: {shown}; {adjustment_note(alone.adjustment)}")
     if PROBE_COLUMN in passes:
         probe = passes.groupby("variant")[PROBE_COLUMN].median()
         print(

@@ -5,12 +5,16 @@ pass, the time outside the steps 2x; each part's own noise; a launch level; drif
 
     .venv/bin/python benchmarks/adjusted_stress.py [--trials 500] [--blocks 60] [--seed 11]
         [--cells all|quick] [--outside-own 0.12] [--outside-stalls N]
-        [--probe [--probe-own 0.10]] [--period P --period-amp A] [--only CELL]
+        [--probe [--probe-own 0.10] [--twin [--twin-own 0.006]]] [--period P --period-amp A]
+        [--only CELL]
 
 With --probe every pass carries the speed probe (the scenario's speed_probe), so the row is
 adjusted by it instead of by the step parts, and four cells more plant a change that slows
-the probe itself by 0.5-5% (its blind spot). --period adds a periodic disturbance to the
-speed: a sine of P passes and amplitude A (log; its phase drawn per launch).
+the probe itself by 0.5-5% (its blind spot). With --twin the probe's twin runs beside it
+(harness.engine.twin): the row is checked by the probe over its twin, which a change that
+reaches the probe moves and the machine's speed does not. --period adds a periodic
+disturbance to the speed: a sine of P passes and amplitude A (log; its phase drawn per
+launch).
 
 Per cell: the trials; how often the adjusted row is shown (not withdrawn); its false-positive
 rate (A/A cells) or coverage of the true delta, among the trials where it is shown, and
@@ -91,6 +95,8 @@ def main() -> int:
     )
     parser.add_argument("--probe", action="store_true", help="passes carry the speed probe")
     parser.add_argument("--probe-own", type=float, default=0.10)
+    parser.add_argument("--twin", action="store_true", help="the probe's twin runs beside it")
+    parser.add_argument("--twin-own", type=float, default=0.006)
     parser.add_argument("--period", type=float, default=0.0, help="passes (0: none)")
     parser.add_argument("--period-amp", type=float, default=0.015)
     args = parser.parse_args()
@@ -101,6 +107,8 @@ def main() -> int:
         outside_stall_every=args.outside_stalls,
         probe_us=90.0 if args.probe else 0.0,
         probe_sigma_own=args.probe_own,
+        twin=args.probe and args.twin,
+        twin_sigma_own=args.twin_own,
         period=args.period,
         period_amp=args.period_amp if args.period else 0.0,
     )
@@ -116,6 +124,7 @@ def main() -> int:
         )
         + (f", a {base.period_amp} sine of {base.period:g} passes" if base.period else "")
         + (f"; the speed probe, own noise {base.probe_sigma_own}" if args.probe else "")
+        + (f"; its twin, own noise {base.twin_sigma_own} each" if base.twin else "")
         + f"; {args.blocks} blocks, {args.trials} trials a cell"
     )
     planted = [(name, effects, 0.0) for name, effects in cells(args.cells, base)]

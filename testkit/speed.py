@@ -20,6 +20,13 @@ the throughput's variance here, as the shipped loop did on real vLLM); it sees t
 stalls (the machine) but not the time outside the steps alone (the engine core held up).
 `probe_effect` (log): a change that reaches the probe anyway (the caches, the interpreter's
 state), in the candidate's arm.
+
+The probe's twin (`twin`: harness.engine.twin, the same loop in another process run at the
+same moment): it shares the speed and the probe's own sampling noise (both loops run in the
+same 75-110 µs), and each of the two has a little noise of its own (`twin_sigma_own`, white
+per pass: on the demo a pass's probe over its twin, each pair's ratio clipped at 10%, varied
+by 0.8% where the probe varied by 3.4%). A change that reaches the probe does not reach the
+twin.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class Speed:
     probe_us: float = 0.0  # 0: the passes carry no probe
     probe_sigma_own: float = 0.10
     probe_effect: float = 0.0
+    twin: bool = False
+    twin_sigma_own: float = 0.006
     loadings: tuple[float, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +112,9 @@ class SpeedLaunch:
         if m.outside_stall_every and rng.random() < 1 / m.outside_stall_every:
             logs[3] += math.log(m.outside_stall_factor)
         probe = speed + rng.normal(0, m.probe_sigma_own)
+        twin = probe + rng.normal(0, m.twin_sigma_own) if m.twin else None
+        if twin is not None:
+            probe += rng.normal(0, m.twin_sigma_own)
         if not arm.baseline:
             logs += np.array(m.effects)
             logs[0] += self.extra
@@ -118,6 +130,8 @@ class SpeedLaunch:
             draft_s=m.steps * draft,
             probes=m.steps if m.probe_us else None,
             probe_s=probe_s or None,
+            twin_s=m.steps * m.probe_us / 1e6 * math.exp(twin) if twin is not None else None,
+            probe_over_twin=math.exp(probe - twin) if twin is not None else None,
         )
         counters = SpecDecodeCounters(
             num_drafts=8 * m.steps,

@@ -28,9 +28,13 @@ the machine's speed: the assumption left, stated with the row.
 Where every pass carries the speed probe (the scenario's speed_probe: a fixed Python loop timed
 before each step, harness.engine.steptimes.install_probe), the covariate is the probe's
 time per step instead (_probe_fit): no change to vLLM runs its code, so that blind spot is
-gone; there is no pair to check and nothing to widen, and the row is withdrawn only where the
-probe's own delta moved at PROBE_CHECK_LEVEL. It removes less of the variance than the step
-parts, so its interval is wider.
+gone. The row is withdrawn where the probe's own delta moved at PROBE_CHECK_LEVEL; where the
+probe's twin ran beside it (the same loop at the same moment in a process of its own,
+harness.engine.twin), the probe over its twin is the checked pair, as the parts' pair is: the
+machine's speed cancels in it, so a change that slowed the probe itself (through the worker's
+interpreter, a thread, its core's caches) shows there, widens the row by the bias it would
+cause and withdraws it past the margin. Without the twin nothing widens. The probe removes
+less of the variance than the step parts, so its interval is wider.
 
 Validated by simulated A/A, coverage and bias through this code (benchmarks/adjusted_stress.py,
 tests/unit/test_adjusted.py); the rates are docs/statistics.md's.
@@ -250,13 +254,19 @@ def adjust(
 
 
 def _withdrawal(a: Adjustment, pair: tuple[str, str] | None) -> Withdrawal | None:
-    """Why the row is withdrawn; None: the assumption held."""
+    """Why the row is withdrawn; None: the assumption held. The probe over its twin, free of
+    the machine's speed, is the better reason where both checks failed."""
+    c = a.contrast
+    outside = (
+        None
+        if c is None or max(abs(c.low), abs(c.high)) <= EQUIVALENCE_MARGIN
+        else Withdrawal(c, pair, EQUIVALENCE_MARGIN)
+    )
+    if outside is not None and pair is not None and pair[1] == TWIN_NAME:
+        return outside
     if a.covariate.moved():
         return Withdrawal(a.covariate)
-    c = a.contrast
-    if c is not None and max(abs(c.low), abs(c.high)) > EQUIVALENCE_MARGIN:
-        return Withdrawal(c, pair, EQUIVALENCE_MARGIN)
-    return None
+    return outside
 
 
 def _blocks(
@@ -292,6 +302,10 @@ def _blocks(
 PROBE_CHECK_LEVEL = 0.99
 PROBE_COLUMN = "probe_us_per_step"  # harness.results.metrics: the speed probe's time a step
 PROBE_NAME = "speed probe"
+# The probe over its twin (harness.engine.twin, the same loop beside it in another process),
+# a pass's geometric mean of the pairs' clipped ratios: the machine's speed cancels in it.
+TWIN_COLUMN = "probe_over_twin"
+TWIN_NAME = "its twin in another process"
 
 # An adjustment, the covariate's name, and the pair its check reads (None: the probe's).
 _Found = tuple[Adjustment, str, tuple[str, str] | None]
@@ -305,19 +319,36 @@ def _probed(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
     return bool(len(arms)) and bool((arms[PROBE_COLUMN].fillna(0.0) > 0).all())
 
 
+def _twinned(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
+    """Whether every pass of both arms carries the probe's twin (harness.engine.twin)."""
+    if TWIN_COLUMN not in passes:
+        return False
+    arms = passes[passes["variant"].isin([baseline, candidate])]
+    return bool(len(arms)) and bool((arms[TWIN_COLUMN].fillna(0.0) > 0).all())
+
+
 def _probe_fit(
     passes: pd.DataFrame, baseline: str, candidate: str, part: str | None, robust: bool
 ) -> _Found | None:
-    """The adjustment by the speed probe: no pair to check, nothing to widen; withdrawn only
-    where the probe's own delta moved (a change that reached it through the caches)."""
-    found = _blocks(passes, baseline, candidate, ["output_throughput", PROBE_COLUMN])
+    """The adjustment by the speed probe, withdrawn where its own delta moved at
+    PROBE_CHECK_LEVEL. Where its twin ran beside every probe (the same loop at the same moment
+    in a process of its own, harness.engine.twin), the probe over its twin, in which the
+    machine's speed cancels, is the pair checked: a change that slowed the probe itself (what
+    it leaves in the worker's interpreter or core) moves it, and the row is widened by the bias
+    that would cause, or withdrawn past the margin. Without the twin, nothing widens."""
+    twinned = _twinned(passes, baseline, candidate)
+    columns = ["output_throughput", PROBE_COLUMN, *([TWIN_COLUMN] if twinned else [])]
+    found = _blocks(passes, baseline, candidate, columns)
     if found is None:
         return None
     diffs, launch = found
+    ratio = diffs[:, 2] if twinned else None  # the pair: the probe over its twin, against 1
+    flat = np.zeros(len(diffs)) if twinned else None
     adjusted = adjust(
-        diffs[:, 0], diffs[:, 1], None, None, launch, robust=robust, level=PROBE_CHECK_LEVEL
+        diffs[:, 0], diffs[:, 1], ratio, flat, launch, robust=robust, level=PROBE_CHECK_LEVEL
     )
-    return None if adjusted is None else (adjusted, PROBE_NAME, None)
+    names = (PROBE_NAME, TWIN_NAME) if twinned else None
+    return None if adjusted is None else (adjusted, PROBE_NAME, names)
 
 
 def _parts_fit(
@@ -380,6 +411,8 @@ def adjusted_row(
         adjusted.widen,
         adjusted.withdrawn,
         probe=probed,
+        twin=probed and names is not None,
+        contrast=adjusted.contrast,
     )
     return MetricRow(KEY, LABEL, True, float(b.mean()), value, est, adjustment=facts)
 

@@ -60,6 +60,8 @@ class SpeedAdjustment:
     widen: float
     withdrawn: Withdrawal | None = None
     probe: bool = False  # the covariate is the speed probe (no change touches it)
+    twin: bool = False  # ... checked against its twin in another process (harness.engine.twin)
+    contrast: Check | None = None  # the checked pair's ratio, 90%; None: no pair was checked
 
 
 @dataclass

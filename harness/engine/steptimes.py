@@ -35,13 +35,17 @@ time. It measures the machine's speed in the same passes without being part of a
 (harness.analysis.adjusted adjusts the end-to-end row by it); 75-110 µs a step on this CPU.
 Not a torch kernel: a 48 x 48 torch matmul timed beside it ran 9.5% faster in the demo's
 optimized arm than in its baseline (the torch runtime's state after the step differs by
-arm), while the loop did not move (docs/measurements.md).
+arm), while the loop did not move (docs/measurements.md). Its twin (harness.engine.twin,
+TwinnedProbe) runs the same loop at the same moment in a process of its own: each probe's
+ratio to its twin's run adds up in pair_log, the check of the probe in which the machine's
+speed cancels.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import math
 import statistics
 import threading
 import time
@@ -56,8 +60,15 @@ TOTALS: dict[str, float] = {
     "draft_s": 0.0,
     "probes": 0.0,
     "probe_s": 0.0,
+    "twins": 0.0,
+    "twin_s": 0.0,
+    "pair_log": 0.0,
+    "twin_wait_s": 0.0,  # the worker's wait for the twin's "go", before each probe
 }
 PROBE_LOOP = 2000  # iterations of the probe's Python loop (75-110 µs on this CPU)
+# A probe over its twin's run, log, clipped at this: a twin that another process held up on
+# its core (the engine's front end, on this 2-core CPU) takes 20-60% longer now and then.
+PAIR_CLIP = 0.10
 # Which runner method adds to which total (execute_model and sample_tokens both to step_s).
 TIMED = {
     "execute_model": "step_s",
@@ -319,6 +330,8 @@ def install() -> None:
 
     def step_times(self: Any) -> dict[str, float]:
         clock.settle()
+        if _PROBE is not None:
+            _PROBE.settle()
         return dict(TOTALS)
 
     setattr(WorkerWrapperBase, STEP_TIMES_RPC, step_times)
@@ -358,9 +371,71 @@ def _wrap_step_entry(marker: str, wrap: Callable[[Callable[..., Any]], Callable[
         setattr(WorkerWrapperBase, "execute_model", wrap(fn))  # noqa: B010
 
 
+class TwinnedProbe:
+    """The probe with its twin (harness.engine.twin) running beside it, started at the first
+    probe of the process that steps the engine. Each probe is paired with its twin's run: the
+    pair's log ratio, clipped at +-PAIR_CLIP (a twin held up by another process on its core
+    is not the probe's own move), adds up in TOTALS["pair_log"], the twin's time in
+    "twin_s", the pairs in "twins". Where the twin cannot start or stops answering, the probe
+    goes on alone (the passes from then on carry fewer twins than probes, and so no twin:
+    harness.engine.worker.step_delta)."""
+
+    def __init__(self, start: Callable[[], Any] | None = None) -> None:
+        self._start = start
+        self.twin: Any = None
+        self.failed: str | None = None
+        self.waiting: collections.deque[float] = collections.deque()  # probes not yet paired
+
+    def __call__(self) -> float:
+        if self.twin is None and self.failed is None:
+            try:
+                self.twin = self._start() if self._start else _start_twin()
+            except OSError as exc:
+                self.failed = f"the probe's twin did not start: {exc}"
+        twinned = False
+        if self.twin is not None:
+            self._pair(self.twin.collect())
+            asked = time.perf_counter()
+            twinned = self.twin.start()
+            TOTALS["twin_wait_s"] += time.perf_counter() - asked
+            if not twinned:
+                self.failed, self.twin = "the probe's twin stopped answering", None
+        own = probe_loop()
+        if twinned:
+            self.waiting.append(own)
+        return own
+
+    def _pair(self, twin_times: list[float]) -> None:
+        for twin_s in twin_times:
+            own = self.waiting.popleft()
+            TOTALS["twins"] += 1
+            TOTALS["twin_s"] += twin_s
+            ratio = math.log(own / twin_s) if own > 0 and twin_s > 0 else 0.0
+            TOTALS["pair_log"] += min(PAIR_CLIP, max(-PAIR_CLIP, ratio))
+
+    def settle(self) -> None:
+        """Pair the twin's outstanding results, as before the totals are read."""
+        if self.twin is not None:
+            self._pair(self.twin.collect(wait=True))
+
+
+def _start_twin() -> Any:
+    from harness.engine.twin import Twin
+
+    return Twin()
+
+
+_PROBE: TwinnedProbe | None = None
+
+
 def install_probe() -> None:
-    """The speed probe before every engine step; its totals are read with the step timer's."""
-    _wrap_step_entry("__specbench_probe__", lambda fn: probing(fn, probe_loop))
+    """The speed probe (with its twin) before every engine step; its totals are read with the
+    step timer's."""
+    global _PROBE
+    if _PROBE is None:
+        _PROBE = TwinnedProbe()
+    probe = _PROBE
+    _wrap_step_entry("__specbench_probe__", lambda fn: probing(fn, probe))
 
 
 # --- the heartbeat: the stall watchdog's sign of life from inside the engine ------------------

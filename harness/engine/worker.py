@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import os
 import signal
 import sys
@@ -145,11 +146,20 @@ def step_delta(before: dict[str, float] | None, after: dict[str, float] | None) 
     if before is None or after is None:
         return None
     probes = int(round(after.get("probes", 0.0) - before.get("probes", 0.0)))
+    twins = int(round(after.get("twins", 0.0) - before.get("twins", 0.0)))
+    twinned = bool(probes) and twins == probes  # the twin ran beside every probe of the pass
     return StepTimes(
         steps=int(round(after["steps"] - before["steps"])),
         **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")},
         probes=probes or None,
         probe_s=after["probe_s"] - before["probe_s"] if probes else None,
+        twin_wait_s=(
+            after.get("twin_wait_s", 0.0) - before.get("twin_wait_s", 0.0) if probes else None
+        ),
+        twin_s=after["twin_s"] - before["twin_s"] if twinned else None,
+        probe_over_twin=(
+            math.exp((after["pair_log"] - before["pair_log"]) / twins) if twinned else None
+        ),
     )
 
 

@@ -23,6 +23,10 @@ def withdrawal_reason(a: SpeedAdjustment, short: bool = False) -> str:
         )
     margin = f"±{100 * (w.margin or 0.0):g}%"
     level = f"{100 * c.level:g}%"
+    if a.twin:
+        return f"the speed probe over its twin is not within {margin} ({found}, {level})" + (
+            "" if short else ": the change slowed the probe itself, in vLLM's worker"
+        )
     return f"the {w.pair[0]} over the {w.pair[1]} is not within {margin} ({found}, {level})" + (
         "" if short else ": the change may move a part the adjustment takes for the machine's speed"
     )
@@ -38,7 +42,7 @@ def adjustment_note(a: SpeedAdjustment) -> str:
             f"{100 * a.removed:.0f}% of the variance; assumes the change does not slow the "
             "probe itself (it runs no vLLM code, so only through the machine: a busy thread, "
             "the caches)"
-        )
+        ) + _twin_check(a)
     else:
         own = f"the change ({a.part})" if a.part else "the change (its part not declared)"
         assumption = (
@@ -48,6 +52,18 @@ def adjustment_note(a: SpeedAdjustment) -> str:
         )
     if a.withdrawn is not None:
         return f"withdrawn: {withdrawal_reason(a)}; {assumption}"
-    return assumption + (
-        f"; widened ±{100 * a.widen:.2f}% for the parts' own move" if a.widen else ""
-    )
+    moved = "the probe's" if a.probe else "the parts'"
+    return assumption + (f"; widened ±{100 * a.widen:.2f}% for {moved} own move" if a.widen else "")
+
+
+def _twin_check(a: SpeedAdjustment) -> str:
+    """How the probe's assumption was checked: against its twin, in whose ratio to the probe
+    the machine's speed cancels, or only by the probe's own delta."""
+    c = a.contrast
+    if not a.twin or c is None:
+        return "; checked only by its own delta (no twin ran beside it)"
+    checked = "; checked against its twin (the same loop in another process at the same moment)"
+    if a.withdrawn is not None:  # the withdrawal's line gives the ratio
+        return checked
+    found = f"{_pct(c.mean)} [{_pct(c.low)}, {_pct(c.high)}] ({100 * c.level:g}%)"
+    return f"{checked}: the probe over its twin {found}"

@@ -54,7 +54,11 @@ from harness.results.run import Run
 #       gains "no_spread"; a row gains "adjustment" (the speed-adjusted row's facts).
 #   5 - a row's "adjustment" gains "probe": the speed-adjusted row was adjusted by the
 #       speed probe (the scenario's speed_probe), not by step parts.
-SUMMARY_VERSION = 5
+#   6 - a row's "adjustment" gains "twin" (the speed probe was checked against its twin, the
+#       same loop run beside it in a process of its own: harness.engine.twin) and "contrast"
+#       (the checked pair's ratio at 90%: the probe over its twin, or the step parts' pair;
+#       null where none was checked).
+SUMMARY_VERSION = 6
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:

@@ -442,7 +442,9 @@ def pass_row(
     st = p.step_times
     if st is not None:  # a run with a no-speculation arm: where the steps' time went
         row.update(steps=st.steps, step_s=st.step_s, forward_s=st.forward_s, draft_s=st.draft_s)
-        row["probe_s"] = st.probe_s or 0.0  # the speed probe's seconds: outside the steps
+        # the speed probe's seconds (with the wait for its twin): specbench's, outside the steps
+        probe_s = (st.probe_s or 0.0) + (st.twin_wait_s or 0.0)
+        row["probe_s"] = probe_s
         if st.steps > 0:
             per = 1000.0 / st.steps
             row.update(
@@ -452,11 +454,14 @@ def pass_row(
                 ),
                 forward_ms_per_step=st.forward_s * per,
                 rest_ms_per_step=(st.step_s - st.forward_s - st.draft_s) * per,
-                outside_ms_per_pass=(dur - st.step_s - (st.probe_s or 0.0)) * 1000.0,
+                outside_ms_per_pass=(dur - st.step_s - probe_s) * 1000.0,
                 steps_per_pass=st.steps,
             )
         if st.probes and st.probe_s:  # the speed probe: specbench's, not vLLM's, time
             row["probe_us_per_step"] = st.probe_s * 1e6 / st.probes
+            if st.twin_s and st.probe_over_twin:  # its twin, beside it in another process
+                row["twin_us_per_step"] = st.twin_s * 1e6 / st.probes
+                row["probe_over_twin"] = st.probe_over_twin
     return row
 
 

@@ -50,6 +50,9 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   14 - the speed probe: StepTimes.probes and .probe_s (a fixed Python loop timed before
       every engine step, the speed-adjusted row's covariate); plan RunSpecs
       gain speed_probe. Optional: older files read unchanged, without a probe.
+  15 - the probe's twin: StepTimes.twin_s, .twin_wait_s and .probe_over_twin (the same loop in
+      a process of its own, run beside every probe of the pass; harness.engine.twin).
+      Optional: older files read unchanged, without a twin.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
@@ -139,6 +142,23 @@ class StepTimes(Record):
         default=None,
         description="Their time: a fixed Python loop no change to vLLM runs, "
         "timed on the host (harness.engine.steptimes.install_probe).",
+    )
+    twin_s: float | None = Field(
+        default=None,
+        description="The same loop's time in the probe's twin, a process of its own run "
+        "beside every probe of the pass (harness.engine.twin); None: it did not run beside "
+        "each of them.",
+    )
+    twin_wait_s: float | None = Field(
+        default=None,
+        description="The worker's wait for the twin's answer before each probe (specbench's "
+        "time, outside the steps, like probe_s; None: no probe).",
+    )
+    probe_over_twin: float | None = Field(
+        default=None,
+        description="The probe's time over its twin's, the geometric mean over the pass's "
+        "pairs, each pair's log ratio clipped at +-PAIR_CLIP (harness.engine.steptimes): the "
+        "machine's speed cancels in it; None where twin_s is.",
     )
 
 

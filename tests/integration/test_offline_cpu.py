@@ -188,7 +188,8 @@ def test_medusa_rows_say_where_each_arms_time_went(medusa_run: CliRun) -> None:
 def test_medusa_speed_probe_ran_before_every_step_and_adjusts_the_row(medusa_run: CliRun) -> None:
     """speed_probe: true: every pass carries its probes (one before each execute_model: each
     step, and the pass's last, empty call), kept out of the step's parts and out of the time
-    outside them; the speed-adjusted row is adjusted by the probe, its note says so."""
+    outside them, each with its twin beside it; the speed-adjusted row is adjusted by the
+    probe and checked against the twin, its note says so."""
     passes = [p for r in medusa_run.results.runs for p in (r.result.passes if r.result else [])]
     assert passes
     for p in passes:
@@ -197,12 +198,17 @@ def test_medusa_speed_probe_ran_before_every_step_and_adjusts_the_row(medusa_run
         assert st.steps <= st.probes <= st.steps + 2, (st.steps, st.probes)
         assert 1e-6 < st.probe_s / st.probes < 5e-3  # about 0.1 ms here
         assert st.step_s + st.probe_s < p.duration_s
+        # Its twin (harness.engine.twin) ran beside every probe, in another process.
+        assert st.twin_s is not None and st.probe_over_twin is not None
+        assert 1e-6 < st.twin_s / st.probes < 5e-3 and 0.5 < st.probe_over_twin < 2.0
     [cand] = compare_run(medusa_run.results).candidates
     row = next(r for r in cand.rows if r.key == "output_throughput_adjusted")
-    assert row.adjustment is not None and row.adjustment.probe
-    assert row.adjustment.widen == 0.0
+    a = row.adjustment
+    assert a is not None and a.probe and a.twin and a.contrast is not None
+    assert a.widen <= 2 * 0.02  # |theta| (about 1 here) times the ratio, within the margin
     table = (medusa_run.results.path / "table.md").read_text()
     assert "speed-adjusted by the speed probe (a fixed Python loop" in table
+    assert "checked against its twin (the same loop in another process" in table
 
 
 def test_medusa_arms_are_profiled_after_the_measured_passes(medusa_run: CliRun) -> None:

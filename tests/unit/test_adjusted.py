@@ -141,6 +141,47 @@ def test_a_probe_the_change_moved_withdraws_the_row() -> None:
     assert all(r["adjusted"].ci_low is None for r in found)
 
 
+def test_the_probes_twin_sees_a_change_that_slowed_the_probe_by_little() -> None:
+    """The probe's own blind spot: a change that slows the probe itself by 1.5% (through the
+    worker's interpreter or core) hides in its own delta, which carries the machine's whole
+    speed, and biases the row by theta times that. Its twin runs the same loop in another
+    process at the same moment, so the probe over its twin sees the move (the speed cancels):
+    the row is widened by the bias it would cause, and covers where the probe alone does not."""
+    drafter = (math.log(1.10), 0.0, 0.0, 0.0)
+    slowed = math.log(1.015)
+    alone = Speed(effects=drafter, probe_us=90.0, probe_effect=slowed, probe_sigma_own=0.04)
+    twinned = Speed(
+        effects=drafter, probe_us=90.0, probe_effect=slowed, probe_sigma_own=0.04, twin=True
+    )
+    without = speed_trials(alone, 60, 8, seed=31)
+    checked = speed_trials(twinned, 60, 8, seed=31)
+
+    def covered(found: list[dict[str, object]], truth: float) -> int:
+        rows = [r["adjusted"] for r in found if getattr(r["adjusted"], "ci_low", None)]
+        return sum(e.ci_low <= truth <= e.ci_high for e in rows)  # type: ignore[attr-defined]
+
+    assert covered(without, alone.truth()) <= 5
+    assert covered(checked, twinned.truth()) >= 7
+    facts = [r["adjustment"] for r in checked]
+    assert all(a is not None and a.twin and a.widen > 0.003 for a in facts)
+    assert all(a.contrast is not None and a.contrast.low > 0.01 for a in facts)
+    note = adjustment_note(facts[0])
+    twin = "checked against its twin (the same loop in another process at the same moment)"
+    assert twin in note and "the probe over its twin +1.4" in note
+    assert "for the probe's own move" in note
+    unchecked = adjustment_note(without[0]["adjustment"])
+    assert "checked only by its own delta (no twin ran beside it)" in unchecked
+
+
+def test_a_probe_the_change_slowed_past_the_margin_is_withdrawn_by_its_twin() -> None:
+    found = speed_trials(Speed(probe_us=90.0, probe_effect=math.log(1.04), twin=True), 60, 4, 32)
+    notes = [adjustment_note(r["adjustment"]) for r in found]
+    head = "withdrawn: the speed probe over its twin is not within ±2% (+"
+    assert all(n.startswith(head) for n in notes), notes
+    assert all("the change slowed the probe itself, in vLLM's worker;" in n for n in notes)
+    assert all(n.count("over its twin") == 1 for n in notes)  # the ratio given once
+
+
 def test_the_speed_probe_needs_the_step_timer() -> None:
     data = {**MINIMAL, "design": "one-engine", "step_times": False, "speed_probe": True}
     with pytest.raises(ScenarioError, match="speed_probe: is read with the step timer"):
