@@ -130,6 +130,7 @@ class SpeedLaunch:
             draft_s=m.steps * draft,
             probes=m.steps if m.probe_us else None,
             probe_s=probe_s or None,
+            twins=m.steps if twin is not None else None,
             twin_s=m.steps * m.probe_us / 1e6 * math.exp(twin) if twin is not None else None,
             probe_over_twin=math.exp(probe - twin) if twin is not None else None,
         )

@@ -63,12 +63,17 @@ TOTALS: dict[str, float] = {
     "twins": 0.0,
     "twin_s": 0.0,
     "pair_log": 0.0,
+    "twin_asked": 0.0,
     "twin_wait_s": 0.0,  # the worker's wait for the twin's "go", before each probe
 }
 PROBE_LOOP = 2000  # iterations of the probe's Python loop (75-110 µs on this CPU)
 # A probe over its twin's run, log, clipped at this: a twin that another process held up on
 # its core (the engine's front end, on this 2-core CPU) takes 20-60% longer now and then.
 PAIR_CLIP = 0.10
+# The twin runs beside every TWIN_EVERY-th probe: the worker's wait for its answer took about
+# 100 µs a time inside vLLM here (3% of the demo's pass at every probe); a quarter of the pairs
+# still check the probe to +-0.3% over 60 blocks.
+TWIN_EVERY = 4
 # Which runner method adds to which total (execute_model and sample_tokens both to step_s).
 TIMED = {
     "execute_model": "step_s",
@@ -373,15 +378,24 @@ def _wrap_step_entry(marker: str, wrap: Callable[[Callable[..., Any]], Callable[
 
 class TwinnedProbe:
     """The probe with its twin (harness.engine.twin) running beside it, started at the first
-    probe of the process that steps the engine. Each probe is paired with its twin's run: the
-    pair's log ratio, clipped at +-PAIR_CLIP (a twin held up by another process on its core
-    is not the probe's own move), adds up in TOTALS["pair_log"], the twin's time in
-    "twin_s", the pairs in "twins". Where the twin cannot start or stops answering, the probe
-    goes on alone (the passes from then on carry fewer twins than probes, and so no twin:
-    harness.engine.worker.step_delta)."""
+    probe of the process that steps the engine, and run beside every `every`-th probe (the
+    worker waits for its answer, which costs the step). Each such probe is paired with its
+    twin's run: the pair's log ratio, clipped at +-PAIR_CLIP (a twin held up by another
+    process on its core is not the probe's own move), adds up in TOTALS["pair_log"], the
+    twin's time in "twin_s", the pairs in "twins" (the runs asked for in "twin_asked"). Where
+    the twin cannot start or stops answering, the probe goes on alone (the passes from then on
+    carry no twin: harness.engine.worker.step_delta)."""
 
-    def __init__(self, start: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        start: Callable[[], Any] | None = None,
+        lead: Callable[[], bool] | None = None,
+        every: int = TWIN_EVERY,
+    ) -> None:
         self._start = start
+        self._lead = lead or _first_rank
+        self.every = every
+        self.calls = 0
         self.twin: Any = None
         self.failed: str | None = None
         self.waiting: collections.deque[float] = collections.deque()  # probes not yet paired
@@ -389,16 +403,22 @@ class TwinnedProbe:
     def __call__(self) -> float:
         if self.twin is None and self.failed is None:
             try:
-                self.twin = self._start() if self._start else _start_twin()
+                if not self._lead():  # only TP rank 0's totals are read: one twin a launch
+                    self.failed = "not the first rank: no twin"
+                else:
+                    self.twin = self._start() if self._start else _start_twin()
             except OSError as exc:
                 self.failed = f"the probe's twin did not start: {exc}"
+        self.calls += 1
         twinned = False
-        if self.twin is not None:
+        if self.twin is not None and self.calls % self.every == 0:
             self._pair(self.twin.collect())
             asked = time.perf_counter()
             twinned = self.twin.start()
             TOTALS["twin_wait_s"] += time.perf_counter() - asked
-            if not twinned:
+            if twinned:
+                TOTALS["twin_asked"] += 1
+            else:
                 self.failed, self.twin = "the probe's twin stopped answering", None
         own = probe_loop()
         if twinned:
@@ -417,6 +437,16 @@ class TwinnedProbe:
         """Pair the twin's outstanding results, as before the totals are read."""
         if self.twin is not None:
             self._pair(self.twin.collect(wait=True))
+
+
+def _first_rank() -> bool:
+    """Whether this process is the launch's first rank (the one whose totals are read)."""
+    try:
+        import torch.distributed as dist
+
+        return not dist.is_initialized() or dist.get_rank() == 0
+    except Exception:  # noqa: BLE001 - no torch.distributed here: a single process
+        return True
 
 
 def _start_twin() -> Any:

@@ -147,7 +147,8 @@ def step_delta(before: dict[str, float] | None, after: dict[str, float] | None) 
         return None
     probes = int(round(after.get("probes", 0.0) - before.get("probes", 0.0)))
     twins = int(round(after.get("twins", 0.0) - before.get("twins", 0.0)))
-    twinned = bool(probes) and twins == probes  # the twin ran beside every probe of the pass
+    asked = int(round(after.get("twin_asked", 0.0) - before.get("twin_asked", 0.0)))
+    twinned = bool(probes) and twins > 0 and twins == asked  # every run asked for was paired
     return StepTimes(
         steps=int(round(after["steps"] - before["steps"])),
         **{k: after[k] - before[k] for k in ("step_s", "forward_s", "draft_s")},
@@ -156,6 +157,7 @@ def step_delta(before: dict[str, float] | None, after: dict[str, float] | None) 
         twin_wait_s=(
             after.get("twin_wait_s", 0.0) - before.get("twin_wait_s", 0.0) if probes else None
         ),
+        twins=twins if twinned else None,
         twin_s=after["twin_s"] - before["twin_s"] if twinned else None,
         probe_over_twin=(
             math.exp((after["pair_log"] - before["pair_log"]) / twins) if twinned else None

@@ -459,8 +459,8 @@ def pass_row(
             )
         if st.probes and st.probe_s:  # the speed probe: specbench's, not vLLM's, time
             row["probe_us_per_step"] = st.probe_s * 1e6 / st.probes
-            if st.twin_s and st.probe_over_twin:  # its twin, beside it in another process
-                row["twin_us_per_step"] = st.twin_s * 1e6 / st.probes
+            if st.twins and st.twin_s and st.probe_over_twin:  # its twin, in another process
+                row["twin_us_per_step"] = st.twin_s * 1e6 / st.twins
                 row["probe_over_twin"] = st.probe_over_twin
     return row
 

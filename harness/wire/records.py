@@ -50,8 +50,8 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   14 - the speed probe: StepTimes.probes and .probe_s (a fixed Python loop timed before
       every engine step, the speed-adjusted row's covariate); plan RunSpecs
       gain speed_probe. Optional: older files read unchanged, without a probe.
-  15 - the probe's twin: StepTimes.twin_s, .twin_wait_s and .probe_over_twin (the same loop in
-      a process of its own, run beside every probe of the pass; harness.engine.twin).
+  15 - the probe's twin: StepTimes.twins, .twin_s, .twin_wait_s and .probe_over_twin (the same
+      loop in a process of its own, run beside every 4th probe; harness.engine.twin).
       Optional: older files read unchanged, without a twin.
 """
 
@@ -143,11 +143,15 @@ class StepTimes(Record):
         description="Their time: a fixed Python loop no change to vLLM runs, "
         "timed on the host (harness.engine.steptimes.install_probe).",
     )
+    twins: int | None = Field(
+        default=None,
+        description="Probes the twin ran beside (every TWIN_EVERY-th; harness.engine.twin); "
+        "None: no twin, or one that did not answer every time.",
+    )
     twin_s: float | None = Field(
         default=None,
         description="The same loop's time in the probe's twin, a process of its own run "
-        "beside every probe of the pass (harness.engine.twin); None: it did not run beside "
-        "each of them.",
+        "beside those probes; None where twins is.",
     )
     twin_wait_s: float | None = Field(
         default=None,
@@ -157,7 +161,7 @@ class StepTimes(Record):
     probe_over_twin: float | None = Field(
         default=None,
         description="The probe's time over its twin's, the geometric mean over the pass's "
-        "pairs, each pair's log ratio clipped at +-PAIR_CLIP (harness.engine.steptimes): the "
+        "pairs (the probes the twin ran beside), each pair's log ratio clipped at +-PAIR_CLIP (harness.engine.steptimes): the "
         "machine's speed cancels in it; None where twin_s is.",
     )
 

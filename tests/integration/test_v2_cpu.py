@@ -72,8 +72,8 @@ def test_the_v2_runner_ran_both_arms_in_one_engine_each_pass_proven(v2_run: CliR
         # The speed probe (speed_probe: true) ran before each step, outside its parts.
         assert st.probes is not None and st.probes >= st.steps and st.probe_s
         assert st.probe_s + st.step_s < p.duration_s
-        # ... with its twin in another process beside every probe (harness.engine.twin).
-        assert st.twin_s and st.twin_wait_s is not None and st.probe_over_twin
+        # ... with its twin in another process beside every 4th (harness.engine.twin).
+        assert st.twins and st.twin_s and st.twin_wait_s is not None and st.probe_over_twin
         assert 0.5 < st.probe_over_twin < 2.0
     assert len(pids) == 1
     comparison = compare_run(v2_run.results)

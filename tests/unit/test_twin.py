@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness.engine import steptimes
-from harness.engine.steptimes import PAIR_CLIP, TOTALS, TwinnedProbe, probe_loop
+from harness.engine.steptimes import PAIR_CLIP, TOTALS, TWIN_EVERY, TwinnedProbe, probe_loop
 from harness.engine.twin import Twin
 from harness.engine.worker import step_delta
 
@@ -77,20 +77,24 @@ def test_the_probe_goes_on_alone_where_its_twin_fails() -> None:
         def collect(self, wait: bool = False) -> list[float]:
             return []
 
-    probe = TwinnedProbe(start=Silent)
+    follower = TwinnedProbe(start=Silent, lead=lambda: False)
+    assert follower() > 0 and follower.twin is None
+    assert follower.failed == "not the first rank: no twin"
+
+    probe = TwinnedProbe(start=Silent, every=1)
     assert probe() > 0
     assert probe.failed == "the probe's twin stopped answering" and probe.twin is None
     assert not probe.waiting  # a probe the twin did not run beside is not paired
 
 
-def test_a_pass_carries_the_twin_only_where_it_ran_beside_every_probe() -> None:
+def test_a_pass_carries_the_twin_only_where_every_run_asked_for_was_paired() -> None:
     before = dict.fromkeys(TOTALS, 0.0) | {"steps": 10.0, "step_s": 1.0, "forward_s": 0.5}
     after = {**before, "steps": 20.0, "step_s": 2.0, "forward_s": 1.0, "probes": 10.0}
-    probed = {**after, "probe_s": 0.001, "twin_s": 0.0011, "pair_log": 10 * math.log(0.98)}
-    both = step_delta(before, {**probed, "twins": 10.0})
-    assert both is not None and both.twin_s == pytest.approx(0.0011)
+    probed = {**after, "probe_s": 0.001, "twin_s": 0.0011, "pair_log": 3 * math.log(0.98)}
+    both = step_delta(before, {**probed, "twins": 3.0, "twin_asked": 3.0})
+    assert both is not None and both.twins == 3 and both.twin_s == pytest.approx(0.0011)
     assert both.probe_over_twin == pytest.approx(0.98)
-    short = step_delta(before, {**probed, "twins": 9.0})
+    short = step_delta(before, {**probed, "twins": 2.0, "twin_asked": 3.0})
     assert short is not None and short.probe_s == pytest.approx(0.001)
     assert short.twin_s is None and short.probe_over_twin is None
 
@@ -121,15 +125,19 @@ def test_each_probe_is_paired_with_its_twins_run_and_an_outlier_clipped() -> Non
 
 
 def test_the_totals_carry_the_twins_results_once_settled() -> None:
+    """The twin runs beside every TWIN_EVERY-th probe: 8 probes, 2 pairs."""
     probe = TwinnedProbe()
+    assert probe.every == TWIN_EVERY == 4
     before = dict(TOTALS)
     try:
-        for _ in range(3):
+        for _ in range(8):
             steptimes.probing(lambda: None, probe)()
         probe.settle()
-        assert TOTALS["probes"] - before["probes"] == 3 and not probe.waiting
-        assert TOTALS["twins"] - before["twins"] == 3 and TOTALS["twin_s"] > before["twin_s"]
-        ratio = math.exp((TOTALS["pair_log"] - before["pair_log"]) / 3)
+        assert TOTALS["probes"] - before["probes"] == 8 and not probe.waiting
+        assert TOTALS["twin_asked"] - before["twin_asked"] == 2
+        assert TOTALS["twins"] - before["twins"] == 2 and TOTALS["twin_s"] > before["twin_s"]
+        assert TOTALS["twin_wait_s"] > before["twin_wait_s"]
+        ratio = math.exp((TOTALS["pair_log"] - before["pair_log"]) / 2)
         assert 1 / (1 + PAIR_CLIP) < ratio < 1 + PAIR_CLIP
     finally:
         assert probe.twin is not None
