@@ -161,8 +161,9 @@ class StepTimes(Record):
     probe_over_twin: float | None = Field(
         default=None,
         description="The probe's time over its twin's, the geometric mean over the pass's "
-        "pairs (the probes the twin ran beside), each pair's log ratio clipped at +-PAIR_CLIP (harness.engine.steptimes): the "
-        "machine's speed cancels in it; None where twin_s is.",
+        "pairs (the probes the twin ran beside), each pair's log ratio clipped at "
+        "+-PAIR_CLIP (harness.engine.steptimes): the machine's speed cancels in it; None "
+        "where twin_s is.",
     )
 
 
