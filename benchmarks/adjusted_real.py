@@ -92,6 +92,22 @@ def run_one(kind: str, blocks: int, results: Path, probe: bool) -> Path | None:
     return run_dir
 
 
+def side_row(run: Any, cand: str, drop: str, part: str | None, robust: bool, label: str) -> None:
+    """The same blocks' adjusted row read without the passes' `drop` column, printed."""
+    row = adjusted_row(
+        run.passes.drop(columns=[drop]), run.scenario.baseline, cand, part, "one-engine", robust
+    )
+    if row is None or row.adjustment is None:
+        return
+    e = row.estimate
+    shown = (
+        f"{100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
+        if e.ci_low is not None and e.ci_high is not None
+        else "no interval"
+    )
+    print(f"  {label}: {shown}; {adjustment_note(row.adjustment)}")
+
+
 def read(run_dir: Path) -> None:
     run = load_run(run_dir)
     cand = run.scenario.candidates[0]
@@ -121,40 +137,12 @@ def read(run_dir: Path) -> None:
             print(f"    {adjustment_note(r.adjustment)}")
     if wait_us:
         print(f"  predicted by the planted cost (wait x steps / pass): {100 * predicted:+.2f}%")
+    robust = primary is not None and primary.estimate.robust
     if PROBE_COLUMN in passes:  # the same blocks adjusted by the step parts, for comparison
-        parts = adjusted_row(
-            passes.drop(columns=[PROBE_COLUMN]),
-            run.scenario.baseline,
-            cand,
-            declared_part(run.scenario.variants[cand].implementation),
-            "one-engine",
-            robust=primary is not None and primary.estimate.robust,
-        )
-        if parts is not None and parts.adjustment is not None:
-            e = parts.estimate
-            shown = (
-                f"{100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
-                if e.ci_low is not None and e.ci_high is not None
-                else "no interval"
-            )
-            print(f"  by the step parts instead: {shown}; {adjustment_note(parts.adjustment)}")
+        part = declared_part(run.scenario.variants[cand].implementation)
+        side_row(run, cand, PROBE_COLUMN, part, robust, "by the step parts instead")
     if TWIN_COLUMN in passes:  # the same blocks with the probe checked only by its own delta
-        alone = adjusted_row(
-            passes.drop(columns=[TWIN_COLUMN]),
-            run.scenario.baseline,
-            cand,
-            None,
-            "one-engine",
-            robust=primary is not None and primary.estimate.robust,
-        )
-        if alone is not None and alone.adjustment is not None:
-            e = alone.estimate
-            shown = (
-                f"{100 * e.delta:+.2f}% [{100 * e.ci_low:+.2f}, {100 * e.ci_high:+.2f}]"
-                if e.ci_low is not None and e.ci_high is not None
-                else "no interval"
-            )
-            print(f"  without the twin: {shown}; {adjustment_note(alone.adjustment)}")
+        side_row(run, cand, TWIN_COLUMN, None, robust, "without the twin")
     if PROBE_COLUMN in passes:
         probe = passes.groupby("variant")[PROBE_COLUMN].median()
         print(
