@@ -52,6 +52,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+# The probe's loop lives with its twin, which runs it in a process that imports that module
+# alone; read from here too (testkit.patches.speed_probe).
+from harness.engine.twin import PROBE_LOOP as PROBE_LOOP
+from harness.engine.twin import probe_loop as probe_loop
+
 # Totals of this process (one vLLM worker, one TP rank).
 TOTALS: dict[str, float] = {
     "steps": 0.0,
@@ -66,7 +71,6 @@ TOTALS: dict[str, float] = {
     "twin_asked": 0.0,
     "twin_wait_s": 0.0,  # the worker's wait for the twin's "go", before each probe
 }
-PROBE_LOOP = 2000  # iterations of the probe's Python loop (75-110 µs on this CPU)
 # A probe over its twin's run, log, clipped at this: a twin that another process held up on
 # its core (the engine's front end, on this 2-core CPU) takes 20-60% longer now and then.
 PAIR_CLIP = 0.10
@@ -343,15 +347,6 @@ def install() -> None:
     _installed = True
 
 
-def probe_loop() -> float:
-    """One probe: the fixed pure-Python loop, its time in seconds."""
-    started = time.perf_counter()
-    x = 0
-    for i in range(PROBE_LOOP):
-        x += i * i
-    return time.perf_counter() - started
-
-
 def probing(fn: Callable[..., Any], probe: Callable[[], float]) -> Callable[..., Any]:
     """`fn` (an engine step's entry) running and timing `probe` first, into TOTALS."""
 
@@ -450,7 +445,7 @@ def _first_rank() -> bool:
 
 
 def _start_twin() -> Any:
-    from harness.engine.twin import Twin
+    from harness.engine.twin import Twin  # its process starts here
 
     return Twin()
 

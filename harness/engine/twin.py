@@ -12,7 +12,8 @@ moment, so their ratio cancels its speed (a pass's ratio varies by about 2% wher
 varies by 9-13%, docs/measurements.md) and moves only where something reached one process and
 not the other: the row's check (harness.analysis.adjusted).
 
-The twin imports nothing from vLLM or torch; it ends when the worker closes its pipe (or dies:
+The probe's loop is here (probe_loop), so that the twin's process imports this module alone,
+nothing from vLLM or torch; it ends when the worker closes its pipe (or dies:
 the pipe closes with it), and it is in the launch's process group, which the parent ends.
 """
 
@@ -23,13 +24,23 @@ import select
 import struct
 import subprocess
 import sys
+import time
 from typing import Any
 
-from harness.engine.steptimes import probe_loop
-
+PROBE_LOOP = 2000  # iterations of the probe's Python loop (75-110 µs on this CPU)
 GO = b"g"
 RESULT = struct.Struct("d")
 ANSWER_WAIT_S = 1.0  # how long the worker waits for the twin's "go" or last result
+
+
+def probe_loop() -> float:
+    """One probe: the fixed pure-Python loop, its time in seconds (the speed probe's, in vLLM's
+    worker, harness.engine.steptimes; and its twin's, here)."""
+    started = time.perf_counter()
+    x = 0
+    for i in range(PROBE_LOOP):
+        x += i * i
+    return time.perf_counter() - started
 
 
 class Twin:
