@@ -31,6 +31,7 @@ PROBE_LOOP = 2000  # iterations of the probe's Python loop (75-110 µs on this C
 GO = b"g"
 RESULT = struct.Struct("d")
 ANSWER_WAIT_S = 1.0  # how long the worker waits for the twin's "go" or last result
+STARTUP_WAIT_S = 10.0  # ... for the twin's first "go", that it started (an interpreter's start)
 
 
 def probe_loop() -> float:
@@ -67,6 +68,11 @@ class Twin:
         os.set_blocking(self._results, False)
         self.pending = 0  # results asked for and not yet read
         self._buffer = b""
+        ready, _, _ = select.select([self._go], [], [], STARTUP_WAIT_S)
+        if not ready or os.read(self._go, 1) != GO:
+            self.proc.kill()
+            self.proc.wait()
+            raise OSError(f"the twin did not start in {STARTUP_WAIT_S:g} s")
 
     def start(self) -> bool:
         """Tell the twin to run its loop; True once it answered that it runs (the worker's
@@ -109,8 +115,9 @@ class Twin:
 
 
 def serve(trigger: int, go: int, results: int, loop: Any = probe_loop) -> None:
-    """The twin's side: for every byte on `trigger`, answer on `go`, run `loop`, write its
-    time on `results`; until the trigger's pipe closes."""
+    """The twin's side: say on `go` that it started; then for every byte on `trigger`, answer
+    on `go`, run `loop`, write its time on `results`; until the trigger's pipe closes."""
+    os.write(go, GO)
     while os.read(trigger, 1):
         os.write(go, GO)
         os.write(results, RESULT.pack(loop()))

@@ -138,7 +138,7 @@ def test_the_totals_carry_the_twins_results_once_settled() -> None:
         assert TOTALS["twins"] - before["twins"] == 2 and TOTALS["twin_s"] > before["twin_s"]
         assert TOTALS["twin_wait_s"] > before["twin_wait_s"]
         ratio = math.exp((TOTALS["pair_log"] - before["pair_log"]) / 2)
-        assert 1 / (1 + PAIR_CLIP) < ratio < 1 + PAIR_CLIP
+        assert math.exp(-PAIR_CLIP) - 1e-12 <= ratio <= math.exp(PAIR_CLIP) + 1e-12  # clipped
     finally:
         assert probe.twin is not None
         probe.twin.close()
@@ -150,3 +150,18 @@ def test_a_twin_that_died_is_answered_false_not_raised() -> None:
     twin.proc.wait()
     assert not twin.start()
     assert twin.collect(wait=True) == []
+
+
+def test_a_twin_that_never_starts_is_an_oserror_the_probe_goes_on_without() -> None:
+    """The worker waits for the twin's first word (an interpreter starting, on a loaded machine,
+    can take a while); a twin that never says it started is refused, not waited on per step."""
+    from harness.engine import twin as module
+
+    saved = module.STARTUP_WAIT_S, module.sys.executable
+    module.STARTUP_WAIT_S = 0.2
+    module.sys.executable = "/bin/cat"  # a process that never writes "go"
+    try:
+        with pytest.raises(OSError, match="the twin did not start in 0.2 s"):
+            Twin()
+    finally:
+        module.STARTUP_WAIT_S, module.sys.executable = saved
