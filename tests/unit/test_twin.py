@@ -152,16 +152,14 @@ def test_a_twin_that_died_is_answered_false_not_raised() -> None:
     assert twin.collect(wait=True) == []
 
 
-def test_a_twin_that_never_starts_is_an_oserror_the_probe_goes_on_without() -> None:
+def test_a_twin_that_never_starts_is_an_oserror_the_probe_goes_on_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The worker waits for the twin's first word (an interpreter starting, on a loaded machine,
     can take a while); a twin that never says it started is refused, not waited on per step."""
     from harness.engine import twin as module
 
-    saved = module.STARTUP_WAIT_S, module.sys.executable
-    module.STARTUP_WAIT_S = 0.2
-    module.sys.executable = "/bin/cat"  # a process that never writes "go"
-    try:
-        with pytest.raises(OSError, match="the twin did not start in 0.2 s"):
-            Twin()
-    finally:
-        module.STARTUP_WAIT_S, module.sys.executable = saved
+    monkeypatch.setattr(module, "STARTUP_WAIT_S", 0.2)
+    monkeypatch.setattr(sys, "executable", "/bin/cat")  # a process that never writes "go"
+    with pytest.raises(OSError, match="the twin did not start in 0.2 s"):
+        Twin()
