@@ -63,7 +63,11 @@ def _twin_check(a: SpeedAdjustment) -> str:
     if not a.twin or c is None:
         return "; checked only by its own delta (no twin ran beside it)"
     checked = "; checked against its twin (the same loop in another process at the same moment)"
+    left = (
+        "; what the twin cannot see: a change that slows the whole machine at those moments, "
+        "which both loops take for its speed"
+    )
     if a.withdrawn is not None:  # the withdrawal's line gives the ratio
-        return checked
+        return checked + left
     found = f"{_pct(c.mean)} [{_pct(c.low)}, {_pct(c.high)}] ({100 * c.level:g}%)"
-    return f"{checked}: the probe over its twin {found}"
+    return f"{checked}: the probe over its twin {found}{left}"

@@ -169,6 +169,7 @@ def test_the_probes_twin_sees_a_change_that_slowed_the_probe_by_little() -> None
     twin = "checked against its twin (the same loop in another process at the same moment)"
     assert twin in note and "the probe over its twin +1.4" in note
     assert "for the probe's own move" in note
+    assert "what the twin cannot see: a change that slows the whole machine at those" in note
     unchecked = adjustment_note(without[0]["adjustment"])
     assert "checked only by its own delta (no twin ran beside it)" in unchecked
 
