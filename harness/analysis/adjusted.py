@@ -253,16 +253,19 @@ def adjust(
     )
 
 
-def _withdrawal(a: Adjustment, pair: tuple[str, str] | None) -> Withdrawal | None:
-    """Why the row is withdrawn; None: the assumption held. The probe over its twin, free of
-    the machine's speed, is the better reason where both checks failed."""
+def _withdrawal(
+    a: Adjustment, pair: tuple[str, str] | None, pair_first: bool = False
+) -> Withdrawal | None:
+    """Why the row is withdrawn; None: the assumption held. `pair_first`: the pair's reason
+    before the covariate's where both checks failed (the probe over its twin, free of the
+    machine's speed, says more than the probe's own delta)."""
     c = a.contrast
     outside = (
         None
         if c is None or max(abs(c.low), abs(c.high)) <= EQUIVALENCE_MARGIN
         else Withdrawal(c, pair, EQUIVALENCE_MARGIN)
     )
-    if outside is not None and pair is not None and pair[1] == TWIN_NAME:
+    if outside is not None and pair_first:
         return outside
     if a.covariate.moved():
         return Withdrawal(a.covariate)
@@ -311,20 +314,13 @@ TWIN_NAME = "its twin in another process"
 _Found = tuple[Adjustment, str, tuple[str, str] | None]
 
 
-def _probed(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
-    """Whether every pass of both arms carries the speed probe (the scenario's speed_probe)."""
-    if PROBE_COLUMN not in passes:
+def _carried(passes: pd.DataFrame, baseline: str, candidate: str, column: str) -> bool:
+    """Whether every pass of both arms carries `column` (PROBE_COLUMN: the scenario's speed
+    probe; TWIN_COLUMN: its twin beside it, harness.engine.twin)."""
+    if column not in passes:
         return False
     arms = passes[passes["variant"].isin([baseline, candidate])]
-    return bool(len(arms)) and bool((arms[PROBE_COLUMN].fillna(0.0) > 0).all())
-
-
-def _twinned(passes: pd.DataFrame, baseline: str, candidate: str) -> bool:
-    """Whether every pass of both arms carries the probe's twin (harness.engine.twin)."""
-    if TWIN_COLUMN not in passes:
-        return False
-    arms = passes[passes["variant"].isin([baseline, candidate])]
-    return bool(len(arms)) and bool((arms[TWIN_COLUMN].fillna(0.0) > 0).all())
+    return bool(len(arms)) and bool((arms[column].fillna(0.0) > 0).all())
 
 
 def _probe_fit(
@@ -336,7 +332,7 @@ def _probe_fit(
     machine's speed cancels, is the pair checked: a change that slowed the probe itself (what
     it leaves in the worker's interpreter or core) moves it, and the row is widened by the bias
     that would cause, or withdrawn past the margin. Without the twin, nothing widens."""
-    twinned = _twinned(passes, baseline, candidate)
+    twinned = _carried(passes, baseline, candidate, TWIN_COLUMN)
     columns = ["output_throughput", PROBE_COLUMN, *([TWIN_COLUMN] if twinned else [])]
     found = _blocks(passes, baseline, candidate, columns)
     if found is None:
@@ -392,12 +388,12 @@ def adjusted_row(
     assumption failed its check is kept, without a delta, its note saying why."""
     if design != "one-engine" or passes.empty:
         return None
-    probed = _probed(passes, baseline, candidate)
+    probed = _carried(passes, baseline, candidate, PROBE_COLUMN)
     found = (_probe_fit if probed else _parts_fit)(passes, baseline, candidate, part, robust)
     if found is None:
         return None
     adjusted, covariate, names = found
-    adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, names))
+    adjusted = replace(adjusted, withdrawn=_withdrawal(adjusted, names, pair_first=probed))
     b = passes.loc[passes["variant"] == baseline, "output_throughput"].to_numpy(dtype=float)
     c = passes.loc[passes["variant"] == candidate, "output_throughput"].to_numpy(dtype=float)
     est = estimate_of(adjusted, b, c, robust)

@@ -55,6 +55,7 @@ from typing import Any, Protocol
 # The probe's loop lives with its twin, which runs it in a process that imports that module
 # alone; read from here too (testkit.patches.speed_probe).
 from harness.engine.twin import PROBE_LOOP as PROBE_LOOP
+from harness.engine.twin import Twin
 from harness.engine.twin import probe_loop as probe_loop
 
 # Totals of this process (one vLLM worker, one TP rank).
@@ -387,7 +388,7 @@ class TwinnedProbe:
         lead: Callable[[], bool] | None = None,
         every: int = TWIN_EVERY,
     ) -> None:
-        self._start = start
+        self._start = start or Twin  # Twin() starts the twin's process
         self._lead = lead or _first_rank
         self.every = every
         self.calls = 0
@@ -401,7 +402,7 @@ class TwinnedProbe:
                 if not self._lead():  # only TP rank 0's totals are read: one twin a launch
                     self.failed = "not the first rank: no twin"
                 else:
-                    self.twin = self._start() if self._start else _start_twin()
+                    self.twin = self._start()
             except OSError as exc:
                 self.failed = f"the probe's twin did not start: {exc}"
         self.calls += 1
@@ -442,12 +443,6 @@ def _first_rank() -> bool:
         return not dist.is_initialized() or dist.get_rank() == 0
     except Exception:  # noqa: BLE001 - no torch.distributed here: a single process
         return True
-
-
-def _start_twin() -> Any:
-    from harness.engine.twin import Twin  # its process starts here
-
-    return Twin()
 
 
 _PROBE: TwinnedProbe | None = None
