@@ -15,7 +15,10 @@ Policies, each stopping at the first significant output-throughput row, at most 
 - combine, fixed 95%: the first run alone, then all runs so far combined, each combination
   judged by the fixed-sample t interval (what `gate --combine` did before);
 - combine, anytime (shipped): the same, judged by the shipped combined interval;
-- fixed design: all N runs combined once, at 5% (decided before the first run).
+- fixed design: all N runs combined once, at 5% (decided before the first run);
+- planned N (shipped, planned_runs: N): the first run alone, then all runs so far combined,
+  each look judged by the plan's interval (stats.plan_alpha: Haybittle-Peto, 0.1% before
+  the N-th look, the rest of 5% at it), stopping at the first significant look.
 Power counts significant results in the effect's direction. Intervals are Wilson 95%.
 
 `--estimator`: the same runs as per-pass arrays straight into the shipped estimator
@@ -32,6 +35,7 @@ import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -52,7 +56,9 @@ POLICIES = (
     "combine, anytime (shipped)",
     "horizon: 1% at run N only",
     "fixed design",
+    "planned N (shipped)",
 )
+PLANNED = "planned N (shipped)"
 # Not a policy to ship: the first run at 5%, then the whole later budget (RUNS_ALPHA) spent on
 # the N-th combination alone, which is valid only for a horizon declared before the first run.
 # Bonferroni spending of the same budget over looks 2..N, however weighted, found less at N
@@ -122,6 +128,13 @@ class Trial:
             open_combine = not (
                 self.hit["combine, fixed 95%"] and self.hit["combine, anytime (shipped)"]
             )
+            if self.n > 1 and not self.hit[PLANNED]:
+                # The same runs as a series planned for n: its scenario says so.
+                planned = replace(
+                    run, scenario=run.scenario.model_copy(update={"planned_runs": self.n})
+                )
+                est = throughput(combined(planned, self.runs[:-1])[0])
+                self.judge(PLANNED, found(est, self.effect), k)
             if k == 1:
                 alone = found(throughput(compare_run(run)), self.effect)
                 self.judge("one run", alone, 1)
@@ -167,16 +180,20 @@ class EstimatorTrial(Trial):
         block = np.repeat(np.arange(blocks), 4)
         self.parts.append((np.exp(y), cand, np.full(len(y), k), np.full(len(y), k), block))
 
-    def estimate(self, runs: int, alpha: float | None = None) -> DeltaEstimate:
+    def estimate(
+        self, runs: int, alpha: float | None = None, planned: int | None = None
+    ) -> DeltaEstimate:
         import numpy as np
 
         cols = [np.concatenate([p[i] for p in self.parts[:runs]]) for i in range(5)]
         est = arm_delta(cols[0], cols[1], cols[2], cols[3], cols[4], "relative", "one-engine")
-        return across_runs(est, runs, alpha)
+        return across_runs(est, runs, alpha, planned)
 
     def play(self, want_rerun: bool) -> None:
         for k in range(1, self.n + 1):
             self.add_pass_arrays()
+            if self.n > 1 and not self.hit[PLANNED]:
+                self.judge(PLANNED, found(self.estimate(k, planned=self.n), self.effect), k)
             if k == 1:
                 alone = found(self.estimate(1), self.effect)
                 for p in (
@@ -197,6 +214,7 @@ class EstimatorTrial(Trial):
             if (
                 self.hit["combine, fixed 95%"]
                 and self.hit["combine, anytime (shipped)"]
+                and self.hit[PLANNED]
                 and k < self.n
             ):
                 continue
@@ -233,7 +251,11 @@ def cell(
         f"({time.monotonic() - start:.0f} s):"
     )
     for p in POLICIES:
-        if (p == "re-run" and effect != 0) or (p == HORIZON and not fast):
+        if (
+            (p == "re-run" and effect != 0)
+            or (p == HORIZON and not fast)
+            or (p == PLANNED and n < 2)
+        ):
             continue
         low, high = wilson(hits[p], trials)
         print(

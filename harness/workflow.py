@@ -97,6 +97,7 @@ def kept_across(run: Run) -> AcrossRuns | None:
             runs=int(data["runs"]),
             rows=[AcrossRow(**row) for row in data["rows"]],
             failed=data["failed"],
+            planned=data.get("planned"),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -138,9 +139,11 @@ def gate_run(
     `variant` (default: its baseline) against a saved reference run's same-named variant
     (default: the reference's baseline). Refuses incomparable runs, naming the fields.
     `against="history"`: against the latest stable segment of its history in the run store.
-    `combine`: this run and every earlier run of the same comparison, each a launch."""
+    `combine`: this run and every earlier run of the same comparison, each a launch; always
+    so for a planned series (planned_runs) without `against`: its gate judges the plan's look."""
     run = _run(run)
     scenario = run.scenario
+    combine = combine or (scenario.planned_runs is not None and against is None)
     if interpreted(scenario.device, scenario.model_runner):
         raise ResultsError(f"{run.path}: {NOT_PERFORMANCE}, so no gate judges them")
     if scenario.sweep is not None:

@@ -31,9 +31,11 @@ def stored(
     scenario_hash: str = "h1",
     cpu: str = "cpu-x",
     effect: float = math.log(0.99),
+    planned_runs: int | None = None,
 ) -> Path:
     """A complete one-engine run `name` under `root`: one shared_launch of 30 blocks at
-    `effect`, created at `created`, its comparison keyed by `scenario_hash` and `cpu`."""
+    `effect`, created at `created`, its comparison keyed by `scenario_hash` and `cpu`;
+    `planned_runs`: its scenario's (a look of a planned series)."""
     rng = np.random.default_rng(seed)
     run_dir = root / name
     Manifest.model_validate(
@@ -42,7 +44,9 @@ def stored(
             "status": "complete",
             "created_unix": created,
             "scenario_hash": scenario_hash,
-            "scenario": SCENARIO,
+            "scenario": SCENARIO
+            if planned_runs is None
+            else {**SCENARIO, "planned_runs": planned_runs},
             "fingerprint": {"cpu_model": cpu, "vllm": "0.32.0"},
             "builds": {
                 "a": {"vllm": "0.32.0", "vllm_location": "/x", "git": None},

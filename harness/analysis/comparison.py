@@ -281,13 +281,15 @@ class AcrossRuns:
     """The earlier runs of this comparison the run store held when it ran (`earlier`, their
     folders' names), and all of them with this one combined as `gate --combine` combines
     them: `runs` combined (0: none), the primary metric's rows, or why they could not be
-    combined (`failed`). `kept`: a version-1 across_runs.json's notes, kept as written."""
+    combined (`failed`). `kept`: a version-1 across_runs.json's notes, kept as written.
+    `planned`: the scenario's planned_runs, whose look the rows are (the first run's too)."""
 
     earlier: list[str] = field(default_factory=list)
     runs: int = 0
     rows: list[AcrossRow] = field(default_factory=list)
     failed: str | None = None
     kept: list[str] = field(default_factory=list)
+    planned: int | None = None  # the scenario's planned_runs: the rows are that plan's look
 
 
 @dataclass
@@ -317,6 +319,8 @@ class Comparison:
     builds_differ: list[str] = field(default_factory=list)
     # gate --combine: the runs combined, oldest first (each a launch).
     combined: list[str] = field(default_factory=list)
+    # The scenario's planned_runs, where the combination is a look of that plan.
+    planned: int | None = None
     across: AcrossRuns | None = None  # this comparison's earlier runs, and all combined
     history: HistoryLook | None = None  # a gate against history: what it read
     setup: Setup | None = None  # how each pass was driven

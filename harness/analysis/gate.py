@@ -96,10 +96,15 @@ def _fmt(value: float, kind: str) -> str:
 
 
 def judge_metric(
-    row: MetricRow, tolerance: float, candidate: str, unit: str = "blocks"
+    row: MetricRow,
+    tolerance: float,
+    candidate: str,
+    unit: str = "blocks",
+    planned: int | None = None,
 ) -> Decision:
     """Non-inferiority of one metric: its interval against `tolerance` in the bad direction
-    (a fraction for relative metrics, percentage points for rates)."""
+    (a fraction for relative metrics, percentage points for rates). `planned`: the interval
+    is a look of a series of that many runs (what decides next is the plan's next run)."""
     est = row.estimate
     kind = est.kind
     sign = 1.0 if row.higher_is_better else -1.0  # "better" is sign * delta > 0
@@ -148,6 +153,13 @@ def judge_metric(
         )
     if worst >= -tolerance:
         return _replace(base, verdict="PASS", reason=f"{shown}: within the tolerance {bound}")
+    if planned is not None:
+        nxt = (
+            f"; the plan's next look is run {est.runs + 1} of {planned}"
+            if est.runs < planned
+            else "; the plan's last look"
+        )
+        return _replace(base, reason=f"{shown} straddles the tolerance {bound}{nxt}")
     more = None
     if est.se is not None and est.error_sd and est.error_n:
         # Units of the error term (blocks of one launch; launches or rounds when the interval
@@ -233,7 +245,9 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
         for pattern, tolerance in spec.metrics.items():
             rows = [r for r in cand.rows if fnmatch.fnmatchcase(r.key, pattern)]
             for row in rows:
-                result.decisions.append(judge_metric(row, tolerance, cand.name, unit))
+                result.decisions.append(
+                    judge_metric(row, tolerance, cand.name, unit, comparison.planned)
+                )
         if spec.output_parity and cand.parity is not None and cand.parity.expected:
             ok = not cand.parity.violated
             result.decisions.append(
@@ -263,10 +277,10 @@ def judge(comparison: Comparison, spec: GateSpec) -> GateResult:
         )
     control_family(result)
     runs = max((r.estimate.runs for c in comparison.candidates for r in c.rows), default=1)
-    if runs > 1 and result.family:
+    if (runs > 1 or comparison.planned is not None) and result.family:
         result.family = (
             result.family.replace("whole 95% interval", "whole interval")
-            + f" Intervals: {runs_phrase(runs)}."
+            + f" Intervals: {runs_phrase(runs, comparison.planned)}."
         )
     return result
 

@@ -146,6 +146,7 @@ class Series:
     # anytime-valid across re-runs (stats.runs_estimate), None for one run or exact metrics.
     repeats: int = 0
     across: DeltaEstimate | None = None
+    planned: int | None = None  # the comparison's planned_runs: `across` is the plan's look
 
     @property
     def name(self) -> str:
@@ -311,10 +312,12 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
             )
         repeated = repeated_comparison(group)
         series.repeats = len(repeated)
+        series.planned = _planned(repeated)
         if not exact and kind in ("relative", "points"):
             series.across = runs_estimate(
                 [float(d) for d in _finite(repeated["delta"])],
                 "relative" if kind == "relative" else "points",
+                series.planned,
             )
         out.append(series)
     return out
@@ -324,6 +327,17 @@ def build_series(frame: pd.DataFrame, metric: str | None = None) -> list[Series]
 # machine, cell, candidate, metric): the scenario's hash (its overlays included), the vLLM
 # build and the commit under test.
 SAME_COMPARISON = ("scenario_hash", "vllm", "commit")
+
+
+def _planned(repeated: pd.DataFrame) -> int | None:
+    """The planned_runs of the latest run's comparison (one value: it is in the hash)."""
+    if repeated.empty or "planned_runs" not in repeated:
+        return None
+    value = repeated["planned_runs"].iloc[-1]
+    try:
+        return int(value)
+    except (TypeError, ValueError):  # NULL: pandas' NA or NaN
+        return None
 
 
 def repeated_comparison(group: pd.DataFrame) -> pd.DataFrame:

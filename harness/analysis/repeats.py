@@ -32,6 +32,14 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
     if scenario.sweep is not None:
         raise ResultsError(f"{results.path}: a sweep; --combine judges one A/B")
     runs: list[Run] = [*earlier, results]
+    planned = scenario.planned_runs
+    if planned is not None and len(runs) > planned:
+        raise ResultsError(
+            f"{results.path}: run {len(runs)} of a comparison planned for {planned} runs "
+            f"(planned_runs): no look past the plan's last is valid, and its verdict was "
+            f"{runs[planned - 1].run_id}'s; to go on, plan a new series (another "
+            "planned_runs makes it another comparison)"
+        )
     records: list[RunRecord] = []
     offset = 0
     for run in runs:
@@ -52,22 +60,25 @@ def combined(results: Run, earlier: list[Run], force: bool = False) -> tuple[Com
     # each arm's draft tokens, its setup, builds and overlays) is left out.
     comparison = compare_run(results, force, records)
     # Combining after every run is re-running until significant: the interval over k runs is
-    # the k-th look of an alpha-spending sequence (stats.runs_alpha), valid for any number.
+    # the k-th look of an alpha-spending sequence (stats.runs_alpha), valid for any number,
+    # or of the scenario's plan (stats.plan_alpha), valid up to its last.
     for cand in comparison.candidates:
         for row in cand.rows:
-            row.estimate = across_runs(row.estimate, len(runs))
+            row.estimate = across_runs(row.estimate, len(runs), planned=planned)
         mark_family(cand.rows, scenario.primary_metric)
     comparison.combined = [r.run_id for r in runs]
+    comparison.planned = planned
     return comparison, len(runs)
 
 
 def across_runs_of(results: Run, earlier: list[Path], force: bool = False) -> AcrossRuns:
     """The earlier runs of `results`'s comparison (`earlier`: their folders), and its primary
     metric over all the runs combined as `gate --combine` combines them, with its interval
-    anytime-valid across re-runs; the table's own rows stay this run's fixed-sample
-    intervals (one look)."""
-    found = AcrossRuns(earlier=[p.name for p in earlier])
-    if not earlier:
+    anytime-valid across re-runs (a planned series: the plan's look, the first run's too);
+    the table's own rows stay this run's fixed-sample intervals (one look)."""
+    planned = results.scenario.planned_runs
+    found = AcrossRuns(earlier=[p.name for p in earlier], planned=planned)
+    if not earlier and planned is None:
         return found
     try:
         comparison, found.runs = combined(

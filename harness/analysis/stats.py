@@ -253,23 +253,72 @@ def _significant(p: float | None, low: float | None, high: float | None) -> bool
 # ALPHA + RUNS_ALPHA = 6%, for any number of runs. Measured: benchmarks/combine_rerun.py.
 RUNS_ALPHA = 0.01
 
+# A planned series (the scenario's planned_runs: N, declared before its first run): a
+# group-sequential design over the N runs with Haybittle-Peto boundaries. Every look is the
+# runs so far combined (a t over runs, df = runs - 1), so the launch x arm interaction is in
+# each look's error term. Looks before PLAN_FIRST_EARLY_LOOK give no verdict: the first run
+# alone cannot sample that interaction (at 0.5% sd, a first look at 0.1% put the plan's A/A
+# at 7.9%), and two runs (1 df) decide nothing at 0.1%. Looks PLAN_FIRST_EARLY_LOOK .. N - 1
+# are each at PLAN_EARLY_ALPHA, at most PLAN_EARLY_TOTAL in all; the N-th at the rest of ALPHA
+# (4.8% for N = 5, 4% from N = 13). The rates sum to ALPHA, so "stop at the first significant
+# look of the plan" is false-positive at most 5% (Bonferroni: whatever the looks'
+# correlation), and the last look keeps nearly the power of the fixed design (N runs, gated
+# once). An early look decides only a large effect; no look past the N-th is valid.
+# Measured: benchmarks/combine_rerun.py.
+PLAN_EARLY_ALPHA = 0.001
+PLAN_EARLY_TOTAL = 0.01
+PLAN_FIRST_EARLY_LOOK = 3
 
-def runs_alpha(runs: int) -> float:
+
+def _plan_early(planned: int) -> tuple[int, float]:
+    """How many early looks a plan of `planned` runs has, and each one's rate."""
+    looks = max(0, planned - PLAN_FIRST_EARLY_LOOK)
+    return looks, (min(PLAN_EARLY_ALPHA, PLAN_EARLY_TOTAL / looks) if looks else 0.0)
+
+
+def plan_alpha(look: int, planned: int) -> float:
+    """Two-sided error rate of look `look` (1 .. planned) of a series of `planned` runs; 0:
+    the look gives no verdict."""
+    if not 1 <= look <= planned or planned < 2:
+        raise ValueError(f"look {look} of a plan of {planned} runs")
+    looks, early = _plan_early(planned)
+    if look == planned:
+        return ALPHA - looks * early
+    return early if look >= PLAN_FIRST_EARLY_LOOK else 0.0
+
+
+def plan_rule(planned: int) -> str:
+    """The plan's looks in words."""
+    looks, early = _plan_early(planned)
+    last = f"run {planned} at {100 * plan_alpha(planned, planned):.2g}%"
+    if looks == 0:
+        return f"only run {planned}'s look decides, at {100 * ALPHA:g}%"
+    runs = "run 3" if looks == 1 else f"runs 3 to {planned - 1} each"
+    return f"Haybittle-Peto: {runs} at {100 * early:.2g}%, {last}"
+
+
+def runs_alpha(runs: int, planned: int | None = None) -> float:
     """Two-sided error rate of the interval over `runs` combined runs: ALPHA for one run,
-    RUNS_ALPHA / (runs (runs - 1)) for the runs-th look of a sequence of re-runs."""
+    RUNS_ALPHA / (runs (runs - 1)) for the runs-th look of a sequence of re-runs; with a
+    plan of `planned` runs, its look's (plan_alpha)."""
+    if planned is not None:
+        return plan_alpha(runs, planned)
     if runs <= 1:
         return ALPHA
     return RUNS_ALPHA / (runs * (runs - 1))
 
 
-def across_runs(est: DeltaEstimate, runs: int, alpha: float | None = None) -> DeltaEstimate:
+def across_runs(
+    est: DeltaEstimate, runs: int, alpha: float | None = None, planned: int | None = None
+) -> DeltaEstimate:
     """`est` (an estimate over `runs` combined runs) with its interval, test and MDE at
-    runs_alpha(runs): anytime-valid across re-runs. The p-value is adjusted to the ALPHA
-    scale (raw p * ALPHA / runs_alpha, at most 1), so every downstream 5% rule (stars, Holm,
-    the gate's one-sided 2.5%) applies unchanged. One run, or no interval: unchanged.
-    `alpha`: another error rate for this look (benchmarks compare spending rules with it)."""
+    runs_alpha(runs, planned): anytime-valid across re-runs, or the look of a planned
+    series. The p-value is adjusted to the ALPHA scale (raw p * ALPHA / alpha, at most 1),
+    so every downstream 5% rule (stars, Holm, the gate's one-sided 2.5%) applies unchanged.
+    One unplanned run, or no interval: unchanged. `alpha`: another error rate for this look
+    (benchmarks compare spending rules with it)."""
     if (
-        runs <= 1
+        (runs <= 1 and planned is None and alpha is None)
         or est.se is None
         or est.df is None
         or est.p_value is None
@@ -277,7 +326,19 @@ def across_runs(est: DeltaEstimate, runs: int, alpha: float | None = None) -> De
         or not est.se > 0
     ):
         return est
-    alpha = runs_alpha(runs) if alpha is None else alpha
+    alpha = runs_alpha(runs, planned) if alpha is None else alpha
+    if alpha <= 0:  # a look of a plan that gives no verdict
+        return replace(
+            est,
+            ci_low=None,
+            ci_high=None,
+            p_value=1.0,
+            mde=None,
+            alpha=0.0,
+            runs=runs,
+            significant=False,
+            note=f"no verdict before run {PLAN_FIRST_EARLY_LOOK} of the plan",
+        )
     relative = est.kind == "relative"
     centre = math.log1p(est.delta) if relative else est.delta
     t_crit = _t(est.df, 1 - alpha / 2)
@@ -298,14 +359,19 @@ def across_runs(est: DeltaEstimate, runs: int, alpha: float | None = None) -> De
     )
 
 
-def runs_estimate(deltas: list[float], kind: DeltaKind) -> DeltaEstimate | None:
+def runs_estimate(
+    deltas: list[float], kind: DeltaKind, planned: int | None = None
+) -> DeltaEstimate | None:
     """The runs of one comparison combined from their stored deltas, each run one unit (a t
     over runs, df = runs - 1, so the interaction between runs and arms is in the error term;
     relative deltas on the log scale), its interval anytime-valid across re-runs (across_runs
-    at runs_alpha(runs)): what `history` prints for a comparison run several times. None with
-    fewer than 2 finite deltas (one run keeps its own fixed-sample interval) or no spread."""
+    at runs_alpha(runs)), or with a plan of `planned` runs the plan's look (its first
+    `planned` runs at most: no later look is valid): what `history` prints for a comparison
+    run several times. None with fewer than 2 finite deltas (one run keeps its own
+    fixed-sample interval) or no spread."""
     relative = kind == "relative"
     finite = [d for d in deltas if math.isfinite(d) and (d > -1 or not relative)]
+    finite = finite if planned is None else finite[:planned]
     x = np.log1p(np.asarray(finite, dtype=float)) if relative else np.asarray(finite, dtype=float)
     n = len(x)
     if n < 2:
@@ -342,11 +408,22 @@ def runs_estimate(deltas: list[float], kind: DeltaKind) -> DeltaEstimate | None:
         error_sd=sd,
         error_n=n,
     )
-    return across_runs(est, n)
+    return across_runs(est, n, planned=planned)
 
 
-def runs_phrase(runs: int) -> str:
+def runs_phrase(runs: int, planned: int | None = None) -> str:
     """What a combined interval is, for the output: which interval, how many looks."""
+    if planned is not None:
+        look = min(runs, planned)
+        alpha = plan_alpha(look, planned)
+        which = f"look {look} of {planned} planned (planned_runs)"
+        if alpha <= 0:
+            return f"{which}, no verdict yet ({plan_rule(planned)})"
+        last = ", the last" if look == planned else ""
+        return (
+            f"{which}, {100 * (1 - alpha):.2f}% interval{last} ({plan_rule(planned)}; the "
+            f"plan's verdict is false-positive at most {100 * ALPHA:g}% wherever it stops)"
+        )
     if runs <= 1:
         return "fixed-sample 95% interval (one run, one look)"
     return (

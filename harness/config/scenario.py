@@ -733,6 +733,19 @@ class Scenario(StrictModel):
         "keep the arms' steps alike (an implementation, a kernel); not with a no-speculation "
         "arm.",
     )
+    planned_runs: int | None = Field(
+        default=None,
+        ge=2,
+        le=100,
+        description="How many runs of this comparison you plan, declared before the first: "
+        "each run is then one look of a group-sequential design (Haybittle-Peto) over the "
+        "runs so far, combined as `gate --combine` combines them. Looks before the last are "
+        "at 0.1% (at most 1% in all) and decide only a large effect; the last is at the rest "
+        "of 5%, with nearly the power of the fixed design (all runs gated once). `run --gate`"
+        " and `gate` judge the plan's look, and no look past the last is given. Unset: each "
+        "run is judged alone at 5%, and re-runs combined anytime-valid (every later "
+        "combination together 1%, which finds less).",
+    )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",
         description="Order of launches across rounds: abba alternates (A B, B A, ...), shuffle "
@@ -985,6 +998,13 @@ _REFUSALS: tuple[tuple[Callable[[Scenario], Any], Callable[[Scenario, Any], str]
         ),
     ),
     (
+        lambda s: s.planned_runs is not None and s.sweep is not None,
+        lambda s, _: (
+            "planned_runs: a plan of runs decides one A/B, and runs of a sweep are not "
+            "combined; plan the cell you ship, without sweep:"
+        ),
+    ),
+    (
         lambda s: s.profile is not None and s.mode == "serve",
         lambda s, _: (
             "profile: offline mode only (the server's own /start_profile is not driven per arm)"
@@ -1049,7 +1069,7 @@ _REFUSALS: tuple[tuple[Callable[[Scenario], Any], Callable[[Scenario, Any], str]
 
 # Fields added after hashes were stored: left unset, a scenario hashes as it did before them,
 # so earlier runs stay the same comparison (history, --resume, repeats).
-UNSET_FIELDS_OUTSIDE_HASH = ("slo",)
+UNSET_FIELDS_OUTSIDE_HASH = ("slo", "planned_runs")
 # The same for top-level fields at their defaults.
 DEFAULT_FIELDS_OUTSIDE_HASH: dict[str, Any] = {
     "primary_metric": "output_throughput",

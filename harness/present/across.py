@@ -21,7 +21,7 @@ def repeat_line(earlier: list[str]) -> str:
     )
 
 
-def _delta(row: AcrossRow) -> str:
+def combined_delta(row: AcrossRow) -> str:
     """A combined delta with its interval, in its own unit, starred where significant."""
     scale, unit = (1.0, "pp") if row.kind == "points" else (100.0, "%")
     if row.ci_low is None or row.ci_high is None:
@@ -34,21 +34,47 @@ def _delta(row: AcrossRow) -> str:
     )
 
 
+def plan_line(earlier: list[str], planned: int) -> str:
+    """This run is one look of a planned series: which, and what decides."""
+    look = len(earlier) + 1
+    before = f" (after {', '.join(earlier[-3:])}{' ...' if len(earlier) > 3 else ''})"
+    return (
+        f"run {look} of {planned} planned (planned_runs){before if earlier else ''}: the "
+        "plan's verdict is the line below, the runs so far combined, each a launch; "
+        "`run --gate` and `gate` judge it"
+    )
+
+
 def across_lines(across: AcrossRuns) -> list[str]:
-    """The earlier runs, and the primary metric over all of them combined."""
+    """The earlier runs, and the primary metric over all of them combined (a planned
+    series: the plan's look, from its first run)."""
     if across.kept:
         return across.kept
-    if not across.earlier:
+    if not across.earlier and across.planned is None:
         return []
-    lines = [repeat_line(across.earlier)]
+    if across.planned is not None and len(across.earlier) >= across.planned:
+        last = across.earlier[across.planned - 1]
+        return [
+            f"this comparison was planned for {across.planned} runs (planned_runs) and ran "
+            f"them: its verdict was the look of {last}; this run is past the plan, so no "
+            "look combines it (a new series needs another planned_runs, another comparison)"
+        ]
+    if across.planned is not None:
+        lines = [plan_line(across.earlier, across.planned)]
+    else:
+        lines = [repeat_line(across.earlier)]
     if across.failed is not None:
         lines.append(f"across runs: the earlier runs could not be combined ({across.failed})")
     elif across.rows:
-        shown = "; ".join(f"{r.candidate} {r.label} {_delta(r)}" for r in across.rows)
+        shown = "; ".join(f"{r.candidate} {r.label} {combined_delta(r)}" for r in across.rows)
+        which = (
+            "this run, the plan's first look"
+            if across.runs == 1
+            else f"all {across.runs} runs of this comparison, each a launch"
+        )
         lines.append(
-            f"across all {across.runs} runs of this comparison, each a launch: {shown}; "
-            f"interval {runs_phrase(across.runs)}. The rows above are this run alone: "
-            "fixed-sample 95% intervals (one run, one look)"
+            f"across {which}: {shown}; interval {runs_phrase(across.runs, across.planned)}. "
+            "The rows above are this run alone: fixed-sample 95% intervals (one run, one look)"
         )
     return lines
 
@@ -73,7 +99,7 @@ def beyond_the_run(comparison: Comparison) -> list[str]:
         runs = len(comparison.combined)
         lines.append(
             f"combined: {runs} runs of this comparison ({', '.join(comparison.combined)}), "
-            f"each a launch; interval {runs_phrase(runs)}"
+            f"each a launch; interval {runs_phrase(runs, comparison.planned)}"
         )
     if comparison.across is not None:
         lines += across_lines(comparison.across)

@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.analysis.comparison import CandidateResult, Comparison, MetricRow
 from harness.config.metrics import ADJUSTED_METRIC
 from harness.errors import SpecbenchError
+from harness.present.across import combined_delta
 from harness.present.adjusted import withdrawal_reason
 from harness.present.stops import budget_advice
 
@@ -263,7 +264,11 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
     if why is not None:
         parts.append(f"no result: {why}")
     elif row is not None:
-        parts.append(f"{short_label(row.label)} {_interval(row)}, {_judgement(row)}")
+        plan = _plan(comparison, cand)
+        alone = "this run alone " if plan is not None else ""
+        parts.append(f"{short_label(row.label)} {_interval(row)}, {alone}{_judgement(row)}")
+        if plan is not None:
+            parts.append(plan)
         if comparison.unproven:
             parts.append("UNPROVEN passes left out (below)")
     speedup = comparison.speedups.get(cand.name)
@@ -282,6 +287,24 @@ def verdict(comparison: Comparison, cand: CandidateResult) -> str:
     if parity:
         parts.append(parity)
     return f"{cand.name}: " + "; ".join(parts)
+
+
+def _plan(comparison: Comparison, cand: CandidateResult) -> str | None:
+    """A planned series' look (planned_runs), which decides rather than this run alone: its
+    combined delta and judgement, or that the run is past the plan."""
+    across = comparison.across
+    if across is None or across.planned is None:
+        return None
+    if across.failed is not None:
+        return f"past its plan of {across.planned} runs: no verdict (the notes say why)"
+    row = next((r for r in across.rows if r.candidate == cand.name), None)
+    if row is None:
+        return None
+    which = f"the plan's verdict, look {across.runs} of {across.planned}"
+    if (row.ci_low is None or row.ci_high is None) and not row.known_exactly:
+        return f"{which}: none ({row.note or 'no interval'})"
+    judged = "significant" if row.significant else "not significant"
+    return f"{which}: {combined_delta(row)}, {judged}"
 
 
 def _adjusted(row: MetricRow) -> str:

@@ -99,11 +99,18 @@ def _across_lines(series: Series) -> list[str]:
         return []
     scale = 1.0 if series.kind == "points" else 100.0
     star = " *" if est.significant else ""
+    which = f"the last {est.runs} runs"
+    if series.planned is not None:
+        past = series.repeats - est.runs
+        which = f"the first {est.runs} runs" + (
+            f" (the plan's; {past} later past it, not combined)" if past > 0 else ""
+        )
     return [
-        f"  across the last {est.runs} runs of this comparison (same scenario, build and "
+        f"  across {which} of this comparison (same scenario, build and "
         f"commit; each run one unit): {_pct(series.kind, est.delta)} "
         f"[{scale * est.ci_low:+.2f}, {scale * est.ci_high:+.2f}]{star}, "
-        f"{runs_phrase(est.runs)}; each row's interval is its own run's, fixed-sample 95%"
+        f"{runs_phrase(est.runs, series.planned)}; each row's interval is its own run's, "
+        "fixed-sample 95%"
     ]
 
 

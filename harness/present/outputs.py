@@ -58,7 +58,10 @@ from harness.results.run import Run
 #       same loop run beside it in a process of its own: harness.engine.twin) and "contrast"
 #       (the checked pair's ratio at 90%: the probe over its twin, or the step parts' pair;
 #       null where none was checked).
-SUMMARY_VERSION = 6
+#   7 - a comparison gains "planned" (the scenario's planned_runs: its combined estimates
+#       are that plan's look) and "across" gains "planned" likewise; an estimate's "alpha"
+#       may be 0 (a look of the plan that gives no verdict).
+SUMMARY_VERSION = 7
 
 
 def summary(run: Run, comparison: Comparison | SweepComparison) -> dict[str, Any]:

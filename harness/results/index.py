@@ -610,7 +610,9 @@ SELECT r.run_id, r.created, r.created_unix, r.status, r.scenario, r.scenario_has
        r.machine, r.vllm, r.commit, e.cell, e.candidate, e.baseline, e.metric, e.label, e.kind,
        e.higher_is_better, e.baseline_value, e.candidate_value, e.delta, e.ci_low, e.ci_high,
        e.se, e.df, e.mde, e.p_value, e.significant, e.improved, e.exact, e.units,
-       e.error_unit, e.note, e.gate, r.gate_verdict, r.machine_findings, r.folder
+       e.error_unit, e.note, e.gate, r.gate_verdict, r.machine_findings, r.folder,
+       TRY_CAST(json_extract_string(r.scenario_json, '$.planned_runs') AS INTEGER)
+           AS planned_runs
 FROM estimates e JOIN runs r USING (run_id)
 """
 
