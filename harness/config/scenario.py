@@ -739,12 +739,12 @@ class Scenario(StrictModel):
         le=100,
         description="How many runs of this comparison you plan, declared before the first: "
         "each run is then one look of a group-sequential design (Haybittle-Peto) over the "
-        "runs so far, combined as `gate --combine` combines them. Looks before the last are "
-        "at 0.1% (at most 1% in all) and decide only a large effect; the last is at the rest "
-        "of 5%, with nearly the power of the fixed design (all runs gated once). `run --gate`"
-        " and `gate` judge the plan's look, and no look past the last is given. Unset: each "
-        "run is judged alone at 5%, and re-runs combined anytime-valid (every later "
-        "combination together 1%, which finds less).",
+        "runs so far, combined as `gate --combine` combines them. Runs 1 and 2 give no "
+        "verdict; runs 3 to N - 1 are looked at 0.1% each (at most 1% in all) and decide only "
+        "a large effect; run N at the rest of 5%, with nearly the power of the fixed design "
+        "(all runs gated once). `run --gate` and `gate` judge the plan's look, and a run past "
+        "the plan is refused. Unset: each run is judged alone at 5%, and re-runs combined "
+        "anytime-valid (every later combination together 1%, which finds less).",
     )
     interleave: Literal["abba", "shuffle", "sequential"] = Field(
         default="abba",

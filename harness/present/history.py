@@ -102,8 +102,10 @@ def _across_lines(series: Series) -> list[str]:
     which = f"the last {est.runs} runs"
     if series.planned is not None:
         past = series.repeats - est.runs
-        which = f"the first {est.runs} runs" + (
-            f" (the plan's; {past} later past it, not combined)" if past > 0 else ""
+        which = (
+            f"the first {est.runs} runs (the plan's; {past} later past it, not combined)"
+            if past > 0
+            else f"the {est.runs} runs so far of its plan"
         )
     return [
         f"  across {which} of this comparison (same scenario, build and "
