@@ -17,6 +17,7 @@ from harness.analysis.forecast import (
     forecast,
     wall_bound,
 )
+from harness.analysis.looks import plan_rule
 from harness.analysis.setup import Setup
 from harness.config.scenario import Scenario
 from harness.results.run import Run
@@ -61,6 +62,8 @@ def render_plan(
             else ""
         )
     )
+    if scenario.planned_runs is not None:
+        lines.append(f"  {plan_line(scenario.planned_runs)}")
     for name, found in plan.overlays.items():
         change = scenario.variants[name].change
         lines.append(f"  variants.{name}.{change}: {getattr(scenario.variants[name], str(change))}")
@@ -104,6 +107,15 @@ def render_plan(
         mde = target_mde or (precision.mde if precision else None) or 0.01
         lines += [f"  {line}" for line in describe(forecast(stored, mde))]
     return lines
+
+
+def plan_line(planned: int) -> str:
+    """What a planned series (planned_runs) means for each of its runs."""
+    return (
+        f"planned series: {planned} runs of this comparison (planned_runs); each run's gate "
+        f"judges the runs so far combined, each a launch ({plan_rule(planned)}); `run` "
+        f"refuses a run past the {planned} complete ones"
+    )
 
 
 def wall_lines(

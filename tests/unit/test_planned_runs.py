@@ -27,6 +27,7 @@ from harness.analysis.stats import (
     plan_alpha,
     runs_estimate,
 )
+from harness.cli import main
 from harness.config.scenario import Scenario, scenario_hash
 from harness.errors import ResultsError
 from harness.present.headline import verdicts
@@ -36,6 +37,7 @@ from harness.results.index import earlier_runs, history
 from harness.results.run import load_run
 from harness.workflow import gate_run, write_report
 from testkit.stored import SCENARIO, stored
+from tests.conftest import SCENARIOS
 
 
 def test_the_plans_looks_spend_exactly_five_percent() -> None:
@@ -184,3 +186,18 @@ def test_a_plan_stops_at_its_first_significant_look_in_band_with_the_fixed_desig
         for _ in range(trials)
     )
     assert varied / trials <= 0.065
+
+
+def test_plan_says_what_the_series_means_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (SCENARIOS / "cpu-medusa-proposer.yaml").read_text()
+    path = tmp_path / "planned.yaml"
+    path.write_text(text.replace("name: cpu-medusa-proposer", "name: planned\nplanned_runs: 5"))
+    main(["plan", str(path)])
+    out = capsys.readouterr().out
+    assert (
+        "planned series: 5 runs of this comparison (planned_runs); each run's gate judges the "
+        "runs so far combined, each a launch (Haybittle-Peto: runs 3 to 4 each at 0.1%, run 5 "
+        "at 4.8%); `run` refuses a run past the 5 complete ones"
+    ) in out
