@@ -291,6 +291,11 @@ class AcrossRuns:
     kept: list[str] = field(default_factory=list)
     planned: int | None = None  # the scenario's planned_runs: the rows are that plan's look
 
+    @property
+    def past_plan(self) -> bool:
+        """The plan's runs were all made before this one: no look combines it."""
+        return self.planned is not None and len(self.earlier) >= self.planned
+
 
 @dataclass
 class HistoryLook:

@@ -9,10 +9,15 @@ from harness.analysis.comparison import AcrossRow, AcrossRuns, Comparison, Histo
 from harness.analysis.stats import runs_phrase
 
 
+def _names(earlier: list[str]) -> str:
+    """The earlier runs' names, the last three at most."""
+    return ", ".join(earlier[-3:]) + (" ..." if len(earlier) > 3 else "")
+
+
 def repeat_line(earlier: list[str]) -> str:
     """This comparison was run before: re-running until significant inflates false
     positives, and how to decide on all of them."""
-    names = ", ".join(earlier[-3:]) + (" ..." if len(earlier) > 3 else "")
+    names = _names(earlier)
     return (
         f"this comparison was run {len(earlier)} time(s) before in this results folder "
         f"({names}): re-running until one comes out significant inflates false positives "
@@ -37,9 +42,9 @@ def combined_delta(row: AcrossRow) -> str:
 def plan_line(earlier: list[str], planned: int) -> str:
     """This run is one look of a planned series: which, and what decides."""
     look = len(earlier) + 1
-    before = f" (after {', '.join(earlier[-3:])}{' ...' if len(earlier) > 3 else ''})"
+    before = f" (after {_names(earlier)})" if earlier else ""
     return (
-        f"run {look} of {planned} planned (planned_runs){before if earlier else ''}: the "
+        f"run {look} of {planned} planned (planned_runs){before}: the "
         "plan's verdict is the line below, the runs so far combined, each a launch; "
         "`run --gate` and `gate` judge it"
     )
@@ -52,7 +57,7 @@ def across_lines(across: AcrossRuns) -> list[str]:
         return across.kept
     if not across.earlier and across.planned is None:
         return []
-    if across.planned is not None and len(across.earlier) >= across.planned:
+    if across.planned is not None and across.past_plan:
         last = across.earlier[across.planned - 1]
         return [
             f"this comparison was planned for {across.planned} runs (planned_runs) and ran "

@@ -295,8 +295,10 @@ def _plan(comparison: Comparison, cand: CandidateResult) -> str | None:
     across = comparison.across
     if across is None or across.planned is None:
         return None
-    if across.failed is not None:
+    if across.past_plan:
         return f"past its plan of {across.planned} runs: no verdict (the notes say why)"
+    if across.failed is not None:
+        return "the plan's verdict: none, the runs could not be combined (the notes say why)"
     row = next((r for r in across.rows if r.candidate == cand.name), None)
     if row is None:
         return None

@@ -63,7 +63,7 @@ def render_plan(
         )
     )
     if scenario.planned_runs is not None:
-        lines.append(f"  {plan_line(scenario.planned_runs)}")
+        lines.append(f"  {series_line(scenario.planned_runs)}")
     for name, found in plan.overlays.items():
         change = scenario.variants[name].change
         lines.append(f"  variants.{name}.{change}: {getattr(scenario.variants[name], str(change))}")
@@ -109,7 +109,7 @@ def render_plan(
     return lines
 
 
-def plan_line(planned: int) -> str:
+def series_line(planned: int) -> str:
     """What a planned series (planned_runs) means for each of its runs."""
     return (
         f"planned series: {planned} runs of this comparison (planned_runs); each run's gate "
