@@ -47,6 +47,9 @@ class Internal:
     # The model runner the entry belongs to: "V1" or "V2" where a feature reaches each runner
     # at its own points (the support matrix then has a row per runner), None: both.
     runner: Literal["V1", "V2"] | None = None
+    # The first vLLM release that has it, where specbench uses it only when present (checked
+    # at run time): an older release without it is no failure, a later one without it is.
+    since: str | None = None
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
@@ -579,6 +582,35 @@ INTERNALS: tuple[Internal, ...] = (
         "CUDAGraphMode",
         "class",
         where="harness/config/platforms.py",
+    ),
+    # --- platform: the KV cache's real capacity ------------------------------------------------
+    # CacheConfig.num_gpu_blocks as each worker holds it: set by Worker.initialize_from_config,
+    # and under the extensible KV cache (0.34 on CUDA) reset by extend_kv_cache to the size
+    # measured after warm-up (until then a reservation). num_gpu_blocks_override pins it,
+    # and on 0.34 switches the extensible cache off (VllmConfig._resolve_extensible_kv_cache).
+    *_attributes(
+        "platform",
+        "vllm.config.cache",
+        "CacheConfig",
+        ("num_gpu_blocks", "num_gpu_blocks_override"),
+        f"{_PLATFORM}, harness/execute/runner.py",
+    ),
+    Internal(
+        "platform",
+        "vllm.config.cache",
+        "CacheConfig.enable_extensible_kv_cache",
+        "attribute",
+        where=_PLATFORM,
+        since="0.34.0",
+    ),
+    Internal(
+        "platform",
+        "vllm.v1.worker.worker_base",
+        "WorkerWrapperBase.extend_kv_cache",
+        "method",
+        ("num_blocks",),
+        _PLATFORM,
+        since="0.34.0",
     ),
     # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
     Internal(
