@@ -13,6 +13,12 @@ What is known, read from vLLM's source (0.32 and 0.33; no CUDA build of vLLM run
 - A captured CUDA graph replays the kernels recorded at start-up: Python between them does not
   run, so a switch between passes cannot change what replays, and a proof that counts Python
   calls sees only the eager calls (prefills, sizes outside the captured ones).
+- Breakable CUDA graphs (vllm/compilation/breakable_cudagraph.py, 0.32 to 0.34) replace
+  torch.compile's piecewise split: one capture records the whole model forward, its eager
+  Python included, breaking only around attention and KV-cache ops. vLLM turns them on by
+  default for some architectures (on NVIDIA in 0.34: Qwen3.5, DeepSeek-V3.2/V4, GLM-5,
+  Kimi-K3 and their MTP heads) and can under VLLM_BATCH_INVARIANT=1; harness.plan.breakable
+  reads which from the installed source.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ RUNNERS = ("V1", "V2")
 GRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 GRAPHED = frozenset(GRAPH_MODES) - {"NONE"}
 # Modes with a FULL graph somewhere (draft decode on V2 is FULL in each of them; PIECEWISE
-# captures only the compiled regions of a model, so Python around them runs every call).
+# captures only the compiled regions of a model, so Python around them runs every call,
+# except under breakable CUDA graphs (VLLM_USE_BREAKABLE_CUDAGRAPH, on by default for some
+# architectures: harness.plan.breakable), which record the whole forward, eager Python too).
 FULL_GRAPHS = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
 
 # The ways out, by what a rule is about.
@@ -39,8 +47,11 @@ EAGER_WAY_OUT = (
     "engine_args: {enforce_eager: true} (no CUDA graphs: the table names the launch eager)"
 )
 PIECEWISE_WAY_OUT = (
-    "engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the "
-    "model's compiled regions are captured)"
+    "engine_args: {compilation_config: {cudagraph_mode: PIECEWISE}} (only the model's "
+    "compiled regions are captured, except under breakable CUDA graphs, which record the "
+    "model's eager Python too: vLLM turns them on by default for some architectures and "
+    "can under VLLM_BATCH_INVARIANT=1 (specbench plan refuses a model-code overlay there); "
+    "env: {VLLM_USE_BREAKABLE_CUDAGRAPH: '0'} turns them off)"
 )
 LAUNCH_WAY_OUT = "design: launch-per-arm (each arm's engine captures its own graphs)"
 

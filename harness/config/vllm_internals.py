@@ -99,6 +99,11 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
         "planning/bisecting a variant's change misjudges where changed code runs (workers, "
         "engine core, compiled forward), so an overlay is allowed where it cannot switch"
     ),
+    "breakable CUDA graphs": (
+        "planning cannot tell which models and settings get breakable CUDA graphs, which "
+        "record the model's eager Python, so a model-code overlay is planned where replay "
+        "keeps one arm's version"
+    ),
     "built-in models": "vLLM cannot load the built-in tiny EAGLE draft specbench builds",
     "built-in Medusa model": "vLLM cannot load the built-in tiny Medusa heads specbench builds",
 }
@@ -117,6 +122,7 @@ _ENGINE_ARGS = "harness/config/engine_args.py"
 _CLASSIFY = "harness/plan/classify.py"
 _SOURCE = "harness/plan/vllm_source.py"
 _PLATFORM = "harness/engine/platform.py"
+_BREAKABLE = "harness/plan/breakable.py"
 
 
 def _attributes(
@@ -1413,6 +1419,50 @@ INTERNALS: tuple[Internal, ...] = (
         "CompilationConfig.mode",
         "attribute",
         where=_CLASSIFY,
+    ),
+    # --- breakable CUDA graphs (plan: vLLM read as source, harness/plan/breakable.py) --------
+    # The architectures on by default per platform (the NVIDIA branch, or the last return),
+    # VllmConfig's switch (the env variable first, then the defaults, then batch invariance).
+    Internal(
+        "breakable CUDA graphs",
+        "vllm.config.vllm",
+        "default_breakable_cudagraph_architectures",
+        "function",
+        (),
+        _BREAKABLE,
+    ),
+    Internal(
+        "breakable CUDA graphs",
+        "vllm.config.vllm",
+        "DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES",
+        "attribute",
+        where=_BREAKABLE,
+    ),
+    Internal(
+        "breakable CUDA graphs",
+        "vllm.config.vllm",
+        "VllmConfig._maybe_enable_breakable_cudagraph",
+        "method",
+        (),
+        _BREAKABLE,
+    ),
+    Internal(
+        "breakable CUDA graphs",
+        "vllm.config.vllm",
+        "VllmConfig._uses_breakable_cudagraph_for_batch_invariance",
+        "method",
+        (),
+        _BREAKABLE,
+    ),
+    Internal(
+        "breakable CUDA graphs",
+        "vllm.envs",
+        "VLLM_USE_BREAKABLE_CUDAGRAPH",
+        "attribute",
+        where=_BREAKABLE,
+    ),
+    Internal(
+        "breakable CUDA graphs", "vllm.envs", "VLLM_BATCH_INVARIANT", "attribute", where=_BREAKABLE
     ),
     # --- built-in models ---------------------------------------------------------------------
     # config.json architectures ["MedusaModel"] -> ("medusa", "Medusa"); an EAGLE draft's

@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.config.platforms import RUNNER_WAY_OUT, V2_WAY_OUT
 from harness.config.scenario import Scenario
 from harness.errors import ScenarioError
+from harness.plan.breakable import breakable_findings
 from harness.plan.classify import (
     Classified,
     Finding,
@@ -105,6 +106,9 @@ def resolve_overlays(scenario: Scenario, base_dir: Path) -> Overlays | None:
                 f"variants.{name}.{kind}: {given} changes nothing in the installed vLLM ({root})"
             )
         out[name].findings.extend(other_runner_findings(out[name], scenario, root))
+        out[name].findings.extend(
+            breakable_findings(name, out[name], scenario, source_at(root.parent), base_dir)
+        )
     return Overlays(root, out, compiled)
 
 
