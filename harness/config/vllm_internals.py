@@ -1048,6 +1048,12 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     # --- serve -------------------------------------------------------------------------------
     Internal("serve", "vllm.entrypoints.openai.api_server", "", "module", where=_SERVE),
+    # vLLM's CLI (`vllm serve`), which serve starts where the module above is deprecated and a
+    # distribution named vllm is installed (serve_worker.server_entry).
+    Internal("serve", "vllm.entrypoints.cli.main", "main", "function", (), _SERVE),
+    Internal(
+        "serve", "vllm.entrypoints.cli.serve", "ServeSubcommand.name", "attribute", where=_SERVE
+    ),
     Internal(
         "serve", "vllm.entrypoints.launchers.api_server.entry", "main", "function", (), _SERVE
     ),

