@@ -47,9 +47,9 @@ class Internal:
     # The model runner the entry belongs to: "V1" or "V2" where a feature reaches each runner
     # at its own points (the support matrix then has a row per runner), None: both.
     runner: Literal["V1", "V2"] | None = None
-    # The first vLLM release that has it, where specbench uses it only when present (checked
-    # at run time): an older release without it is no failure, a later one without it is.
-    since: str | None = None
+    # Used only where the installed vLLM has it (checked at run time, as the extensible KV
+    # cache's wrap point, which 0.34 added): absent is no failure; present, it must hold.
+    optional: bool = False
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
@@ -607,7 +607,7 @@ INTERNALS: tuple[Internal, ...] = (
         "CacheConfig.enable_extensible_kv_cache",
         "attribute",
         where=_PLATFORM,
-        since="0.34.0",
+        optional=True,
     ),
     Internal(
         "platform",
@@ -616,7 +616,7 @@ INTERNALS: tuple[Internal, ...] = (
         "method",
         ("num_blocks",),
         _PLATFORM,
-        since="0.34.0",
+        optional=True,
     ),
     # V2 is told by the runner's module (harness/engine/platform.py: platform_of).
     Internal(

@@ -221,19 +221,9 @@ def check_entry(source: Source, entry: Internal) -> str | None:
     for module in entry.moved if why is not None else ():
         if _check_in(source, replace(entry, module=module)) is None:
             return None
-    if why is not None and entry.since is not None and _older(source.version, entry.since):
-        return None  # not there yet: specbench uses it only where vLLM has it
+    if why is not None and entry.optional and " has no parameter " not in why:
+        return None  # absent: specbench uses it only where vLLM has it (present, it must hold)
     return why
-
-
-def _older(version: str, than: str) -> bool:
-    """Whether release `version` comes before `than` ("source" or unreadable: not older)."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version) < Version(than)
-    except InvalidVersion:
-        return False
 
 
 def _check_in(source: Source, entry: Internal) -> str | None:
