@@ -4,9 +4,12 @@ scipy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.config.scenario import Scenario
+from harness.wire.platform import Platform
+from harness.wire.records import RunRecord
 
 
 @dataclass
@@ -41,3 +44,16 @@ class Setup:
             request_rate=load.request_rate,
             burstiness=load.burstiness,
         )
+
+
+def kv_capacities(records: Iterable[RunRecord]) -> dict[str, Platform]:
+    """The KV cache each launch of a run really had, by launch (run key): its platform, whose
+    kv_blocks is the capacity vLLM committed (under the extensible KV cache, the size measured
+    after warm-up, never the reservation before it; None: not reported), kv_extensible and
+    kv_override say how it was sized, and kv_text() words it. Launches that reported no
+    platform (older records, an engine that did not start) are left out."""
+    return {
+        r.run_key: r.result.platform
+        for r in records
+        if r.result is not None and r.result.platform is not None
+    }

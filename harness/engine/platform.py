@@ -3,8 +3,13 @@ written beside the swap reports for the worker (offline and serve alike) to read
 
 The plugin wraps vLLM's WorkerWrapperBase.initialize_from_config (the KV cache and attention
 backends are set up there, after the model is loaded): when it returns, this process writes
-platform-<pid>.json into the launch's report folder. A failure to read is logged and leaves
-the launch without a platform, which the worker then refuses by name (never measured blind).
+platform-<pid>.json into the launch's report folder. Under the extensible KV cache (vLLM 0.34
+on CUDA, by default) the KV cache's size there is a reservation: the engine core commits the
+real one after warm-up and CUDA-graph capture through WorkerWrapperBase.extend_kv_cache, which
+is wrapped too where the installed vLLM has it, and the file is written again with that size
+(the engine is not ready before it, so the worker reads the real one). A failure to read is
+logged and leaves the launch without a platform, which the worker then refuses by name (never
+measured blind).
 """
 
 from __future__ import annotations
@@ -30,11 +35,17 @@ def _name(value: Any) -> str:
 
 
 def platform_of(
-    vllm_config: Any, model_runner: Any, device: str, rank: int | None = None
+    vllm_config: Any,
+    model_runner: Any,
+    device: str,
+    rank: int | None = None,
+    kv_committed: bool = False,
 ) -> Platform:
     """The platform from vLLM's own config objects and the model runner it built. V2 is told
     by the runner's module: Model Runner V2 lives under vllm.v1.worker.gpu (its CPU subclass
-    under vllm.v1.worker.cpu), V1 in vllm.v1.worker.*_model_runner."""
+    under vllm.v1.worker.cpu), V1 in vllm.v1.worker.*_model_runner. `kv_committed`: read
+    after extend_kv_cache, so an extensible KV cache's num_gpu_blocks is its real size (before
+    it, a reservation, recorded as unknown)."""
     cls = type(model_runner)
     module = cls.__module__
     v2 = module.startswith(("vllm.v1.worker.gpu.", "vllm.v1.worker.cpu."))
@@ -45,6 +56,10 @@ def platform_of(
             backend = getattr(group, "backend", None)
             get_name = getattr(backend, "get_name", None)
             backends.append(get_name() if callable(get_name) else _name(backend))
+    cache = getattr(vllm_config, "cache_config", None)
+    # 0.34+: None where the installed vLLM has no extensible KV cache (0.32, 0.33).
+    extensible = getattr(cache, "enable_extensible_kv_cache", None)
+    blocks = getattr(cache, "num_gpu_blocks", None)
     return Platform(
         runner="V2" if v2 else "V1",
         runner_class=f"{module}.{cls.__qualname__}",
@@ -57,11 +72,13 @@ def platform_of(
         runner_env=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
         rank=rank,
         interpreted=os.environ.get("TRITON_INTERPRET", "") == "1",
-        kv_blocks=getattr(getattr(vllm_config, "cache_config", None), "num_gpu_blocks", None),
+        kv_blocks=None if extensible and not kv_committed else blocks,
+        kv_extensible=None if extensible is None else bool(extensible),
+        kv_override=getattr(cache, "num_gpu_blocks_override", None),
     )
 
 
-def write(wrapper: Any) -> None:
+def write(wrapper: Any, kv_committed: bool = False) -> None:
     """This process's platform, into the report folder (nothing without one)."""
     folder = os.environ.get(IMPL_REPORT_DIR_ENV)
     if not folder:
@@ -74,6 +91,7 @@ def write(wrapper: Any) -> None:
         worker.model_runner,
         str(current_platform.device_type),
         getattr(wrapper, "global_rank", None),
+        kv_committed,
     )
     path = Path(folder) / f"{PLATFORM_FILE_PREFIX}{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")
@@ -81,25 +99,34 @@ def write(wrapper: Any) -> None:
     tmp.replace(path)
 
 
+def _after(original: Any, kv_committed: bool) -> Any:
+    """`original`, then this process's platform written (a failure to read is logged)."""
+
+    @functools.wraps(original)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        try:
+            write(self, kv_committed)
+        except Exception:
+            logger.exception("specbench: could not read this process's platform")
+        return out
+
+    return wrapped
+
+
 def install() -> None:
-    """Wrap WorkerWrapperBase.initialize_from_config once per process."""
+    """Wrap WorkerWrapperBase.initialize_from_config once per process, and extend_kv_cache
+    where the installed vLLM has it (0.34+: the extensible KV cache's real size)."""
     global _installed
     if _installed:
         return
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-    original = WorkerWrapperBase.initialize_from_config
-
-    @functools.wraps(original)
-    def initialize_from_config(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(self, *args, **kwargs)
-        try:
-            write(self)
-        except Exception:
-            logger.exception("specbench: could not read this process's platform")
-        return out
-
-    setattr(WorkerWrapperBase, "initialize_from_config", initialize_from_config)  # noqa: B010
+    initialize = _after(WorkerWrapperBase.initialize_from_config, kv_committed=False)
+    setattr(WorkerWrapperBase, "initialize_from_config", initialize)  # noqa: B010
+    extend = WorkerWrapperBase.__dict__.get("extend_kv_cache")
+    if extend is not None:
+        setattr(WorkerWrapperBase, "extend_kv_cache", _after(extend, kv_committed=True))  # noqa: B010
     _installed = True
 
 

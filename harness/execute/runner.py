@@ -106,19 +106,26 @@ def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
     start, so arms in separate launches could hold different numbers of requests. A launch
     without its own num_gpu_blocks_override gets the least capacity an earlier launch of its
     cell reported (the platform's kv_blocks), so every later launch holds what the first did.
-    Unchanged (the same object) otherwise: a CPU sizes it from VLLM_CPU_KVCACHE_SPACE alike in
-    every launch, and one engine has one cache."""
+    Not where an earlier launch ran vLLM's extensible KV cache (0.34 on CUDA by default): there
+    vLLM sizes the cache from the memory free after warm-up and CUDA-graph capture, and the
+    override would switch that off (vLLM then sizes the cache before its graphs, which can run
+    out of memory at capture); each launch keeps vLLM's own sizing, and the table's Setup line
+    gives each launch's capacity, with a warning where the arms' differ. Unchanged (the same
+    object) otherwise: a CPU sizes it from VLLM_CPU_KVCACHE_SPACE alike in every launch, and
+    one engine has one cache."""
     if run.device != "cuda" or run.design == "one-engine" or KV_PIN in run.engine_args:
         return run
-    seen = [
-        r.result.platform.kv_blocks
+    earlier = [
+        r.result.platform
         for r in records
         if r.status == "ok"
         and r.cell == run.cell
         and r.result is not None
         and r.result.platform is not None
-        and r.result.platform.kv_blocks
     ]
+    if any(p.kv_extensible for p in earlier):
+        return run
+    seen = [p.kv_blocks for p in earlier if p.kv_blocks]
     if not seen:
         return run
     return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})

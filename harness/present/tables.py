@@ -63,6 +63,7 @@ from harness.present.speedup import (
     render_terminal_decompositions,
 )
 from harness.present.stops import stop_line
+from harness.wire.platform import Platform
 
 SIGNIFICANT_MARK = "*"
 escape_html = html.escape
@@ -160,17 +161,37 @@ def not_performance(comparison: Comparison) -> list[str]:
     return [NOT_PERFORMANCE + " (no gate or history reads them)"] if comparison.interpreted else []
 
 
-def kv_warning(blocks: dict[str, int]) -> list[str]:
-    """Launches of different arms with different KV capacities, and the pin that evens them."""
+def kv_warning(blocks: dict[str, int], extensible: bool = False) -> list[str]:
+    """Launches of different arms with different KV capacities, and the pin that evens them
+    (`extensible`: vLLM sized them after warm-up, where the pin costs that sizing)."""
     if not blocks:
         return []
+    pin = f"engine: {{num_gpu_blocks_override: {min(blocks.values())}}}"
+    if extensible:
+        return [
+            "KV cache capacity differs between the arms' launches ("
+            + ", ".join(f"{key}: {b} blocks" for key, b in blocks.items())
+            + "): vLLM measured each after warm-up and CUDA-graph capture (its extensible "
+            "KV cache), so the arms could hold different numbers of requests; specbench "
+            f"does not pin it there: {pin} would switch the extensible cache off and size "
+            "every launch before its graphs are captured"
+        ]
     return [
         "KV cache capacity differs between the arms' launches ("
         + ", ".join(f"{key}: {b} blocks" for key, b in blocks.items())
         + "): vLLM sized each from the memory free at its start, so the arms could hold "
-        "different numbers of requests; pin it with engine: {num_gpu_blocks_override: "
-        f"{min(blocks.values())}}}"
+        f"different numbers of requests; pin it with {pin}"
     ]
+
+
+# The step parts' meaning under async scheduling (docs/speedup.md), on the Setup line.
+ASYNC_PARTS = (
+    "async scheduling on: the step parts are spans of the device's timeline (CUDA events; "
+    "on a CPU, the worker's clock), so the time outside the steps is the device's time "
+    "between steps (what of vLLM's scheduling and output processing the steps did not "
+    "hide, not all of it), and draft work in sample_tokens outside the drafter's timed "
+    "calls (V2: prepare_propose, propose) counts in the rest of the step"
+)
 
 
 def tp_warning(comparison: Comparison) -> list[str]:
@@ -189,12 +210,32 @@ def tp_warning(comparison: Comparison) -> list[str]:
 def platform_line(comparison: Comparison) -> str | None:
     """The platform every launch shared, or each launch's where they differ; None when no
     launch reported one (older runs, or a worker that died early)."""
-    texts = {key: p.describe() for key, p in comparison.platforms.items()}
+    platforms = comparison.platforms
+    texts = {key: p.describe(kv=False) for key, p in platforms.items()}
     if not texts:
         return None
     if len(set(texts.values())) == 1:
-        return next(iter(texts.values()))
-    return "; ".join(f"{key}: {text}" for key, text in texts.items()) + " (the launches differ)"
+        line = next(iter(texts.values()))
+    else:
+        line = "; ".join(f"{key}: {text}" for key, text in texts.items()) + " (the launches differ)"
+    return line + kv_line(platforms) + (f"; {ASYNC_PARTS}" if async_parts(comparison) else "")
+
+
+def kv_line(platforms: dict[str, Platform]) -> str:
+    """The KV cache each launch really had: once where all agree, else per launch ("" where
+    none said)."""
+    texts = {key: text for key, p in platforms.items() if (text := p.kv_text()) is not None}
+    if not texts:
+        return ""
+    if len(set(texts.values())) == 1:
+        return f", KV cache {next(iter(texts.values()))}"
+    return "; KV cache per launch: " + ", ".join(f"{key}: {text}" for key, text in texts.items())
+
+
+def async_parts(comparison: Comparison) -> bool:
+    """Whether the step parts a comparison shows were timed under async scheduling."""
+    timed = bool(comparison.attributions or comparison.decompositions)
+    return timed and any(p.async_scheduling for p in comparison.platforms.values())
 
 
 def build_line(build: dict[str, Any]) -> str:
@@ -277,7 +318,9 @@ def warnings_of(comparison: Comparison, interpreter: bool = True) -> list[str]:
         (not_performance(comparison) if interpreter else [])
         + mixed
         + [w for w in parity if w is not None]
-        + kv_warning(comparison.kv_blocks)
+        + kv_warning(
+            comparison.kv_blocks, any(p.kv_extensible for p in comparison.platforms.values())
+        )
         + [f"left out on this platform: {line}" for line in comparison.left_out]
         + load_findings(comparison.load)
         + beyond_the_run(comparison)

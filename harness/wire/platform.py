@@ -45,9 +45,23 @@ class Platform(BaseModel):
     rank: int | None = Field(default=None, description="The worker's rank, when known.")
     kv_blocks: int | None = Field(
         default=None,
-        description="CacheConfig.num_gpu_blocks once the engine is built: the "
-        "KV cache's capacity in blocks (vLLM sizes it from free memory unless "
-        "num_gpu_blocks_override pins it, so arms in separate launches can differ).",
+        description="The KV cache's real capacity in blocks (CacheConfig.num_gpu_blocks once "
+        "the engine is built; under the extensible KV cache, once extend_kv_cache has "
+        "committed the size measured after warm-up: None until then, as the number before "
+        "it is a reservation). vLLM sizes it from free memory unless "
+        "num_gpu_blocks_override pins it, so arms in separate launches can differ.",
+    )
+    kv_extensible: bool | None = Field(
+        default=None,
+        description="CacheConfig.enable_extensible_kv_cache as the worker saw it: True, "
+        "vLLM sized the KV cache from the memory free after warm-up and CUDA-graph capture "
+        "(0.34 on CUDA by default); False, before them; None, this vLLM has no extensible "
+        "KV cache (0.32, 0.33).",
+    )
+    kv_override: int | None = Field(
+        default=None,
+        description="CacheConfig.num_gpu_blocks_override: the launch's pinned capacity "
+        "(None: vLLM sized it).",
     )
     interpreted: bool = Field(
         default=False,
@@ -56,7 +70,9 @@ class Platform(BaseModel):
         "timings are numpy's, never performance.",
     )
 
-    def describe(self) -> str:
+    def describe(self, kv: bool = True) -> str:
+        """The platform in one line; `kv` False leaves the KV cache's capacity out (said
+        apart per launch: kv_text)."""
         sizes = self.capture_sizes
         captured = (
             ""
@@ -82,13 +98,29 @@ class Platform(BaseModel):
             if self.interpreted
             else ""
         )
-        kv = f", KV cache {self.kv_blocks} blocks" if self.kv_blocks is not None else ""
+        capacity = f", KV cache {text}" if kv and (text := self.kv_text()) else ""
         return (
             f"runner {self.runner} ({short}{forced}{interpreted}), {self.device}, compilation "
             f"{self.compilation_mode}, CUDA graphs {self.cudagraph_mode}{captured}, async "
             f"scheduling {'on' if self.async_scheduling else 'off'}, attention "
-            f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}{kv}"
+            f"{', '.join(dict.fromkeys(self.attention)) or 'unknown'}{capacity}"
         )
+
+    def kv_text(self) -> str | None:
+        """The KV cache's capacity and how it was sized: '900 blocks (sized by vLLM after
+        warm-up: extensible KV cache)'; None where the launch said nothing of it (older
+        records)."""
+        if self.kv_blocks is None and not self.kv_extensible and self.kv_override is None:
+            return None
+        if self.kv_override is not None:
+            how = "pinned by num_gpu_blocks_override"
+        elif self.kv_extensible:
+            how = "sized by vLLM after warm-up: extensible KV cache"
+        else:
+            how = "sized by vLLM at start-up"
+        if self.kv_blocks is None:
+            return f"unknown ({how}; no size reported)"
+        return f"{self.kv_blocks} blocks ({how})"
 
 
 def features_of(run: RunSpec) -> dict[str, tuple[Unsupported, ...]]:

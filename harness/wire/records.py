@@ -53,6 +53,11 @@ harness.wire.manifest.Manifest.migrate when older files need it):
   15 - the probe's twin: StepTimes.twins, .twin_s, .twin_wait_s and .probe_over_twin (the same
       loop in a process of its own, run beside every 4th probe; harness.engine.twin).
       Optional: older files read unchanged, without a twin.
+  16 - the KV cache's real capacity: Platform.kv_extensible (vLLM sized it after warm-up:
+      0.34's extensible KV cache) and .kv_override (num_gpu_blocks_override); under the
+      extensible cache Platform.kv_blocks is the size committed after warm-up, never the
+      reservation before it. Optional: older files read unchanged (their kv_blocks is what
+      vLLM held at initialize_from_config).
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.wire.platform import Platform
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 RunStatus = Literal["ok", "failed", "timeout", "interrupted"]
 
