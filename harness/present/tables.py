@@ -186,11 +186,12 @@ def kv_warning(blocks: dict[str, int], extensible: bool = False) -> list[str]:
 
 # The step parts' meaning under async scheduling (docs/speedup.md), on the Setup line.
 ASYNC_PARTS = (
-    "async scheduling on: the step parts are spans of the device's timeline (CUDA events; "
-    "on a CPU, the worker's clock), so the time outside the steps is the device's time "
-    "between steps (what of vLLM's scheduling and output processing the steps did not "
-    "hide, not all of it), and draft work in sample_tokens outside the drafter's timed "
-    "calls (V2: prepare_propose, propose) counts in the rest of the step"
+    "async scheduling on: the step parts are spans of the device's timeline (CUDA events), "
+    "so the time outside the steps is the device's time outside the timed calls, mostly "
+    "idle (what of vLLM's scheduling and output processing the steps did not hide, not all "
+    "of it), and draft "
+    "work in sample_tokens outside the drafter's timed calls (V2: prepare_propose, propose) "
+    "counts in the rest of the step"
 )
 
 
