@@ -109,6 +109,9 @@ def test_034_commits_the_real_size_after_warm_up(v034: Source) -> None:
     worker = _method(v034, "vllm.v1.worker.gpu_worker", "Worker.extend_kv_cache")
     assert worker is not None
     assert "self.cache_config.num_gpu_blocks = num_blocks" in ast.unparse(worker)
+    # ... the very config the platform reader reads (worker.vllm_config.cache_config).
+    base = _method(v034, "vllm.v1.worker.worker_base", "WorkerBase.__init__")
+    assert base is not None and "self.cache_config = vllm_config.cache_config" in ast.unparse(base)
     wrapper = _method(v034, "vllm.v1.worker.worker_base", "WorkerWrapperBase.extend_kv_cache")
     assert wrapper is not None and "self.worker.extend_kv_cache(num_blocks)" in ast.unparse(wrapper)
     profile = _method(
