@@ -350,7 +350,9 @@ def parity_note(comparison: Comparison) -> str | None:
         "greedy outputs may differ between passes; a candidate is a MISMATCH only when it "
         "repeats the baseline's outputs less often than the baseline repeats its own "
         f"(Fisher's exact test, one-sided, {PARITY_ALPHA:g}). To demand exact parity: "
-        f"env: {{{BATCH_INVARIANT_ENV}: '1'}} (vLLM's batch-invariant mode)."
+        f"env: {{{BATCH_INVARIANT_ENV}: '1'}} (vLLM's batch-invariant mode; on a bf16 "
+        "unquantized model it can also turn on breakable CUDA graphs, which record the model's "
+        "eager Python: docs/gpu-runbook.md)."
     )
 
 
