@@ -195,3 +195,30 @@ def test_a_model_code_overlay_is_refused_under_breakable_graphs(
         assert "model code under breakable CUDA graphs" in line
         assert "PIECEWISE too" in line
         assert "VLLM_USE_BREAKABLE_CUDAGRAPH: '0'" in line and "variants.cand.python" in line
+
+
+def test_plan_refuses_it_through_the_installed_vllm(tmp_path: Path) -> None:
+    """The planner's hook: a GPU scenario whose target the installed vLLM (0.32 here) records
+    with breakable graphs by default is refused before any engine starts, under PIECEWISE too;
+    the same change on a Llama target passes that stage."""
+    from harness.errors import ScenarioError
+    from harness.plan.plan import expand_plan
+
+    old = "        model_output = self.model(\n"
+    diff = write_diff(
+        tmp_path, "model_executor/models/llama.py", old, "        positions = positions + 0\n" + old
+    )
+    piecewise = {"compilation_config": {"cudagraph_mode": "PIECEWISE"}}
+    for arch, refused in (("DeepseekV32ForCausalLM", True), ("LlamaForCausalLM", False)):
+        model = _model(tmp_path, arch)
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, "vocab_size": 32000}))
+        try:
+            expand_plan(_scenario(model, piecewise, {}, diff), base_dir=tmp_path)
+            message = ""
+        except ScenarioError as exc:
+            message = str(exc)
+        assert ("model code under breakable CUDA graphs" in message) is refused, message
+        if refused:
+            assert message.startswith("variants.cand.diff: cannot run: ")
+            assert "for DeepseekV32ForCausalLM" in message
