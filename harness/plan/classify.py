@@ -25,9 +25,11 @@ from harness.config.platforms import (
     expected_graph_mode,
 )
 from harness.config.scenario import Scenario
+from harness.plan.capture_reach import capture_reachable, reach_of
 from harness.plan.diffs import Change, FileChange
 from harness.plan.vllm_source import (
     DEFS,
+    Changed,
     Installed,
     Module,
     bound_names,
@@ -449,6 +451,7 @@ class _Classifier:
         self.build_field = f"variants.{variant}.python" if variant else "the variant's python:"
         self.findings: list[Finding] = []
         self.code: list[OverlayCode] = []
+        self.changed_reach: dict[tuple[str, str], str] | None = None
 
     def no(self, file: str, what: str, reason: str) -> None:
         self.findings.append(Finding(file, what, False, reason))
@@ -838,8 +841,9 @@ class _Classifier:
 
     def full_graph_problem(self, f: _Function, notes: list[str]) -> str | None:
         """Code whose effect FULL CUDA graphs record at capture and replay in both arms: the
-        attention op's kernels, the metadata the graphs were captured from, and what the
-        runners' capture functions call (V2's speculator hooks, its draft loop)."""
+        attention op's kernels, the metadata the graphs were captured from, and whatever a
+        capture call reaches (capture_reach: the speculator's draft loop, the draft and target
+        models' forward, compute_logits and get_top_tokens, the hooks around a capture)."""
         ways = f"{EAGER_WAY_OUT}; {PIECEWISE_WAY_OUT}; or {LAUNCH_WAY_OUT} on a build"
         mode = f"FULL CUDA graphs (cudagraph_mode {self.graphs})"
         if self.attention_impl(f):
@@ -872,20 +876,17 @@ class _Classifier:
         )
 
     def captured_from(self, f: _Function) -> str | None:
-        """How a class's capture reaches the changed method (Installed.capture_sites), where
-        the class holding the capture is the method's own, one of its bases, or one derived
-        from it."""
-        if f.new_class is None:
-            return None
-        mine = self.installed.ancestors(f.path, f.new_class)
-        for (path, name), sites in self.installed.capture_sites().items():
-            if f.name in sites and (
-                name in mine
-                or f.owner
-                in self.installed.ancestors(path, self.installed.module(path).classes[name])
-            ):
-                return sites[f.name]
-        return None
+        """The capture path that reaches the changed function (capture_reach), in the
+        installed vLLM or, where the change adds the way (a new helper, a new call), in the
+        changed one: both arms' versions are recorded at capture."""
+        key = (f.path, f"{f.owner}.{f.name}" if f.owner else f.name)
+        found = capture_reachable(self.installed).get(key)
+        if found is None:
+            if self.changed_reach is None:
+                changed = {c.path: c.new for c in self.change.files if c.path.endswith(".py")}
+                self.changed_reach = reach_of(Changed(self.installed, changed))
+            found = self.changed_reach.get(key)
+        return found
 
     def decorator_problem(self, f: _Function) -> str | None:
         numba = _imports_numba(f.new_mod)
@@ -1466,9 +1467,20 @@ def classify(
     """Every part of `change`, overlayable or not (with the reason), and the code to run;
     `variant` names the variant in what a refusal tells to do, `graphs` the CUDA-graph mode
     the launch will run under (engine_graph_mode)."""
-    return _Classifier(
-        change, installed_package(str(vllm_root)), compiled, device, variant, graphs
-    ).run()
+    return classify_in(change, installed_package(str(vllm_root)), compiled, device, variant, graphs)
+
+
+def classify_in(
+    change: Change,
+    installed: Installed,
+    compiled: bool = False,
+    device: str = "cpu",
+    variant: str | None = None,
+    graphs: str = "NONE",
+) -> Classified:
+    """classify against any vllm package read as source (another release's wheel:
+    harness.plan.vllm_source.SourceFiles)."""
+    return _Classifier(change, installed, compiled, device, variant, graphs).run()
 
 
 def engine_graph_mode(scenario: Scenario) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -122,9 +122,12 @@ def _same(have: str, want: str) -> bool:
     return have.rstrip("\r\n") == want.rstrip("\r\n")
 
 
-def read_diff(diff: Path, vllm_root: Path) -> Change:
+def read_diff(
+    diff: Path, vllm_root: Path, read: Callable[[str], str | None] | None = None
+) -> Change:
     """A unified diff against the installed vLLM (`git diff`, a PR's .diff) applied in memory
-    to the installed files. A hunk that does not apply is one line naming file and hunk."""
+    to the installed files (or to the files `read` gives by path, "vllm/a.py": another
+    release's, read in place). A hunk that does not apply is one line naming file and hunk."""
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
 
@@ -158,6 +161,10 @@ def read_diff(diff: Path, vllm_root: Path) -> Change:
         installed = vllm_root.parent / path
         if pf.is_added_file:
             old = None
+        elif read is not None:
+            old = read(path)
+            if old is None:
+                raise DiffError(f"{where}: {path} is not in vLLM {vllm_root}")
         elif not installed.is_file():
             raise DiffError(f"{where}: {path} is not in the installed vLLM ({vllm_root})")
         else:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from harness.errors import ScenarioError
 from harness.plan.builds import interpreter, probe
@@ -119,7 +120,7 @@ def names_used(tree: ast.AST) -> set[str]:
     return used
 
 
-def _import_base(node: ast.ImportFrom, path: str) -> str:
+def import_base(node: ast.ImportFrom, path: str) -> str:
     """The module a `from ... import` in `path` reads, relative imports resolved."""
     base = node.module or ""
     if not node.level:
@@ -138,53 +139,20 @@ WORKER_WRAPPER = "WorkerWrapperBase"
 CAPTURE_NAME = re.compile(r"(^|_)capture($|_)")  # capture, capture_model, _capture_graphs
 
 
-def _module_of(stmt: ast.stmt, name: str, path: str) -> str | None:
+def module_of(stmt: ast.stmt, name: str, path: str) -> str | None:
     """The module an import statement binds to `name` ('import a.b as m', 'from a import b')."""
     if isinstance(stmt, ast.Import):
         return next((a.name for a in stmt.names if (a.asname or a.name) == name), None)
     if isinstance(stmt, ast.ImportFrom):
         alias = next((a.name for a in stmt.names if (a.asname or a.name) == name), None)
-        return f"{_import_base(stmt, path)}.{alias}" if alias else None
+        return f"{import_base(stmt, path)}.{alias}" if alias else None
     return None
 
 
-def _base_name(base: ast.expr) -> str:
+def base_name(base: ast.expr) -> str:
     """A base class's own name: `a.B` and `B[T]` (a generic's parameters) both name B."""
     target = base.value if isinstance(base, ast.Subscript) else base
     return ast.unparse(target).rpartition(".")[2]
-
-
-def _called_by(
-    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
-    callers: list[str],
-    found: dict[str, str],
-) -> list[str]:
-    """One level down: the methods `callers` call on self that `found` lacks, added to it with
-    how they are reached; returns them."""
-    new = []
-    for caller in callers:
-        for callee, _how in _self_uses(methods[caller]) if caller in methods else ():
-            if callee not in found:
-                found[callee] = f"{found[caller]}, which calls {callee}"
-                new.append(callee)
-    return new
-
-
-def _self_uses(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str, str]]:
-    """The methods a function calls on self (`self.f(...)`: "calls") or names otherwise, to
-    hand over (`g(self.f)`, `fn = self.f if c else self.g`: "hands over"); `self.x.y` names
-    an attribute's attribute, not a method of self."""
-    called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
-    inner = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
-    for node in ast.walk(fn):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-            and isinstance(node.ctx, ast.Load)
-            and id(node) not in inner
-        ):
-            yield node.attr, "calls" if id(node) in called else "hands over"
 
 
 @lru_cache(maxsize=1024)
@@ -260,7 +228,7 @@ class Installed:
         first; None when `stop` is not among its ancestors (or one cannot be found)."""
         chain = [(path, cls)]
         for base in cls.bases:
-            name = _base_name(base)
+            name = base_name(base)
             if name == stop:
                 return chain
             found = self.resolve_class(path, name)
@@ -286,7 +254,7 @@ class Installed:
         head, _, rest = name.partition(".")
         if rest:
             stmt = self.module(path).imports.get(head) if path in self.texts() else None
-            base = _module_of(stmt, head, path) if stmt is not None else None
+            base = module_of(stmt, head, path) if stmt is not None else None
             where = self.module_path(base) if base else None
             return self.resolve_function(where, rest) if where else None
         found = self._resolve(path, name, "functions", 0)
@@ -305,7 +273,7 @@ class Installed:
             return path, defined[name]
         stmt = mod.imports.get(name)
         if isinstance(stmt, ast.ImportFrom):
-            where = self.module_path(_import_base(stmt, path))
+            where = self.module_path(import_base(stmt, path))
             alias = next(a.name for a in stmt.names if (a.asname or a.name) == name)
             if where is not None:
                 return self._resolve(where, alias, kind, depth + 1)
@@ -323,7 +291,7 @@ class Installed:
             for cls in self.module(path).classes.values():
                 methods = set(class_parts(cls)[0])
                 for base in cls.bases:
-                    out.setdefault(_base_name(base), []).append((cls.name, path, methods))
+                    out.setdefault(base_name(base), []).append((cls.name, path, methods))
         return out
 
     @cache  # noqa: B019
@@ -363,35 +331,11 @@ class Installed:
             and isinstance(v.elts[1].value, str)
         )
 
-    @cache  # noqa: B019
-    def capture_sites(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Per speculator class, the methods that run while its CUDA graphs are captured, with how:
-        a method named like capture (`capture`, `capture_model`) hands `self.f` to a capture
-        call (V2's `cudagraph_manager.capture(self._prefill, ...)`) or calls `self.hook()`
-        around it (on_prefill_begin), and what those call on self in turn, a few levels down."""
-        out: dict[tuple[str, str], dict[str, str]] = {}  # (file, class) -> method -> how
-        for path, text in self.texts().items():
-            if "/spec_decode/" not in path or "capture" not in text:
-                continue
-            for cls in self.module(path).classes.values():
-                methods = class_parts(cls)[0]
-                found: dict[str, str] = {}
-                for name, fn in methods.items():
-                    if CAPTURE_NAME.search(name):
-                        for callee, how in _self_uses(fn):
-                            found.setdefault(callee, f"{cls.name}.{name} {how} {callee}")
-                todo = list(found)
-                for _ in range(3):
-                    todo = _called_by(methods, todo, found)
-                if found:
-                    out[path, cls.name] = found
-        return out
-
     def ancestors(self, path: str, cls: ast.ClassDef, depth: int = 0) -> set[str]:
         """The names of `cls` and of the installed classes it derives from."""
         names = {cls.name}
         for base in cls.bases if depth < 6 else []:
-            found = self.resolve_class(path, _base_name(base))
+            found = self.resolve_class(path, base_name(base))
             if found is not None:
                 names |= self.ancestors(*found, depth + 1)
         return names
@@ -450,12 +394,63 @@ class Installed:
             for node in ast.walk(tree):
                 if (
                     isinstance(node, ast.ImportFrom)
-                    and _import_base(node, path) == module
+                    and import_base(node, path) == module
                     and any(a.name == name for a in node.names)
                 ):
                     found.append(path)
                     break
         return found
+
+
+class Readable(Protocol):
+    """A vLLM source tree's files (harness.plan.vllm_support.Source: a wheel read in place)."""
+
+    def paths(self) -> Iterator[str]: ...
+
+    def read(self, path: str) -> str | None: ...
+
+
+class SourceFiles(Installed):
+    """Another release's vllm package read as the installed one is (a wheel read in place, an
+    unpacked checkout): `specbench support WHEEL --scenario` classifies against it."""
+
+    def __init__(self, source: Readable, label: str) -> None:
+        super().__init__(Path(label))
+        self.source = source
+
+    @cache  # noqa: B019
+    def texts(self) -> dict[str, str]:
+        out = {}
+        for path in self.source.paths():
+            try:
+                text = self.source.read(path)
+            except UnicodeDecodeError:
+                continue
+            if text is not None:
+                out[path] = text
+        return out
+
+
+class Changed(Installed):
+    """`base` with a change's files in their changed version (None: the change deletes it):
+    what runs in the changed arm, searched as the installed package is."""
+
+    def __init__(self, base: Installed, changed: dict[str, str | None]) -> None:
+        super().__init__(base.root)
+        self.base = base
+        self.changed = changed
+
+    @cache  # noqa: B019
+    def texts(self) -> dict[str, str]:
+        out = {p: t for p, t in self.base.texts().items() if self.changed.get(p, t) is not None}
+        out.update({p: t for p, t in self.changed.items() if t is not None})
+        return out
+
+    @cache  # noqa: B019
+    def module(self, path: str) -> Module:
+        if path not in self.changed:
+            return self.base.module(path)
+        return parse(self.texts()[path], path, "changed")
 
 
 @cache
