@@ -53,6 +53,10 @@ class Internal:
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
+    "selftest overlay": (
+        "specbench selftest cannot overlay a host-side drafter function to prove the overlay "
+        "switch on this machine"
+    ),
     "swap medusa-proposer": (
         "the medusa-proposer swap cannot install or switch MedusaProposer.propose per pass"
     ),
@@ -139,6 +143,8 @@ def _attributes(
         for name in names
     )
 
+
+_SELFTEST = "harness/plan/selftest_probes.py, harness/selftest.py"
 
 INTERNALS: tuple[Internal, ...] = (
     # --- swap medusa-proposer ----------------------------------------------------------------
@@ -1494,4 +1500,27 @@ INTERNALS: tuple[Internal, ...] = (
         "class",
         where="harness/engine/models.py, harness/engine/fit.py",
     ),
+    # --- selftest overlay ---------------------------------------------------------------------
+    # Host-side functions each runner calls on every drafting step, outside any CUDA graph:
+    # the selftest overlays one with a change that changes nothing (harness.plan.selftest_probes).
+    Internal(
+        "selftest overlay",
+        "vllm.v1.spec_decode.llm_base_proposer",
+        "SpecDecodeBaseProposer.propose",
+        "method",
+        where=_SELFTEST,
+        runner="V1",
+    ),
+    Internal(
+        "selftest overlay",
+        "vllm.v1.worker.gpu.spec_decode.utils",
+        "DraftTokensHandler.set_draft_tokens",
+        "method",
+        where=_SELFTEST,
+        runner="V2",
+    ),
+)
+# The selftest's overlay targets, in the order it tries them.
+SELFTEST_HOST_SIDE: tuple[Internal, ...] = tuple(
+    i for i in INTERNALS if i.feature == "selftest overlay"
 )

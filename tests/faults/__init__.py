@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.faults.sitecustomize import (
     NOOP_SWITCH_ENV,
+    RENAMED_WRAP_ENV,
     SLOW_CHOICE_ENV,
     SLOW_WRITE_ENV,
     STALL_BOUNDS_ENV,
@@ -18,6 +19,7 @@ __all__ = [
     "FAULTS_DIR",
     "NOOP_SWITCH_ENV",
     "SLOW_CHOICE_ENV",
+    "RENAMED_WRAP_ENV",
     "SLOW_WRITE_ENV",
     "STALL_BOUNDS_ENV",
     "TAKEN_PORT_ENV",

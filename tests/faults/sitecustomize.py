@@ -38,6 +38,10 @@ STALL_BOUNDS_ENV = "SPECBENCH_TEST_FAULT_STALL_BOUNDS"
 # "seconds:path": specbench, its launches done, creates the file at path and waits this long
 # before it writes the run's outputs (a signal can then land while it writes the results).
 SLOW_WRITE_ENV = "SPECBENCH_TEST_FAULT_SLOW_WRITE"
+# "Class.caller:method": in vLLM's V1 model runner module, `caller` calls `method` under a new
+# name, as a release that renamed a wrap point would (the step timer then wraps a method that
+# no step calls).
+RENAMED_WRAP_ENV = "SPECBENCH_TEST_FAULT_RENAMED_WRAP"
 
 
 def slow_choice(spec: str) -> Patch:
@@ -131,6 +135,23 @@ def slow_write(spec: str) -> Patch:
     return patch
 
 
+def renamed_wrap(spec: str) -> Patch:
+    """Rename, inside `caller`'s code, the attribute `method` it calls, and give the class the
+    original under that new name: every step still runs it, never under its old name."""
+    qualname, method = spec.split(":")
+    owner, caller = qualname.split(".")
+    renamed = f"{method}_renamed"
+
+    def patch(module: ModuleType) -> None:
+        cls = getattr(module, owner)
+        fn = cls.__dict__[caller]
+        names = tuple(renamed if n == method else n for n in fn.__code__.co_names)
+        fn.__code__ = fn.__code__.replace(co_names=names)
+        setattr(cls, renamed, cls.__dict__[method])
+
+    return patch
+
+
 # Environment variable -> (module it patches, the patch for the variable's value).
 FAULTS: dict[str, tuple[str, Callable[[str], Patch]]] = {
     SLOW_CHOICE_ENV: ("harness.engine.impls", slow_choice),
@@ -138,6 +159,7 @@ FAULTS: dict[str, tuple[str, Callable[[str], Patch]]] = {
     TAKEN_PORT_ENV: ("harness.engine.serve_worker", taken_port),
     STALL_BOUNDS_ENV: ("harness.execute.progress", stall_bounds),
     SLOW_WRITE_ENV: ("harness.workflow", slow_write),
+    RENAMED_WRAP_ENV: ("vllm.v1.worker.gpu_model_runner", renamed_wrap),
 }
 
 
