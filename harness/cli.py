@@ -723,8 +723,9 @@ def support(
         typer.Option(
             "--scenario",
             help="Instead of the matrix: whether this scenario can run on each "
-            "version (the features it uses, its engine-argument keys, its swaps' versions); "
-            "repeat the option. Exit 1 when one cannot.",
+            "version (the features it uses, its engine-argument keys, its swaps' versions, "
+            "and each variant's diff planned against that version's source as `plan` plans "
+            "it against the installed vLLM); repeat the option. Exit 1 when one cannot.",
             show_default=False,
         ),
     ] = None,
@@ -743,7 +744,9 @@ def support(
     status = 0
     for path in scenario:
         spec = load_scenario(path)
-        plan = expand_plan(spec, scenario_file=path)
+        # Planned without its changes: a diff written for another release need not apply to
+        # the installed vLLM; each source plans them against its own files.
+        plan = expand_plan(vs.without_changes(spec), scenario_file=path)
         features, _ = vs.scenario_needs(spec, plan)
         for source in found:
             failures = vs.check_scenario(source, spec, plan)
@@ -759,6 +762,9 @@ def support(
                     else f"uses {', '.join(features)}"
                 )
             )
+            for feature, why in failures.items():
+                if feature.startswith("overlay ") and len(why) > 1:
+                    print("\n".join(f"  {line}" for line in why))
             status = status or (1 if failures else 0)
     return status
 

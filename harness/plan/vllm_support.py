@@ -24,6 +24,9 @@ from harness.config.swaps import SWAPS
 from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
 from harness.plan.builds import interpreter, probe
+from harness.plan.classify import classify_in, engine_graph_mode, engine_is_compiled
+from harness.plan.diffs import read_diff
+from harness.plan.vllm_source import SourceFiles
 from harness.wire.spec import Plan, RunSpec
 
 
@@ -552,7 +555,7 @@ def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Inte
         features.append("step timer")
     if scenario.workload.kind in ("spec_bench", "speed_bench"):
         features.append("datasets")
-    if any(r.overlay is not None for r in runs):
+    if scenario.has_changes or any(r.overlay is not None for r in runs):
         features.append("change classifier")
     models = {str(r.engine_args.get("model")) for r in runs} | {
         str((r.engine_args.get("speculative_config") or {}).get("model")) for r in runs
@@ -591,7 +594,8 @@ def scenario_needs(scenario: Scenario, plan: Plan) -> tuple[list[str], list[Inte
 def check_scenario(source: Source, scenario: Scenario, plan: Plan) -> dict[str, list[str]]:
     """Why `scenario` cannot run on the vLLM of `source`, by feature (empty: it can, as far
     as its source shows): the registry's entries of every feature it uses, its own engine
-    argument keys, and each swap's declared vLLM versions."""
+    argument keys, each swap's declared vLLM versions, and each variant's change planned
+    against that release's source (plan_changes, under "overlay <variant>")."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
@@ -613,4 +617,67 @@ def check_scenario(source: Source, scenario: Scenario, plan: Plan) -> dict[str, 
                 failures.setdefault(feature, []).append(
                     f"the {swap.name} swap is written for vLLM {swap.vllm}"
                 )
+    for variant, blockers in plan_changes(source, scenario, Path(plan.base_dir)).items():
+        failures.setdefault(f"overlay {variant}", []).extend(blockers)
     return {f: list(dict.fromkeys(w)) for f, w in failures.items()}
+
+
+# -- a scenario's changes against a release --------------------------------------------------
+
+_PACKAGES: dict[tuple[str, str], SourceFiles] = {}
+
+
+def source_package(source: Source) -> SourceFiles:
+    """`source` read as the classifier reads the installed vLLM; one per source per process
+    (its files are parsed once, and what CUDA-graph capture reaches is searched once)."""
+    key = (source.label, source.version)
+    if key not in _PACKAGES:
+        _PACKAGES[key] = SourceFiles(source, source.label)
+    return _PACKAGES[key]
+
+
+def without_changes(scenario: Scenario) -> Scenario:
+    """`scenario` with no variant's diff: or source: (its launches and features as planned,
+    without applying a change written for another release to the installed vLLM)."""
+    variants = {
+        n: v.model_copy(update={"diff": None, "source": None}) for n, v in scenario.variants.items()
+    }
+    return scenario.model_copy(update={"variants": variants})
+
+
+def plan_changes(source: Source, scenario: Scenario, base_dir: Path) -> dict[str, list[str]]:
+    """Each variant's change (diff:) planned against `source` as `specbench plan` plans it
+    against the installed vLLM: applied to that release's files and classified under the
+    scenario's CUDA-graph mode (engine_graph_mode: its cudagraph_mode, else vLLM's default
+    on CUDA), by variant what keeps it from running in one engine (empty: nothing). A
+    variant with a build (python:) runs its change launch-per-arm, so only a change that
+    cannot be read against this release is named for it."""
+    out: dict[str, list[str]] = {}
+    for name, variant in scenario.variants.items():
+        if variant.source is not None:
+            out[name] = [
+                f"variants.{name}.source: a checkout is compared with the installed vLLM "
+                f"only; give the change as a diff (git diff v{source.version}...branch) to "
+                "plan it against this release"
+            ]
+            continue
+        if variant.diff is None:
+            continue
+        path = Path(variant.diff).expanduser()
+        path = path if path.is_absolute() else base_dir / path
+        try:
+            change = read_diff(path, Path(source.label), source.read)
+            classified = classify_in(
+                change,
+                source_package(source),
+                engine_is_compiled(scenario),
+                scenario.device,
+                name,
+                engine_graph_mode(scenario),
+            )
+        except ScenarioError as exc:
+            out[name] = [f"variants.{name}.diff: {exc}"]
+            continue
+        if variant.python is None and not classified.overlayable:
+            out[name] = [f.line() for f in classified.blockers]
+    return out
