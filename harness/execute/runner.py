@@ -47,6 +47,7 @@ from harness.results.store import (
     supersede,
 )
 from harness.wire.manifest import MANIFEST, InFlight, LaunchEntry, Manifest
+from harness.wire.platform import Platform
 from harness.wire.records import RunRecord
 from harness.wire.spec import Plan, RunSpec
 
@@ -115,7 +116,18 @@ def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
     one engine has one cache."""
     if run.device != "cuda" or run.design == "one-engine" or KV_PIN in run.engine_args:
         return run
-    earlier = [
+    earlier = _earlier_platforms(run, records)
+    if any(p.kv_extensible for p in earlier):
+        return run
+    seen = [p.kv_blocks for p in earlier if p.kv_blocks]
+    if not seen:
+        return run
+    return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})
+
+
+def _earlier_platforms(run: RunSpec, records: list[RunRecord]) -> list[Platform]:
+    """The platforms earlier complete launches of the run's cell reported."""
+    return [
         r.result.platform
         for r in records
         if r.status == "ok"
@@ -123,12 +135,17 @@ def pin_kv_capacity(run: RunSpec, records: list[RunRecord]) -> RunSpec:
         and r.result is not None
         and r.result.platform is not None
     ]
-    if any(p.kv_extensible for p in earlier):
-        return run
-    seen = [p.kv_blocks for p in earlier if p.kv_blocks]
-    if not seen:
-        return run
-    return run.model_copy(update={"engine_args": {**run.engine_args, KV_PIN: min(seen)}})
+
+
+def kv_left_to_vllm(run: RunSpec, records: list[RunRecord]) -> bool:
+    """Whether pin_kv_capacity leaves this launch to vLLM's extensible KV cache (said in the
+    progress line: the cache is not pinned, and the table gives each launch's)."""
+    return (
+        run.device == "cuda"
+        and run.design != "one-engine"
+        and KV_PIN not in run.engine_args
+        and any(p.kv_extensible for p in _earlier_platforms(run, records))
+    )
 
 
 def failed_to_start(run: RunSpec, records: list[RunRecord]) -> str | None:
@@ -472,6 +489,12 @@ class _PlanRun:
                 f"{run.run_key}: KV cache pinned to "
                 f"{pinned.engine_args[KV_PIN]} blocks (the least an earlier "
                 "launch of another arm got), so the arms hold alike"
+            )
+        elif kv_left_to_vllm(run, records):
+            self.progress(
+                f"{run.run_key}: KV cache not pinned: vLLM sizes it after warm-up (its "
+                "extensible KV cache, which num_gpu_blocks_override would switch off); the "
+                "table gives each launch's capacity"
             )
         try:
             record = self.executor.launch(

@@ -17,7 +17,7 @@ import pytest
 from harness.analysis.comparison import Comparison
 from harness.analysis.setup import kv_capacities
 from harness.config.scenario import load_scenario
-from harness.execute.runner import KV_PIN, pin_kv_capacity
+from harness.execute.runner import KV_PIN, kv_left_to_vllm, pin_kv_capacity
 from harness.plan.plan import expand_plan
 from harness.plan.vllm_support import Source, installed_source
 from harness.present.tables import ASYNC_PARTS, kv_warning, platform_line
@@ -229,12 +229,15 @@ def test_a_gpu_launch_per_arm_run_under_the_extensible_cache_is_not_pinned() -> 
     first, later = _runs()
     extensible = [_done(first, _platform(3100, True))]
     assert pin_kv_capacity(later, extensible) is later  # vLLM's own sizing, after warm-up
+    assert kv_left_to_vllm(later, extensible)  # and the progress line says so
+    assert not kv_left_to_vllm(later.model_copy(update={"device": "cpu"}), extensible)
     # A reader that never saw the committed size leaves nothing to pin either.
     assert pin_kv_capacity(later, [_done(first, _platform(None, True))]) is later
     # Without the extensible cache (0.32, 0.33, or turned off) the pin holds as before.
     for flag in (None, False):
         pinned = pin_kv_capacity(later, [_done(first, _platform(900, flag))])
         assert pinned.engine_args[KV_PIN] == 900
+        assert not kv_left_to_vllm(later, [_done(first, _platform(900, flag))])
 
 
 def test_each_launchs_capacity_is_on_the_setup_line_and_differing_arms_warn() -> None:
