@@ -13,6 +13,18 @@ BUILTIN_MODELS: dict[str, str] = {
     "tiny-llama": "Llama target (vocab 1024, hidden 128, 2 layers) with a WordLevel tokenizer",
     "tiny-llama-medusa": "3 Medusa heads fitted to tiny-llama's own greedy outputs",
     "tiny-llama-eagle": "EAGLE-1 one-layer draft fitted to tiny-llama's own greedy outputs",
+    "tiny-llama-eagle3": (
+        "EAGLE-3 one-layer head (2 heads of 64) over tiny-llama's 3 aux hidden states, fitted to "
+        "its own greedy outputs"
+    ),
+    "tiny-llama-draft": (
+        "one-layer Llama draft model (2 heads of 64, tiny-llama's tokenizer) distilled from "
+        "tiny-llama's own greedy outputs"
+    ),
+    "tiny-mimo": (
+        "tiny-llama as a MiMo target (Qwen2 layers, zero q/k/v biases: same outputs) with one "
+        "MiMo MTP layer fitted to its greedy outputs"
+    ),
 }
 # Large-vocabulary twins of the pair above, for work whose cost grows with the vocabulary (the
 # EAGLE draft's full-vocab logits and their all-gather across TP ranks): tiny-llama padded to
@@ -50,6 +62,35 @@ BUILTIN_CONFIGS: dict[str, dict[str, object]] = {
         "vocab_size": 1024,
         "max_position_embeddings": 2048,
     },
+    "tiny-llama-eagle3": {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+        "num_attention_heads": 2,
+        "head_dim": 64,
+        "draft_vocab_size": 1024,
+        "target_hidden_size": 128,
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [0, 1, 2],
+            "use_aux_hidden_state": True,
+        },
+    },
+    "tiny-llama-draft": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+        "num_attention_heads": 2,
+        "head_dim": 64,
+    },
+    "tiny-mimo": {
+        "architectures": ["MiMoForCausalLM"],
+        "model_type": "qwen2",
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+        "num_nextn_predict_layers": 1,
+    },
 }
 for _tag, _size in VOCAB_TWINS.items():
     BUILTIN_CONFIGS[f"tiny-llama-{_tag}"] = {**BUILTIN_CONFIGS["tiny-llama"], "vocab_size": _size}
@@ -57,9 +98,53 @@ for _tag, _size in VOCAB_TWINS.items():
         **BUILTIN_CONFIGS["tiny-llama-eagle"],
         "vocab_size": _size,
     }
+# Speculative method -> the built-in target and draft that cover it, and the speculative_config
+# that runs it (pure data: `specbench selftest` starts one engine per method the installed vLLM
+# has; a row's draft, where it has one, goes into speculative_config's `model`). Medusa is gone
+# from vLLM 0.33 on: check the method against the installed vLLM's SpeculativeConfig first.
+METHOD_MODELS: dict[str, dict[str, object]] = {
+    "ngram": {
+        "target": "tiny-llama",
+        "draft": None,
+        "speculative_config": {
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_min": 2,
+            "prompt_lookup_max": 4,
+        },
+    },
+    "medusa": {
+        "target": "tiny-llama",
+        "draft": "tiny-llama-medusa",
+        "speculative_config": {"method": "medusa", "num_speculative_tokens": 3},
+    },
+    "eagle": {
+        "target": "tiny-llama",
+        "draft": "tiny-llama-eagle",
+        "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
+    },
+    "eagle3": {
+        "target": "tiny-llama",
+        "draft": "tiny-llama-eagle3",
+        "speculative_config": {"method": "eagle3", "num_speculative_tokens": 3},
+    },
+    "draft_model": {
+        "target": "tiny-llama",
+        "draft": "tiny-llama-draft",
+        "speculative_config": {"method": "draft_model", "num_speculative_tokens": 3},
+    },
+    # MTP layers live in the target's own checkpoint: no separate draft. vLLM 0.32's mimo_mtp
+    # drafts one token.
+    "mtp": {
+        "target": "tiny-mimo",
+        "draft": None,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
+    },
+}
+
 # The built-in targets' tokenizers are WordLevel over whitespace-split words: a text prompt has
 # exactly one token per word (before special tokens).
-BUILTIN_WORD_TOKENIZERS = {"tiny-llama", *(f"tiny-llama-{tag}" for tag in VOCAB_TWINS)}
+BUILTIN_WORD_TOKENIZERS = {"tiny-llama", "tiny-mimo", *(f"tiny-llama-{tag}" for tag in VOCAB_TWINS)}
 
 # Implementation swaps made active inside vLLM's worker processes by harness.engine.plugin, as
 # their registry declares them (harness.config.swaps: one record per swap, pure data).

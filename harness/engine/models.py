@@ -60,7 +60,7 @@ _TARGET_PARAMS: dict[str, Any] = {
     "seed": 1234,
 }
 
-# The target's own greedy continuations of random prompts, shared by both drafts.
+# The target's own greedy continuations of random prompts, shared by every fitted draft.
 _DATA_PARAMS: dict[str, Any] = {
     "seed": 2024,
     "num_prompts": 2048,
@@ -95,15 +95,76 @@ _EAGLE_PARAMS: dict[str, Any] = {
     "data": _DATA_PARAMS,
 }
 
+# EAGLE-3: one layer over the target's residual stream at all three of its layer boundaries
+# (the embedding, after layer 0, after layer 1: vLLM's aux layer ids 0..2; its default for a
+# 2-layer target, (2, 1, -1), would hand over only two). Two heads of 64, a head size vLLM's
+# CUDA attention backends take. It shares the target's embedding and lm_head (vocab 1024, no
+# d2t map).
+_EAGLE3_PARAMS: dict[str, Any] = {
+    "seed": 13,
+    "heads": 2,
+    "aux_layer_ids": [0, 1, 2],
+    # Sized for CI (about 0.7 s a step of 32 sequences on 2 idle cores): at batch 32 the
+    # held-out step-1 acceptance was 0.49 at step 50, 0.55 at 100, 0.56 at 200.
+    "steps": 100,
+    "batch_seqs": 24,
+    "lr": 6e-3,
+    "unroll": 3,
+    "ce_weights": [1.0, 0.5, 0.25],
+    "feature_weight": 0.0,
+    "fc_init_std": 0.02,
+    "eval_every": 25,
+    "data": _DATA_PARAMS,
+}
+
+# Draft model: a one-layer Llama with the target's tokenizer, two heads of 64.
+_DRAFT_PARAMS: dict[str, Any] = {
+    "seed": 17,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "init_std": 0.02,
+    "steps": 150,
+    "batch_seqs": 24,
+    "lr": 3e-3,
+    "draft_steps": 3,  # the acceptance the fit reports: 3 drafted tokens
+    "eval_every": 50,
+    "data": _DATA_PARAMS,
+}
+
+# MTP: vLLM's MTP drafts live in their target's checkpoint, so MTP needs a target whose
+# architecture has them. tiny-mimo is tiny-llama as vLLM's MiMoForCausalLM (Qwen2 layers, q/k/v
+# biases at zero: the same function, so the same greedy outputs) plus one MiMo MTP layer
+# fitted to them. vLLM 0.32's mimo_mtp drafts one token per step.
+_MTP_PARAMS: dict[str, Any] = {
+    "seed": 19,
+    "steps": 100,
+    "batch_seqs": 24,
+    "lr": 6e-3,
+    "unroll": 1,
+    "ce_weights": [1.0],
+    "feature_weight": 0.0,
+    "fc_init_std": 0.02,
+    "eval_every": 50,
+    "prefix": "model.mtp_layers.0.",
+    "data": _DATA_PARAMS,
+}
+
 _PARAMS: dict[str, dict[str, Any]] = {
     TARGET: _TARGET_PARAMS,
+    "tiny-mimo": _MTP_PARAMS,
     "tiny-llama-medusa": _MEDUSA_PARAMS,
     "tiny-llama-eagle": _EAGLE_PARAMS,
+    "tiny-llama-eagle3": _EAGLE3_PARAMS,
+    "tiny-llama-draft": _DRAFT_PARAMS,
 }
 _DEPENDS: dict[str, str | None] = {
     TARGET: None,
+    "tiny-mimo": TARGET,
     "tiny-llama-medusa": TARGET,
     "tiny-llama-eagle": TARGET,
+    "tiny-llama-eagle3": TARGET,
+    "tiny-llama-draft": TARGET,
 }
 # Vocabulary twins (catalog.VOCAB_TWINS): built from the pair above by padding, no refit.
 _PAD_OUTPUT_SCALE = 0.1  # extra tokens' lm_head rows: a tenth of init_std
@@ -254,8 +315,8 @@ def _versions() -> dict[str, str]:
 Builder = Callable[[Path, Path, Callable[[str], None], dict[str, Any]], dict[str, Any]]
 
 
-def _llama_config(num_layers: int) -> Any:
-    """The target's LlamaConfig; the EAGLE draft uses the same with one layer."""
+def _llama_config(num_layers: int, heads: int | None = None, kv_heads: int | None = None) -> Any:
+    """The target's LlamaConfig; the drafts use the same with one layer (and their heads)."""
     from transformers import LlamaConfig
 
     p = _TARGET_PARAMS
@@ -264,8 +325,8 @@ def _llama_config(num_layers: int) -> Any:
         hidden_size=p["hidden_size"],
         intermediate_size=p["intermediate_size"],
         num_hidden_layers=num_layers,
-        num_attention_heads=p["num_attention_heads"],
-        num_key_value_heads=p["num_key_value_heads"],
+        num_attention_heads=heads or p["num_attention_heads"],
+        num_key_value_heads=kv_heads or p["num_key_value_heads"],
         max_position_embeddings=p["max_position_embeddings"],
         rms_norm_eps=p["rms_norm_eps"],
         rope_parameters={"rope_type": "default", "rope_theta": p["rope_theta"]},
@@ -371,30 +432,139 @@ def _build_medusa(
     }
 
 
+def _target_last_layer(root: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    last = f"model.layers.{int(_TARGET_PARAMS['num_hidden_layers']) - 1}."
+    weights = load_file(str(model_dir(TARGET, root) / "model.safetensors"))
+    return {k[len(last) :]: v for k, v in weights.items() if k.startswith(last)}
+
+
 def _build_eagle(
     out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
 ) -> dict[str, Any]:
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     from harness.engine import fit
 
     p = _EAGLE_PARAMS
-    t = _TARGET_PARAMS
-    target = model_dir(TARGET, root)
     data = _greedy(root, log, cache)
-    last = f"model.layers.{int(t['num_hidden_layers']) - 1}."
-    target_layer = {
-        k[len(last) :]: v
-        for k, v in load_file(str(target / "model.safetensors")).items()
-        if k.startswith(last)
-    }
     start = time.perf_counter()
-    weights, stats = fit.fit_eagle(data, t, target_layer, p, log)
+    weights, stats = fit.fit_eagle(data, _TARGET_PARAMS, _target_last_layer(root), p, log)
     fit_s = time.perf_counter() - start
     # vLLM maps LlamaForCausalLM to EagleLlamaForCausalLM under method "eagle".
     config = _llama_config(1)
     config.save_pretrained(str(out))
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {
+        "seed": p["seed"],
+        "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
+    }
+
+
+def _build_eagle3(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
+    from safetensors.torch import save_file
+
+    from harness.engine import fit
+
+    p = _EAGLE3_PARAMS
+    data = _greedy(root, log, cache)
+    start = time.perf_counter()
+    weights, stats = fit.fit_eagle3(data, _TARGET_PARAMS, _target_last_layer(root), p, log)
+    fit_s = time.perf_counter() - start
+    heads = int(p["heads"])
+    config = _llama_config(1, heads, heads)
+    # vLLM's registry maps LlamaForCausalLMEagle3 to Eagle3LlamaForCausalLM; the aux layer ids
+    # tell the target which hidden states to hand over (read from eagle_config).
+    config.architectures = ["LlamaForCausalLMEagle3"]
+    config.head_dim = int(_TARGET_PARAMS["hidden_size"]) // heads
+    config.draft_vocab_size = _TARGET_PARAMS["vocab_size"]
+    config.target_hidden_size = _TARGET_PARAMS["hidden_size"]
+    config.eagle_config = {
+        "eagle_aux_hidden_state_layer_ids": list(p["aux_layer_ids"]),
+        "use_aux_hidden_state": True,
+    }
+    config.save_pretrained(str(out))
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {
+        "seed": p["seed"],
+        "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
+    }
+
+
+def _build_draft(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
+    from harness.engine import fit
+
+    p = _DRAFT_PARAMS
+    data = _greedy(root, log, cache)
+    config = _llama_config(
+        int(p["num_hidden_layers"]), int(p["num_attention_heads"]), int(p["num_key_value_heads"])
+    )
+    config.head_dim = int(_TARGET_PARAMS["hidden_size"]) // int(p["num_attention_heads"])
+    start = time.perf_counter()
+    model, stats = fit.fit_draft_model(data, config, p, log)
+    fit_s = time.perf_counter() - start
+    model.save_pretrained(str(out), safe_serialization=True)
+    _write_tokenizer(out, _TARGET_PARAMS)  # the target's tokenizer: same vocabulary
+    return {
+        "seed": p["seed"],
+        "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
+    }
+
+
+def _build_mimo(
+    out: Path, root: Path, log: Callable[[str], None], cache: dict[str, Any]
+) -> dict[str, Any]:
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen2Config
+
+    from harness.engine import fit
+
+    p = _MTP_PARAMS
+    t = _TARGET_PARAMS
+    data = _greedy(root, log, cache)
+    start = time.perf_counter()
+    mtp, stats = fit.fit_mtp(data, t, _target_last_layer(root), p, log)
+    fit_s = time.perf_counter() - start
+    weights = load_file(str(model_dir(TARGET, root) / "model.safetensors"))
+    head_dim = int(t["hidden_size"]) // int(t["num_attention_heads"])
+    for layer in range(int(t["num_hidden_layers"])):
+        for proj, heads in (
+            ("q_proj", t["num_attention_heads"]),
+            ("k_proj", t["num_key_value_heads"]),
+            ("v_proj", t["num_key_value_heads"]),
+        ):
+            weights[f"model.layers.{layer}.self_attn.{proj}.bias"] = torch.zeros(
+                int(heads) * head_dim
+            )
+    weights.update(mtp)
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = Qwen2Config(
+        vocab_size=t["vocab_size"],
+        hidden_size=t["hidden_size"],
+        intermediate_size=t["intermediate_size"],
+        num_hidden_layers=t["num_hidden_layers"],
+        num_attention_heads=t["num_attention_heads"],
+        num_key_value_heads=t["num_key_value_heads"],
+        max_position_embeddings=t["max_position_embeddings"],
+        rms_norm_eps=t["rms_norm_eps"],
+        rope_parameters={"rope_type": "default", "rope_theta": t["rope_theta"]},
+        bos_token_id=t["bos_token_id"],
+        eos_token_id=t["eos_token_id"],
+        tie_word_embeddings=False,
+        use_sliding_window=False,
+        dtype="float32",
+    )
+    # vLLM keys MiMo's MTP on the architecture (MiMoForCausalLM) and this count.
+    config.architectures = ["MiMoForCausalLM"]
+    config.num_nextn_predict_layers = 1
+    config.save_pretrained(str(out))
+    _write_tokenizer(out, t)
     return {
         "seed": p["seed"],
         "fit": {**stats, "data_seconds": round(data.seconds, 2), "fit_seconds": round(fit_s, 2)},
@@ -451,6 +621,9 @@ _BUILDERS: dict[str, Builder] = {
     TARGET: _build_target,
     "tiny-llama-medusa": _build_medusa,
     "tiny-llama-eagle": _build_eagle,
+    "tiny-llama-eagle3": _build_eagle3,
+    "tiny-llama-draft": _build_draft,
+    "tiny-mimo": _build_mimo,
     **{f"tiny-llama-{tag}": _build_padded_target(size) for tag, size in VOCAB_TWINS.items()},
     **{f"tiny-llama-{tag}-eagle": _build_padded_eagle(size) for tag, size in VOCAB_TWINS.items()},
 }
