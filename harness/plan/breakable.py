@@ -6,11 +6,14 @@ included (compilation mode NONE), so a model-code overlay replays its capture-ti
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+from typing import Any, Protocol
 
+from harness.config.catalog import BUILTIN_CONFIGS
 from harness.config.scenario import BATCH_INVARIANT_ENV, Scenario
+from harness.config.workload import hub_cached_config, looks_like_hub_id
 from harness.errors import ScenarioError
 from harness.plan.classify import (
     COMPILED_DIRS,
@@ -20,7 +23,17 @@ from harness.plan.classify import (
     Finding,
     engine_graph_mode,
 )
-from harness.plan.vllm_support import Source
+
+
+class Source(Protocol):
+    """A vLLM's files read as source (harness.plan.vllm_support.Source): named here so that
+    vllm_support may call this module."""
+
+    label: str
+    version: str
+
+    def tree(self, module: str) -> ast.Module | None: ...
+
 
 CONFIG_MODULE = "vllm.config.vllm"  # VllmConfig and the default list (vllm_internals)
 DEFAULTS_FUNCTION = "default_breakable_cudagraph_architectures"
@@ -137,9 +150,15 @@ def read_breakable(source: Source) -> BreakableFacts:
     return BreakableFacts(source.version, archs, invariance, _switch_on(source))
 
 
-@cache
+_FACTS: dict[tuple[str, str], BreakableFacts] = {}
+
+
 def _facts(source: Source) -> BreakableFacts:
-    return read_breakable(source)
+    """read_breakable, once per source per process."""
+    key = (source.label, source.version)
+    if key not in _FACTS:
+        _FACTS[key] = read_breakable(source)
+    return _FACTS[key]
 
 
 def breakable_graphs(
@@ -185,15 +204,22 @@ def records_model_code(path: str, owner: str | None, name: str) -> bool:
 
 def _model_architectures(scenario: Scenario, base_dir: Path) -> list[str]:
     """The target's config.json architectures, its text model's included (vLLM 0.34 reads
-    hf_text_config's too), where they can be read (a Hub id outside the local cache cannot:
-    vLLM resolves it at start-up). vLLM decides from the target's model config alone."""
-    from harness.plan.preflight import model_config
-
-    try:
-        config = model_config(scenario.model, "model", base_dir, scenario.device, target=False)
-    except ScenarioError:
-        return []  # the preflight says what is wrong with it
-    config = config or {}
+    hf_text_config's too), where they can be read here: a built-in model, a local folder, a
+    Hub id the local cache holds (otherwise vLLM resolves it at start-up; the preflight says
+    what is wrong with a model it cannot read). vLLM decides from the target's config alone."""
+    name = scenario.model
+    config: Any = BUILTIN_CONFIGS.get(name)
+    if config is None:
+        path = Path(name).expanduser()
+        path = (path if path.is_absolute() else base_dir / path) / "config.json"
+        if not path.is_file() and looks_like_hub_id(name):
+            path = hub_cached_config(name) or path
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+    if not isinstance(config, dict):
+        return []
     text = config.get("text_config")
     archs = list(config.get("architectures") or [])
     if isinstance(text, dict):

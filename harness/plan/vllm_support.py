@@ -23,6 +23,7 @@ from harness.config.scenario import Scenario
 from harness.config.swaps import SWAPS
 from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
+from harness.plan.breakable import breakable_findings
 from harness.plan.builds import interpreter, probe
 from harness.plan.classify import classify_in, engine_graph_mode, engine_is_compiled
 from harness.plan.diffs import read_diff
@@ -675,6 +676,7 @@ def plan_changes(source: Source, scenario: Scenario, base_dir: Path) -> dict[str
                 name,
                 engine_graph_mode(scenario),
             )
+            classified.findings += breakable_findings(name, classified, scenario, source, base_dir)
         except ScenarioError as exc:
             out[name] = [f"variants.{name}.diff: {exc}"]
             continue

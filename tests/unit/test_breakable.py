@@ -222,3 +222,43 @@ def test_plan_refuses_it_through_the_installed_vllm(tmp_path: Path) -> None:
         if refused:
             assert message.startswith("variants.cand.diff: cannot run: ")
             assert "for DeepseekV32ForCausalLM" in message
+
+
+def _wheel_diff(tmp: Path, source: Source, rel: str, old: str, new: str) -> Path:
+    """A diff of one of a release's files, written as git does."""
+    import difflib
+
+    text = source.read(f"vllm/{rel}")
+    assert text is not None and old in text, rel
+    lines = difflib.unified_diff(
+        text.splitlines(keepends=True),
+        text.replace(old, new, 1).splitlines(keepends=True),
+        f"a/vllm/{rel}",
+        f"b/vllm/{rel}",
+    )
+    diff = tmp / "wheel.diff"
+    diff.write_text("".join(lines))
+    return diff
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.34.0", True), ("0.33.0", False)])
+def test_support_plans_it_against_the_release(tmp_path: Path, version: str, refused: bool) -> None:
+    """`specbench support WHEEL --scenario`: a Qwen3.5 target's model-code change under
+    PIECEWISE is refused on 0.34 (on its NVIDIA list) and not on 0.33, from each wheel."""
+    from harness.plan.vllm_support import plan_changes
+
+    source = release(version)
+    old = "        model_output = self.model(\n"
+    diff = _wheel_diff(
+        tmp_path,
+        source,
+        "model_executor/models/llama.py",
+        old,
+        "        positions = positions + 0\n" + old,
+    )
+    piecewise = {"compilation_config": {"cudagraph_mode": "PIECEWISE"}}
+    scenario = _scenario(_model(tmp_path, "Qwen3_5ForCausalLM"), piecewise, {}, diff)
+    found = plan_changes(source, scenario, tmp_path).get("cand", [])
+    assert any("model code under breakable CUDA graphs" in f for f in found) is refused, found
+    if not refused:
+        assert found == []  # the change reads against 0.33 and overlays under PIECEWISE
