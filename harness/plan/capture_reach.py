@@ -6,12 +6,13 @@ refusal costs a launch-per-arm, a missed capture-time function a wrong number).
 Capture calls: every capture-named method of worker code (a runner's `capture_model` and
 `_capture_cudagraphs`, a speculator's `capture`, a graph manager's `capture`) and every
 `with torch.cuda.graph(...)` block. From a capture method: what it hands over (`self._prefill`,
-`self.model`), the functions it defines to be recorded (`forward_fn`), the dummy runs it calls
-(V1 records the model through `_dummy_run`), and the hooks it calls around the capture (not
-followed further). From there every call is followed where its target can be read from the
-source: `self.f` (the receiver's nearest definition and its subclasses' overrides), `super().f`,
-`self.x.f` where the receiver's classes assign `self.x = Cls(...)` or annotate it, calling a
-module (`self.x(...)` runs its forward or __call__), module functions by name, and the model
+`self.model`), the functions it defines to be recorded (`forward_fn`), the dummy runs it gives a
+graph mode (V1 records the model through `_dummy_run(n, cudagraph_runtime_mode=...)`), and the
+hooks it calls around the capture (not followed further). From there every call is followed
+where its target can be read from the source: `self.f` (the receiver's nearest definition and
+its subclasses' overrides), `super().f`, `self.x.f` where the receiver's classes assign
+`self.x = Cls(...)` or annotate it, calling a module (`self.x(...)` runs its forward or
+__call__), module functions by name, and the model
 (`self.model`, `model`, `self.runnable`): every class vLLM's model registry names.
 """
 
@@ -453,7 +454,12 @@ class _Reach:
 
     def capture_method(self, node: _Node) -> Iterator[tuple[str, _Node, bool]]:
         where = f"{node.owner}.{node.fn.name}"
-        called = {id(n.func) for n in ast.walk(node.fn) if isinstance(n, ast.Call)}
+        calls = [n for n in ast.walk(node.fn) if isinstance(n, ast.Call)]
+        called = {id(n.func) for n in calls}
+        # A dummy run given the graph mode to run under is what V1 records
+        # (`self._dummy_run(n, cudagraph_runtime_mode=...)`); V2's adaptive-verification
+        # profile (`self._dummy_run(**batch)`, after the captures) runs eagerly.
+        recorded = {id(n.func) for n in calls if any("graph" in (k.arg or "") for k in n.keywords)}
         inner = {id(n.value) for n in ast.walk(node.fn) if isinstance(n, ast.Attribute)}
         for n in ast.walk(node.fn):
             if (
@@ -464,7 +470,7 @@ class _Reach:
                 and id(n) not in inner
             ):
                 if id(n) in called:  # a hook around the capture, or a dummy run it records
-                    follow = bool(DUMMY_NAME.search(n.attr))
+                    follow = bool(DUMMY_NAME.search(n.attr)) and id(n) in recorded
                     for target in self.self_method(node, n.attr):
                         yield f"{where} calls {n.attr}", target, follow
                 else:

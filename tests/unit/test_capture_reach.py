@@ -85,7 +85,7 @@ def _classify(source: Source, change: Change, graphs: str) -> Classified:
 
 def test_the_draft_loop_is_reached_from_the_speculators_capture(source: Source) -> None:
     """The capture search itself: each of the four is reached, through the speculator's
-    capture handing over the draft loop; the host-side hand-off is not."""
+    capture handing over the draft loop; the host-side hand-off and V2's step are not."""
     reach = capture_reachable(source_package(source))
     for path, qualname in CAPTURED:
         assert (path, qualname) in reach, qualname
@@ -93,6 +93,11 @@ def test_the_draft_loop_is_reached_from_the_speculators_capture(source: Source) 
     assert "Speculator.capture hands over" in how and "sample_draft" in how, how
     assert "self.logits_processor.get_top_tokens → LogitsProcessor.get_top_tokens" in how
     assert not any(q.startswith("DraftTokensHandler.") for _, q in reach)
+    # V2's step itself is host code: the dummy runs its capture_model makes after the captures
+    # (adaptive verification's profile) run eagerly and are not followed.
+    runner = "vllm/v1/worker/gpu/model_runner.py"
+    assert (runner, "GPUModelRunner.execute_model") not in reach
+    assert (runner, "GPUModelRunner.sample_tokens") not in reach
 
 
 @pytest.mark.parametrize(("path", "qualname"), CAPTURED)
