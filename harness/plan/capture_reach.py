@@ -19,15 +19,21 @@ __call__), module functions by name, and the model
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
 import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
+from harness.atomic import write_json_atomic
 from harness.plan.vllm_source import (
     CAPTURE_NAME,
     MODEL_REGISTRY,
+    Changed,
     Installed,
     Module,
     base_name,
@@ -637,5 +643,43 @@ def reach_of(installed: Installed) -> dict[Key, str]:
 @cache
 def capture_reachable(installed: Installed) -> dict[Key, str]:
     """reach_of, once per package read (an installed vLLM, a wheel): every classification of
-    a process shares it."""
-    return reach_of(installed)
+    a process shares it, and later processes read it from $SPECBENCH_CACHE/capture-reach/,
+    keyed by the package's files and this search's own code (the search reads a few hundred
+    files, about 10 s here)."""
+    if isinstance(installed, Changed):
+        return reach_of(installed)
+    digest = hashlib.sha256()
+    for code in _search_code():
+        digest.update(code.encode("utf-8") + b"\0")
+    for name, text in sorted(installed.texts().items()):
+        digest.update(f"{name}\0{text}\0".encode("utf-8", "replace"))
+    path = _cache_dir() / "capture-reach" / f"{digest.hexdigest()[:32]}.json"
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        if data.get("version") == CACHE_VERSION:
+            return {(p, q): how for p, q, how in data["reach"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = reach_of(installed)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [[p, q, how] for (p, q), how in found.items()]
+        write_json_atomic(path, {"version": CACHE_VERSION, "reach": rows}, indent=None)
+    except OSError:
+        pass  # a read-only cache: searched again next time
+    return found
+
+
+CACHE_VERSION = 1
+
+
+def _search_code() -> list[str]:
+    """This search's own code (and the source reader it leans on): a change to either makes
+    a new cache key."""
+    here = Path(__file__).resolve().parent
+    return [(here / name).read_text("utf-8") for name in ("capture_reach.py", "vllm_source.py")]
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("SPECBENCH_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "specbench"
