@@ -25,7 +25,7 @@ from harness.config.vllm_internals import FEATURES, INTERNALS, Internal
 from harness.errors import ScenarioError
 from harness.plan.breakable import breakable_findings
 from harness.plan.builds import interpreter, probe
-from harness.plan.classify import classify_in, engine_graph_mode, engine_is_compiled
+from harness.plan.classify import Classified, classify_in, engine_graph_mode, engine_is_compiled
 from harness.plan.diffs import read_diff
 from harness.plan.vllm_source import SourceFiles
 from harness.wire.spec import Plan, RunSpec
@@ -680,6 +680,27 @@ def plan_changes(source: Source, scenario: Scenario, base_dir: Path) -> dict[str
         except ScenarioError as exc:
             out[name] = [f"variants.{name}.diff: {exc}"]
             continue
-        if variant.python is None and not classified.overlayable:
-            out[name] = [f.line() for f in classified.blockers]
+        if variant.python is None:
+            found = [f.line() for f in classified.blockers]
+            found += _other_runners(source, scenario, classified)
+            if found:
+                out[name] = found
+    return out
+
+
+def _other_runners(source: Source, scenario: Scenario, classified: Classified) -> list[str]:
+    """Changed functions only the other model runner runs on this release (both arms would
+    run the same code), as `plan` refuses them (harness.plan.overlay.other_runner_findings)."""
+    method = scenario.draft.method if scenario.draft is not None else None
+    runner, why = runner_for(scenario.device, scenario.model_runner, method, runner_facts(source))
+    out = []
+    for code in classified.code:
+        other = other_runners_code(source, code.module, runner) if code.kind == "function" else None
+        if other is not None:
+            out.append(
+                f"{code.file}: {code.owner + '.' if code.owner else ''}{code.name} — "
+                f"Model Runner {other}'s code: the runner this launch "
+                f"gets on vLLM {source.version} is {runner} ({why}), which never imports it, so "
+                "both arms would run the same code"
+            )
     return out

@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from harness.cli import main
+from harness.config.scenario import load_scenario
 from harness.plan.capture_reach import capture_reachable
 from harness.plan.classify import Classified, classify_in
 from harness.plan.diffs import Change, FileChange
-from harness.plan.vllm_support import Source, source_package
+from harness.plan.vllm_support import Source, plan_changes, source_package
 from harness.wire.overlay import ChangeIdentity
 from tests.unit.test_vllm_releases import release
 
@@ -209,3 +210,17 @@ def test_support_plans_a_scenarios_diff_against_the_release(
     main(["support", wheel, "--scenario", str(_scenario(eager_dir, diff, {"enforce_eager": True}))])
     out = capsys.readouterr().out
     assert "gpu-branch on vLLM 0.34.0" in out and "overlay branch" not in out, out
+
+
+def test_support_names_code_only_the_other_runner_runs_on_the_release(tmp_path: Path) -> None:
+    """On 0.33 a CUDA EAGLE-3 launch gets Model Runner V2, which never imports V1's proposer:
+    a diff of SpecDecodeBaseProposer._greedy_sample would run the same code in both arms.
+    Planned against 0.33's source it is named so, even eager (no capture involved)."""
+    source = release("0.33.0")
+    path = "vllm/v1/spec_decode/llm_base_proposer.py"
+    diff = _diff(source, path, "SpecDecodeBaseProposer._greedy_sample")
+    scenario = load_scenario(_scenario(tmp_path, diff, {"enforce_eager": True}))
+    found = plan_changes(source, scenario, tmp_path)
+    assert list(found) == ["branch"], found
+    assert "SpecDecodeBaseProposer._greedy_sample — Model Runner V1's code" in found["branch"][0]
+    assert "the runner this launch gets on vLLM 0.33.0 is V2" in found["branch"][0]
