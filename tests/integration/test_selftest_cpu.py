@@ -80,26 +80,63 @@ def test_every_check_works_or_is_refused_with_its_reason(
     assert list((tmp / "passed").glob("*.json"))
 
 
-def test_a_switch_that_does_nothing_fails_the_swap_check(tmp_path: Path) -> None:
-    proc, report = selftest(tmp_path, "--only", "swap", faults={NOOP_SWITCH_ENV: "1"})
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict[str, Any]]:
+    """Two defects planted in one partial selftest (each reaches one check): the switch
+    between arms answers but changes nothing, and the V1 runner calls its forward under a
+    new name, as a release that renamed the step timer's wrap point would."""
+    tmp = tmp_path_factory.mktemp("planted")
+    proc, report = selftest(
+        tmp,
+        "--only",
+        "methods",
+        "--only",
+        "swap",
+        faults={
+            NOOP_SWITCH_ENV: "1",
+            RENAMED_WRAP_ENV: "GPUModelRunner.execute_model:_model_forward",
+        },
+    )
+    return tmp, proc, report
+
+
+def test_a_switch_that_does_nothing_fails_the_swap_check(
+    planted: tuple[Path, Any, dict[str, Any]],
+) -> None:
+    tmp, proc, report = planted
     assert proc.returncode == int(ExitCode.RUN_FAILED), proc.stdout[-3000:]
+    assert "Traceback" not in proc.stderr
     checks = by_name(report)
     failed = [c for name, c in checks.items() if name.startswith("swap (")]
     assert failed and all(c["status"] == "failed" for c in failed), failed
     assert all("unproven" in c["why"] for c in failed), failed
-    assert not (tmp_path / "passed").exists()  # a partial selftest is never recorded
+    assert not (tmp / "passed").exists()  # a failed (and partial) selftest is never recorded
 
 
-def test_a_renamed_wrap_point_fails_the_step_timer_check(tmp_path: Path) -> None:
-    proc, report = selftest(
-        tmp_path,
-        "--only",
-        "methods",
-        faults={RENAMED_WRAP_ENV: "GPUModelRunner.execute_model:_model_forward"},
-    )
-    assert proc.returncode == int(ExitCode.RUN_FAILED), proc.stdout[-3000:]
+def test_a_renamed_wrap_point_fails_the_step_timer_check(
+    planted: tuple[Path, Any, dict[str, Any]],
+) -> None:
+    _, _, report = planted
     check = by_name(report)["step timer"]
     assert check["status"] == "failed"
     assert "no forward" in check["why"], check
     # The engines themselves still ran: only the timer's check fails.
     assert by_name(report)["engine: eagle"]["status"] == "works"
+
+
+def test_on_v2_under_the_interpreter_each_method_runs_or_is_refused(tmp_path: Path) -> None:
+    """Model Runner V2 under Triton's interpreter (scripts/setup.sh --v2): an engine per
+    method V2 runs here, Medusa refused with its reason (V2 has no Medusa), the capture
+    check; code paths only, never performance, as the table says."""
+    proc, report = selftest(
+        tmp_path, "--model-runner", "V2", "--only", "methods", "--only", "capture"
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    checks = by_name(report)
+    assert report["environment"]["interpreted"] is True
+    assert checks["engine: eagle"]["status"] == "works", checks["engine: eagle"]
+    assert checks["engine: eagle"]["evidence"]["runner"] == "V2"
+    assert checks["engine: medusa"]["status"] == "refused"
+    assert "medusa" in checks["engine: medusa"]["why"].lower()
+    assert checks["capture-time refusal"]["status"] == "works"
+    assert "never performance" in proc.stdout

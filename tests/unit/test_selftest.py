@@ -94,8 +94,13 @@ def test_a_refusal_is_no_failure_and_a_failure_fails(tmp_path: Path) -> None:
 def test_run_on_a_gpu_says_when_no_selftest_passed_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import harness.env
+
     monkeypatch.setenv(SELFTESTS_ENV, str(tmp_path))
     assert st.missing_selftest_line("cpu", "auto") is None
+    # No GPU here: `run` refuses a CUDA scenario on its own, in one line, so no second line.
+    assert st.missing_selftest_line("cuda", "auto") is None
+    monkeypatch.setattr(harness.env, "cuda_gpus", lambda: ["NVIDIA H100 80GB HBM3"])
     line = st.missing_selftest_line("cuda", "auto")
     assert line is not None and "specbench selftest" in line
     from harness.env import package_version
