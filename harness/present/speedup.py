@@ -47,7 +47,8 @@ def _what(d: Decomposition, key: str) -> str:
             "and time outside the steps"
         ),
         "rest_of_step": f"{r['rest_ms']:.2f} ms against {r['rest0_ms']:.2f} ms per step",
-        "outside": "scheduling, output processing: the remainder of the measured speedup",
+        "outside": "outside the timed steps (host scheduling and output processing; under "
+        "async scheduling the device's time between them): the remainder of the speedup",
         "measured": "output throughput over the no-speculation arm's, per round",
     }[key]
 
