@@ -87,7 +87,9 @@ class Context:
     progress: Progress
     device: str
     model_runner: str  # auto | V1 | V2
-    graph_modes: dict[str, str] = field(default_factory=dict)  # run -> cudagraph mode seen
+    # Every run the checks made, in order: the step timer and the KV capacity are checked
+    # over all of their launches.
+    finished: list[Any] = field(default_factory=list)
 
     @property
     def runs_dir(self) -> Path:
@@ -133,7 +135,7 @@ def _run(ctx: Context, name: str, data: dict[str, Any], gate: bool = False) -> A
 
     spec: Scenario = parse_scenario(data, f"selftest:{name}")
     ctx.progress(f"selftest: {name}: {spec.name}")
-    return run_scenario(
+    finished = run_scenario(
         spec,
         None,
         ctx.folder,
@@ -144,6 +146,8 @@ def _run(ctx: Context, name: str, data: dict[str, Any], gate: bool = False) -> A
         gate="pass" if gate else None,
         shared_machine=False,
     )
+    ctx.finished.append(finished)
+    return finished
 
 
 def _launches(finished: Any) -> list[Any]:
@@ -206,26 +210,19 @@ def methods_checks(ctx: Context, installed: frozenset[str]) -> list[Check]:
     groups: dict[str, list[str]] = {}
     for method in usable:
         groups.setdefault(str(METHOD_MODELS[method]["target"]), []).append(method)
-    every: list[Any] = []
-    first: Any = None
     for target, methods in groups.items():
         name = "methods" if target == "tiny-llama" else f"methods-{target}"
         started = time.perf_counter()
         finished = _run(ctx, name, _methods_scenario(ctx, methods))
         seconds = time.perf_counter() - started
-        first = first or finished
         records = _launches(finished)
-        every += records
-        by_variant = {r.variant: r for r in records}
         for method in methods:
-            checks.append(
-                _engine_check(finished, method, by_variant.get(method), seconds / len(methods))
-            )
+            # A lone method's launch hosts it twice (an A/A in one engine): its arms name it.
+            record = next((r for r in records if method in (r.arms or [r.variant])), None)
+            checks.append(_engine_check(finished, method, record, seconds / len(methods)))
         if len(methods) > 1:
             parity = {c.name: c.parity for c in finished.analysis.candidates}
             checks.append(_parity_check(finished, methods, parity))
-    checks.append(_steptimer_check(first, every))
-    checks.append(_kv_check(first, every))
     return checks
 
 
@@ -382,46 +379,56 @@ def _parity_check(finished: Any, usable: list[str], parity: dict[str, Any]) -> C
     )
 
 
-def _steptimer_check(finished: Any, records: list[Any]) -> Check:
-    """The step timer's parts add up inside each pass: forward and draft positive, their sum
-    within the steps' own time, the steps within the pass's wall time (checked per pass by the
-    worker too: a failing launch withdraws its rows, which fails this check)."""
+def _steptimer_check(runs: list[Any]) -> Check:
+    """The step timer's parts add up inside each pass of every launch the checks made that
+    times its steps (offline ones): forward and draft positive, their sum within the steps' own
+    time, the steps within the pass's wall time (checked per pass by the worker too: a failing
+    launch withdraws its rows, which fails this check)."""
     feature = "the step timer (its parts add up to the step's own time)"
     evidence: dict[str, Any] = {}
     problems = []
-    for r in records:
-        if r.status != "ok" or r.result is None:
+    for finished in runs:
+        if not finished.run.scenario.times_steps:
             continue
-        res = r.result
-        if res.step_times_withdrawn:
-            withdrawn = [x for x in res.left_out if "step timer" in x]
-            problems.append(f"{r.variant}: {withdrawn[0] if withdrawn else 'withdrawn'}")
-            continue
-        timed = [p for p in res.passes if p.step_times is not None]
-        if not timed:
-            problems.append(f"{r.variant}: no pass was timed")
-            continue
-        for p in timed:
-            st = p.step_times
-            if st.step_s > p.duration_s * 1.001:
-                problems.append(
-                    f"{r.variant} pass {p.repeat}: steps {st.step_s:.3f} s longer than the pass "
-                    f"({p.duration_s:.3f} s)"
-                )
-        first = timed[0].step_times
-        evidence[r.variant] = {
-            "steps": first.steps,
-            "step_ms": round(first.step_s * 1e3, 3),
-            "forward_ms": round(first.forward_s * 1e3, 3),
-            "draft_ms": round(first.draft_s * 1e3, 3),
-            "pass_ms": round(timed[0].duration_s * 1e3, 3),
-        }
+        for r in finished.run.runs:
+            if r.status != "ok" or r.result is None:
+                continue
+            key = f"{finished.run.run_id}/{r.run_key}"
+            res = r.result
+            if res.step_times_withdrawn:
+                withdrawn = [x for x in res.left_out if "step timer" in x]
+                problems.append(f"{key}: {withdrawn[0] if withdrawn else 'withdrawn'}")
+                continue
+            timed = [p for p in res.passes if p.step_times is not None]
+            if not timed:
+                problems.append(f"{key}: no pass was timed")
+                continue
+            for p in timed:
+                st = p.step_times
+                if st.step_s > p.duration_s * 1.001:
+                    problems.append(
+                        f"{key} pass {p.repeat}: steps {st.step_s:.3f} s longer than the "
+                        f"pass ({p.duration_s:.3f} s)"
+                    )
+            first = timed[0].step_times
+            evidence[key] = {
+                "steps": first.steps,
+                "step_ms": round(first.step_s * 1e3, 3),
+                "forward_ms": round(first.forward_s * 1e3, 3),
+                "draft_ms": round(first.draft_s * 1e3, 3),
+                "pass_ms": round(timed[0].duration_s * 1e3, 3),
+            }
     if problems:
         return Check(
-            "step timer", feature, "failed", "; ".join(problems), evidence, str(finished.run.path)
+            "step timer",
+            feature,
+            "failed",
+            "; ".join(problems),
+            evidence,
+            str(runs[0].run.path.parent),
         )
     if not evidence:
-        return Check("step timer", feature, "failed", "no launch completed to time its steps")
+        return Check("step timer", feature, "refused", "no launch here times its steps")
     return Check(
         "step timer",
         feature,
@@ -431,20 +438,26 @@ def _steptimer_check(finished: Any, records: list[Any]) -> Check:
     )
 
 
-def _kv_check(finished: Any, records: list[Any]) -> Check:
-    """Every launch reported the KV capacity it really had (under an extensible KV cache,
-    the size measured after warm-up: analysis.setup.kv_capacities)."""
+def _kv_check(runs: list[Any]) -> Check:
+    """Every launch the checks made reported the KV capacity it really had (under an
+    extensible KV cache, the size measured after warm-up: analysis.setup.kv_capacities)."""
     from harness.analysis.setup import kv_capacities
 
     feature = "the KV capacity each launch really had"
-    platforms = kv_capacities(r for r in records if r.status == "ok")
-    blocks = {key: p.kv_blocks for key, p in platforms.items()}
-    ran = [r.run_key for r in records if r.status == "ok"]
-    missing = [k for k in ran if not blocks.get(k)]
-    if not ran:
-        return Check(
-            "KV capacity", feature, "failed", "no launch completed", log=str(finished.run.path)
-        )
+    blocks: dict[str, int | None] = {}
+    missing = []
+    for finished in runs:
+        ok = [r for r in finished.run.runs if r.status == "ok"]
+        platforms = kv_capacities(ok)
+        for r in ok:
+            key = f"{finished.run.run_id}/{r.run_key}"
+            platform = platforms.get(r.run_key)
+            blocks[key] = platform.kv_blocks if platform is not None else None
+            if not blocks[key]:
+                missing.append(key)
+    where = str(runs[0].run.path.parent)
+    if not blocks:
+        return Check("KV capacity", feature, "failed", "no launch completed", log=where)
     if missing:
         return Check(
             "KV capacity",
@@ -452,13 +465,14 @@ def _kv_check(finished: Any, records: list[Any]) -> Check:
             "failed",
             f"no capacity reported by {', '.join(missing)}",
             {"blocks": blocks},
-            str(finished.run.path),
+            where,
         )
+    sizes = sorted({v for v in blocks.values() if v})
     return Check(
         "KV capacity",
         feature,
         "works",
-        ", ".join(f"{k}: {v} blocks" for k, v in blocks.items()),
+        f"{len(blocks)} launches reported their capacity ({', '.join(map(str, sizes))} blocks)",
         {"blocks": blocks},
     )
 
@@ -816,6 +830,9 @@ def run_selftest(
             checks.extend(step())
         except SpecbenchError as exc:
             checks.append(Check(name, name, "failed", str(exc)))
+    if ctx.finished:
+        checks.append(_steptimer_check(ctx.finished))
+        checks.append(_kv_check(ctx.finished))
     graph_modes = sorted(
         {str(c.evidence["graph_mode"]) for c in checks if c.evidence.get("graph_mode")}
     )
