@@ -6,7 +6,7 @@ target alone, through the CLI.
 Each checks that speculation really ran (drafts proposed, tokens accepted) and that greedy
 outputs equal the target's own, token for token. V1, and V2 under Triton's interpreter
 (scripts/setup.sh --v2) where the method runs there (docs/vllm_on_cpu.md, "Speculative
-methods"). The smallest workload: 4 prompts x 16 tokens on V1, 2 x 8 on V2."""
+methods": EAGLE-3 does not). The smallest workload: 4 prompts x 16 tokens on V1, 2 x 8 on V2."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ pytestmark = pytest.mark.integration
 # The methods this file runs on tiny-llama; their built-in models and speculative_config are
 # the catalogue's. MTP runs on its own target (tiny-mimo).
 NEW_METHODS = ("draft_model", "eagle3")
-# Where each runs (measured: docs/vllm_on_cpu.md).
-V2_METHODS = ("draft_model", "eagle3")
+# What runs on V2 under the interpreter (measured: docs/vllm_on_cpu.md). EAGLE-3 does not: V2's
+# speculator hands its fc a hidden state one aux state wide ("shape '[-1, 384]' is invalid for
+# input of size 4096" in Eagle3LlamaForCausalLM.combine_hidden_states, during the warm-up).
+V2_METHODS = ("draft_model",)
 
 
 def _methods_scenario(tmp: Path, runner: str, methods: tuple[str, ...]) -> Path:
@@ -126,5 +128,15 @@ def test_mtp_speculates_losslessly_on_v1(v1_mtp: CliRun) -> None:
     _assert_speculated_and_lossless(v1_mtp, ("mtp",), "V1", per_draft=1)
 
 
-def test_eagle3_and_a_draft_model_speculate_losslessly_on_v2(v2_methods: CliRun) -> None:
+@pytest.fixture(scope="module")
+def v2_mtp(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    tmp = tmp_path_factory.mktemp("mtp-v2")
+    return run_cli(_methods_scenario(tmp, "V2", ("mtp",)), tmp / "results", "v2mtp")
+
+
+def test_a_draft_model_speculates_losslessly_on_v2(v2_methods: CliRun) -> None:
     _assert_speculated_and_lossless(v2_methods, V2_METHODS, "V2")
+
+
+def test_mtp_speculates_losslessly_on_v2(v2_mtp: CliRun) -> None:
+    _assert_speculated_and_lossless(v2_mtp, ("mtp",), "V2", per_draft=1)
