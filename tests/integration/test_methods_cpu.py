@@ -27,9 +27,9 @@ pytestmark = pytest.mark.integration
 # The methods this file runs on tiny-llama; their built-in models and speculative_config are
 # the catalogue's. MTP runs on its own target (tiny-mimo).
 NEW_METHODS = ("draft_model", "eagle3")
-# What runs on V2 under the interpreter (measured: docs/vllm_on_cpu.md). EAGLE-3 does not: V2's
-# speculator hands its fc a hidden state one aux state wide ("shape '[-1, 384]' is invalid for
-# input of size 4096" in Eagle3LlamaForCausalLM.combine_hidden_states, during the warm-up).
+# What runs on V2 under the interpreter (measured: docs/vllm_on_cpu.md). EAGLE-3 does not: its
+# engine dies in the warm-up ("shape '[-1, 384]' is invalid for input of size 4096" in
+# Eagle3LlamaForCausalLM.combine_hidden_states, called by V2's speculator).
 V2_METHODS = ("draft_model",)
 
 
