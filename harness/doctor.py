@@ -118,7 +118,21 @@ def doctor_lines() -> list[str]:
             f"  {swap.name:<24} {why} (methods {', '.join(swap.methods)}; choices "
             f"{', '.join(swap.choices)}; vLLM {swap.vllm})"
         )
+    lines.append(_selftest_line("cuda" if gpus else "cpu", str(version)))
     return lines
+
+
+def _selftest_line(device: str, version: str) -> str:
+    """Whether `specbench selftest` passed here for this vLLM, and where its evidence is."""
+    from harness.results.selftests import passed_selftest
+
+    evidence = passed_selftest(device, "auto", version)
+    if evidence is not None:
+        return f"selftest: passed on this machine for vLLM {version} ({device}): {evidence}"
+    return (
+        f"selftest: none passed on this machine for vLLM {version} ({device}); "
+        "`specbench selftest` proves its platform-dependent features in minutes"
+    )
 
 
 # A process above this share of one CPU over the sample is heavy; the machine is loaded when
