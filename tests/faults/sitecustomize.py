@@ -143,8 +143,10 @@ def renamed_wrap(spec: str) -> Patch:
     renamed = f"{method}_renamed"
 
     def patch(module: ModuleType) -> None:
+        import inspect
+
         cls = getattr(module, owner)
-        fn = cls.__dict__[caller]
+        fn = inspect.unwrap(cls.__dict__[caller])  # under its decorators (inference_mode)
         names = tuple(renamed if n == method else n for n in fn.__code__.co_names)
         fn.__code__ = fn.__code__.replace(co_names=names)
         setattr(cls, renamed, cls.__dict__[method])
