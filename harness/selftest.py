@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from harness.atomic import write_text_atomic
 from harness.config.catalog import METHOD_MODELS
+from harness.config.interpreter import INTERPRETER_KNOWN_FAILURES
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.swaps import SWAPS
 from harness.env import fingerprint
@@ -167,6 +168,16 @@ def _log_of(finished: Any, record: Any | None = None) -> str:
     return str(finished.run.path)
 
 
+def _tail(path: Path, size: int = 20_000) -> str:
+    """The end of a log file ("" when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def _graph_mode(record: Any) -> str | None:
     platform = record.result.platform if record.result is not None else None
     return None if platform is None else platform.cudagraph_mode
@@ -219,7 +230,7 @@ def methods_checks(ctx: Context, installed: frozenset[str]) -> list[Check]:
         for method in methods:
             # A lone method's launch hosts it twice (an A/A in one engine): its arms name it.
             record = next((r for r in records if method in (r.arms or [r.variant])), None)
-            checks.append(_engine_check(finished, method, record, seconds / len(methods)))
+            checks.append(_engine_check(ctx, finished, method, record, seconds / len(methods)))
         if len(methods) > 1:
             parity = {c.name: c.parity for c in finished.analysis.candidates}
             checks.append(_parity_check(finished, methods, parity))
@@ -290,13 +301,19 @@ def _override(method: str) -> dict[str, Any]:
     return config
 
 
-def _engine_check(finished: Any, method: str, record: Any | None, seconds: float) -> Check:
+def _engine_check(
+    ctx: Context, finished: Any, method: str, record: Any | None, seconds: float
+) -> Check:
     feature = f"an engine drafting with {method}"
     if record is None:
         return Check(f"engine: {method}", feature, "failed", "no launch was recorded")
     if record.status != "ok" or record.result is None:
         why = (record.error or record.status).splitlines()[0][:300]
-        return Check(f"engine: {method}", feature, "failed", why, log=_log_of(finished, record))
+        log = _log_of(finished, record)
+        known = INTERPRETER_KNOWN_FAILURES.get(method) if ctx.interpreted else None
+        if known is not None and known[0] in _tail(Path(log)):
+            return Check(f"engine: {method}", feature, "refused", known[1], {"error": why}, log)
+        return Check(f"engine: {method}", feature, "failed", why, log=log)
     counters = [p.spec_decode for p in record.result.passes if p.spec_decode is not None]
     drafted = sum(c.num_draft_tokens for c in counters)
     accepted = sum(c.num_accepted_tokens for c in counters)

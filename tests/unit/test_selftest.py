@@ -120,3 +120,41 @@ def test_an_unknown_check_is_one_line_before_anything_runs(
     err = capsys.readouterr().err
     assert "--only: no check bogus" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("interpreted", [True, False])
+def test_a_known_interpreter_failure_is_refused_only_there_and_only_as_measured(
+    tmp_path: Path, interpreted: bool
+) -> None:
+    """EAGLE-3's engine dies under V2's interpreter here (measured): refused with the reason
+    when its log ends that way under the interpreter; any other death, or the same one
+    elsewhere, is a failure."""
+    from types import SimpleNamespace
+
+    from harness.config.interpreter import INTERPRETER_KNOWN_FAILURES
+    from harness.wire.records import RunRecord
+
+    signature, _ = INTERPRETER_KNOWN_FAILURES["eagle3"]
+    (tmp_path / "logs").mkdir()
+    finished = SimpleNamespace(run=SimpleNamespace(path=tmp_path))
+    ctx = SimpleNamespace(interpreted=interpreted)
+    for text, known in (
+        (f"RuntimeError: Worker failed with error '{signature} 4096'", True),
+        ("RuntimeError: CUDA out of memory", False),
+    ):
+        (tmp_path / "logs" / "eagle3.r0.log").write_text("...\n" + text + "\n")
+        record = RunRecord(
+            run_key="eagle3.r0",
+            variant="eagle3",
+            arms=["eagle3"],
+            round=0,
+            order=0,
+            status="failed",
+            wall_s=1.0,
+            error="vLLM's engine core process died",
+            log_file="logs/eagle3.r0.log",
+        )
+        check = st._engine_check(ctx, finished, "eagle3", record, 1.0)  # type: ignore[arg-type]
+        want = "refused" if known and interpreted else "failed"
+        assert check.status == want, (text, interpreted, check)
+        assert check.log == str(tmp_path / "logs" / "eagle3.r0.log")
