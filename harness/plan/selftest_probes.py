@@ -162,18 +162,23 @@ def _pick(captured: dict[tuple[str, str], str]) -> tuple[str, str]:
     return sorted(captured)[0]
 
 
-def _host_side(root: Path, line: str, graphs: str) -> tuple[str, str, Classified] | None:
+def _host_side(
+    root: Path, line: str, graphs: str, runners: frozenset[str] = frozenset({"V1", "V2"})
+) -> tuple[str, str, str] | None:
+    """The first of the registry's host-side functions (for `runners`) that the installed vLLM
+    has and whose no-op change the planner keeps in one engine under `graphs`: (file,
+    qualname, the file's installed text)."""
     texts = installed_package(str(root)).texts()
     for internal in SELFTEST_HOST_SIDE:
         path = internal.module.replace(".", "/") + ".py"
-        if path not in texts:
+        if internal.runner not in runners or path not in texts:
             continue
         try:
             found = _classify(root, path, internal.qualname, line, graphs)
         except ScenarioError:
             continue
         if found.overlayable:
-            return path, internal.qualname, found
+            return path, internal.qualname, texts[path]
     return None
 
 
@@ -183,24 +188,9 @@ def host_side_overlay(
     """A no-op change of a host-side function the installed vLLM calls every step for
     `method` under `model_runner` (the registry's selftest entries), that the planner keeps
     in one engine under `graphs`: (file, qualname, the diff's text)."""
-    root = root or vllm_location(None)
-    texts = installed_package(str(root)).texts()
-    runners = {"V1", "V2"} if model_runner == "auto" else {model_runner}
-    for internal in SELFTEST_HOST_SIDE:
-        if internal.runner not in runners and model_runner != "auto":
-            continue
-        path = internal.module.replace(".", "/") + ".py"
-        if path not in texts:
-            continue
-        try:
-            found = _classify(root, path, internal.qualname, line, graphs)
-        except ScenarioError:
-            continue
-        if found.overlayable:
-            old = texts[path]
-            return (
-                path,
-                internal.qualname,
-                unified_diff(path, old, with_line(old, internal.qualname, line)),
-            )
-    return None
+    runners = frozenset({"V1", "V2"} if model_runner == "auto" else {model_runner})
+    found = _host_side(root or vllm_location(None), line, graphs, runners)
+    if found is None:
+        return None
+    path, qualname, old = found
+    return path, qualname, unified_diff(path, old, with_line(old, qualname, line))
